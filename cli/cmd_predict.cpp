@@ -1,0 +1,32 @@
+// `shardplan predict`: evaluate one fully specified configuration.
+#include <iostream>
+#include <memory>
+
+#include "cli/commands.hpp"
+#include "cli/config_flags.hpp"
+#include "cli/render_prediction.hpp"
+#include "planner/predict.hpp"
+
+namespace shardplan::cli {
+
+void add_predict_command(CLI::App& app, const GlobalOptions& global) {
+  struct Options {
+    ConfigFlags config;
+    std::string format = "table";
+  };
+  auto opts = std::make_shared<Options>();
+  CLI::App* cmd = app.add_subcommand("predict", "Evaluate one fully given configuration: memory (and FLOPs) per GPU");
+  add_config_flags(*cmd, opts->config);
+  cmd->add_option("--format", opts->format, "table | json | yaml | csv | markdown (default table)");
+  cmd->callback([opts, &global] {
+    const PresetStore store = load_presets(global);
+    const ResolvedConfig cfg = resolve_config(opts->config, store);
+    const Prediction p = predict(cfg.model, cfg.strategy, cfg.cluster);
+    std::string text = render_prediction(p, opts->format);
+    if (cfg.cluster_defaulted && opts->format == "table")
+      text = "note: no --cluster or --gpu given; using " + std::string(kDefaultCluster) + "\n" + text;
+    std::cout << text;
+  });
+}
+
+}  // namespace shardplan::cli

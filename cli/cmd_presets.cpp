@@ -1,0 +1,240 @@
+// `shardplan presets [models|gpus|clusters]` and `shardplan presets show NAME`.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <memory>
+#include <optional>
+
+#include "cli/commands.hpp"
+#include "planner/error.hpp"
+#include "planner/hardware.hpp"
+#include "planner/model.hpp"
+
+namespace shardplan::cli {
+
+PresetStore load_presets(const GlobalOptions& global) {
+  PresetStore store = PresetStore::builtin();
+  for (const std::string& dir : global.presets_dirs) store.add_directory(dir);
+  return store;
+}
+
+namespace {
+
+constexpr PresetKind kAllKinds[] = {PresetKind::model, PresetKind::gpu, PresetKind::cluster};
+
+// ---- plain aligned tables -----------------------------------------------------------------------------------
+
+struct Column {
+  std::string title;
+  bool right = false;  // numbers are right-aligned so that digits line up
+};
+
+struct Table {
+  std::vector<Column> columns;
+  std::vector<std::vector<std::string>> rows;
+};
+
+std::vector<std::size_t> column_widths(const Table& t) {
+  std::vector<std::size_t> widths;
+  for (const Column& c : t.columns) widths.push_back(c.title.size());
+  for (const auto& row : t.rows) {
+    for (std::size_t i = 0; i < row.size() && i < widths.size(); ++i) widths[i] = std::max(widths[i], row[i].size());
+  }
+  return widths;
+}
+
+void print_row(const Table& t, const std::vector<std::size_t>& widths, const std::vector<std::string>& cells) {
+  std::string line;
+  for (std::size_t i = 0; i < cells.size(); ++i) {
+    if (i > 0) line += "  ";
+    line += t.columns[i].right ? fmt::format("{:>{}}", cells[i], widths[i]) : fmt::format("{:<{}}", cells[i], widths[i]);
+  }
+  line.erase(line.find_last_not_of(' ') + 1);  // no trailing blanks from the last, left-aligned column
+  fmt::print("{}\n", line);
+}
+
+void print_table(const Table& t) {
+  std::vector<std::size_t> widths = column_widths(t);
+  std::vector<std::string> titles;
+  for (const Column& c : t.columns) titles.push_back(c.title);
+  print_row(t, widths, titles);
+  if (t.rows.empty()) fmt::print("(none)\n");
+  for (const auto& row : t.rows) print_row(t, widths, row);
+}
+
+// A figure with at most one decimal, without a trailing ".0" (80, 989.4).
+std::string figure(double v) {
+  std::string s = fmt::format("{:.1f}", v);
+  if (s.size() > 2 && s.compare(s.size() - 2, 2, ".0") == 0) s.resize(s.size() - 2);
+  return s;
+}
+
+std::string billions(int64_t params) {
+  double b = static_cast<double>(params) / 1e9;
+  return b >= 1 ? fmt::format("{:.2f}", b) : fmt::format("{:.3f}", b);  // keep 3 digits for small models
+}
+
+// ---- the three lists ----------------------------------------------------------------------------------------
+
+Table models_table(const PresetStore& store) {
+  Table t{{{"name"}, {"params(B)", true}, {"layers", true}, {"hidden", true}, {"heads/kv", true}, {"ffn", true},
+           {"vocab", true}, {"mlp"}, {"norm"}},
+          {}};
+  for (const std::string& name : store.names(PresetKind::model)) {
+    ModelSpec m = store.model(name);
+    t.rows.push_back({name, billions(count_params(m).total), std::to_string(m.layers), std::to_string(m.hidden),
+                      fmt::format("{}/{}", m.heads, m.kv_heads), std::to_string(m.ffn_hidden), std::to_string(m.vocab),
+                      to_string(m.mlp), to_string(m.norm)});
+  }
+  return t;
+}
+
+Table gpus_table(const PresetStore& store) {
+  Table t{{{"name"}, {"memory GiB", true}, {"bf16 TFLOP/s", true}, {"HBM GB/s", true}, {"NVLink GB/s", true}}, {}};
+  for (const std::string& name : store.names(PresetKind::gpu)) {
+    GpuSpec g = store.gpu(name);
+    t.rows.push_back({name, figure(g.memory_gib), figure(g.bf16_tflops), figure(g.hbm_gbps), figure(g.nvlink_gbps)});
+  }
+  return t;
+}
+
+Table clusters_table(const PresetStore& store) {
+  Table t{{{"name"}, {"gpu"}, {"gpus/node", true}, {"intra link"}, {"intra GB/s", true}, {"inter Gb/s/node", true}},
+          {}};
+  for (const std::string& name : store.names(PresetKind::cluster)) {
+    ClusterSpec c = store.cluster(name);
+    t.rows.push_back({name, c.gpu_name, std::to_string(c.gpus_per_node), to_string(c.intra.kind), figure(c.intra.gbps),
+                      figure(c.inter.node_gbps())});
+  }
+  return t;
+}
+
+Table table_of(const PresetStore& store, PresetKind kind) {
+  switch (kind) {
+    case PresetKind::model: return models_table(store);
+    case PresetKind::gpu: return gpus_table(store);
+    case PresetKind::cluster: return clusters_table(store);
+  }
+  return {};
+}
+
+// "model", "models", "gpu", ... → the kind.
+std::optional<PresetKind> parse_kind(const std::string& word) {
+  for (PresetKind k : kAllKinds) {
+    std::string singular = to_string(k);
+    if (word == singular || word == singular + "s") return k;
+  }
+  return std::nullopt;
+}
+
+// The flag that selects a preset of this kind elsewhere, for the list headings.
+const char* flag_for(PresetKind kind) {
+  switch (kind) {
+    case PresetKind::model: return "--preset NAME";
+    case PresetKind::gpu: return "--gpu NAME";
+    case PresetKind::cluster: return "--cluster NAME";
+  }
+  return "";
+}
+
+void print_lists(const PresetStore& store, const std::string& which) {
+  if (!which.empty()) {
+    std::optional<PresetKind> kind = parse_kind(which);
+    if (!kind) {
+      throw InputError(fmt::format("presets: unknown list '{}' (choose models, gpus or clusters, or 'presets show NAME')",
+                                   which));
+    }
+    print_table(table_of(store, *kind));
+    return;
+  }
+  // All tables are built before printing: a broken preset then gives an error and no half-printed list.
+  std::vector<Table> tables;
+  for (PresetKind kind : kAllKinds) tables.push_back(table_of(store, kind));
+  for (std::size_t i = 0; i < tables.size(); ++i) {
+    if (i > 0) fmt::print("\n");
+    fmt::print("{}s ({})\n", to_string(kAllKinds[i]), flag_for(kAllKinds[i]));
+    print_table(tables[i]);
+  }
+}
+
+// ---- show ---------------------------------------------------------------------------------------------------
+
+std::string known_names(const PresetStore& store, PresetKind kind) {
+  std::vector<std::string> names = store.names(kind);
+  return names.empty() ? std::string("none") : fmt::format("{}", fmt::join(names, ", "));
+}
+
+std::string did_you_mean(const std::string& name, const std::vector<std::string>& candidates) {
+  std::vector<std::string> near = near_names(name, candidates);
+  return near.empty() ? std::string() : fmt::format("did you mean '{}'? ", fmt::join(near, "', '"));
+}
+
+[[noreturn]] void throw_unknown(const PresetStore& store, const std::string& name, std::optional<PresetKind> kind) {
+  if (kind) {
+    throw InputError(fmt::format("presets show: unknown {} preset '{}' ({}known: {})", to_string(*kind), name,
+                                 did_you_mean(name, store.names(*kind)), known_names(store, *kind)));
+  }
+  std::vector<std::string> all;
+  for (PresetKind k : kAllKinds) {
+    for (std::string& n : store.names(k)) all.push_back(std::move(n));
+  }
+  throw InputError(fmt::format("presets show: unknown preset '{}' ({}models: {}; gpus: {}; clusters: {})", name,
+                               did_you_mean(name, all), known_names(store, PresetKind::model),
+                               known_names(store, PresetKind::gpu), known_names(store, PresetKind::cluster)));
+}
+
+// NAME, or KIND:NAME when a GPU and a cluster (say) share a name.
+const PresetEntry& find_for_show(const PresetStore& store, const std::string& query) {
+  std::size_t colon = query.find(':');
+  if (colon != std::string::npos) {
+    if (std::optional<PresetKind> kind = parse_kind(query.substr(0, colon))) {
+      std::string name = query.substr(colon + 1);
+      if (const PresetEntry* entry = store.find(*kind, name)) return *entry;
+      throw_unknown(store, name, kind);
+    }
+  }
+  std::vector<const PresetEntry*> matches;
+  for (PresetKind k : kAllKinds) {
+    if (const PresetEntry* entry = store.find(k, query)) matches.push_back(entry);
+  }
+  if (matches.empty()) throw_unknown(store, query, std::nullopt);
+  if (matches.size() > 1) {
+    std::vector<std::string> qualified;
+    for (const PresetEntry* e : matches) qualified.push_back(fmt::format("'{}:{}'", to_string(e->kind), query));
+    throw InputError(fmt::format("presets show: '{}' names presets of several kinds; say {}", query,
+                                 fmt::join(qualified, " or ")));
+  }
+  return *matches.front();
+}
+
+// The header is a YAML comment so that `presets show X > my.yaml` gives a file that loads as is.
+void show_preset(const PresetStore& store, const std::string& query) {
+  const PresetEntry& entry = find_for_show(store, query);
+  fmt::print("# {} preset '{}' from {}{}\n", to_string(entry.kind), entry.name, entry.origin,
+             entry.embedded ? " (built into shardplan)" : "");
+  if (!entry.replaces.empty()) fmt::print("# (replaces {})\n", entry.replaces);
+  fmt::print("{}", entry.text);
+  if (!entry.text.empty() && entry.text.back() != '\n') fmt::print("\n");
+}
+
+}  // namespace
+
+void add_presets_command(CLI::App& app, const GlobalOptions& global) {
+  CLI::App* presets = app.add_subcommand("presets", "List the presets (models, GPUs, clusters) or show one");
+  // Option values live as long as the callbacks that read them.
+  auto which = std::make_shared<std::string>();
+  presets->add_option("list", *which, "models | gpus | clusters (default: all three)");
+
+  CLI::App* show = presets->add_subcommand("show", "Print a preset's YAML and the file it comes from");
+  auto name = std::make_shared<std::string>();
+  show->add_option("name", *name, "preset name; model:NAME, gpu:NAME or cluster:NAME when kinds share a name")
+      ->required();
+
+  show->callback([&global, name] { show_preset(load_presets(global), *name); });
+  presets->callback([&global, which, show] {
+    if (show->parsed()) return;  // the parent's callback also runs after `presets show`
+    print_lists(load_presets(global), *which);
+  });
+}
+
+}  // namespace shardplan::cli

@@ -1,0 +1,136 @@
+#include "cli/config_flags.hpp"
+
+#include <fmt/format.h>
+
+#include "planner/error.hpp"
+
+namespace shardplan::cli {
+
+void add_config_flags(CLI::App& cmd, ConfigFlags& f) {
+  cmd.add_option("--preset", f.preset, "Model preset name (see `shardplan presets models`)");
+  cmd.add_option("--model", f.model_file, "Model YAML file (schema: presets/README.md)");
+  cmd.add_option("--cluster", f.cluster, "Cluster preset name or cluster YAML file");
+  cmd.add_option("--gpu", f.gpu, "GPU preset, when no --cluster is given (8 per node, its usual interconnect)");
+  cmd.add_option("--gpus-per-node", f.gpus_per_node, "Override the cluster's GPUs per node");
+  cmd.add_option("--inter-node-gbps", f.inter_node_gbps,
+                 "Override the network: total one-direction bandwidth per node in Gb/s (8 x HDR 200 = 1600)");
+  cmd.add_option("--gpus", f.gpus, "Total GPUs (ranks); default: one node of the cluster");
+  cmd.add_option("--tp", f.tp, "Tensor-parallel degree (default 1)");
+  cmd.add_option("--pp", f.pp, "Pipeline-parallel degree (default 1)");
+  cmd.add_option("--dp", f.dp, "Data-parallel degree (default gpus/(tp*pp))");
+  cmd.add_option("--vpp", f.vpp, "Virtual pipeline stages per rank for the interleaved schedule (default 1)");
+  cmd.add_option("--schedule", f.schedule, "Pipeline schedule: 1f1b | interleaved | gpipe (default 1f1b)");
+  cmd.add_flag("--sp", f.sp, "Sequence parallelism (with --tp)");
+  cmd.add_option("--zero", f.zero,
+                 "0 = DDP, 1 = optimizer states, 2 = + gradients (SHARD_GRAD_OP), 3 = + parameters (FULL_SHARD); "
+                 "default 3 (0 for megatron)");
+  cmd.add_option("--hsdp", f.hsdp, "Hybrid sharding: shard within groups of N data-parallel ranks");
+  cmd.add_option("--recompute", f.recompute, "Activation recomputation: none | selective | full");
+  cmd.add_flag("--flash-attn,!--no-flash-attn", f.flash_attn, "Flash attention (default) or not");
+  cmd.add_option("--micro-batch", f.micro_batch, "Sequences per micro-batch per replica (default 1)");
+  cmd.add_option("--global-batch", f.global_batch, "Sequences per optimizer step (default micro-batch * dp)");
+  cmd.add_option("--seq", f.seq, "Sequence length in tokens (default: the model's)");
+  cmd.add_option("--precision", f.precision,
+                 "pure-bf16 | amp-bf16 | megatron-bf16 | fp32 | pure-fp16 | amp-fp16 | megatron-fp16");
+  cmd.add_option("--framework", f.framework, "fsdp | deepspeed | megatron | reference (default fsdp)");
+  cmd.add_flag("--offload-optimizer", f.offload_optimizer, "ZeRO-Offload: optimizer states and step on the host");
+  cmd.add_option("--loss", f.loss, "Cross-entropy: standard | chunked (logits materialised in chunks)");
+  cmd.add_option("--grad-sync", f.grad_sync,
+                 "Gradient reduction under accumulation: step (no_sync) | micro (every micro-batch); "
+                 "default: the framework's");
+}
+
+namespace {
+
+template <typename T>
+T parse_choice(const std::string& flag, const std::string& value, std::optional<T> (*parse)(const std::string&),
+               const char* choices) {
+  if (auto v = parse(value)) return *v;
+  throw InputError(fmt::format("{} '{}' is not one of: {}", flag, value, choices));
+}
+
+ModelSpec resolve_model(const ConfigFlags& f, const PresetStore& store) {
+  if (!f.preset.empty() && !f.model_file.empty())
+    throw InputError("give either --preset or --model, not both");
+  if (!f.preset.empty()) return store.model(f.preset);
+  if (!f.model_file.empty()) return store.model_file(f.model_file);
+  throw InputError("no model given: pass --preset NAME (see `shardplan presets models`) or --model FILE.yaml");
+}
+
+ClusterSpec resolve_cluster(const ConfigFlags& f, const PresetStore& store, bool& defaulted) {
+  if (!f.cluster.empty() && !f.gpu.empty())
+    throw InputError("give either --cluster or --gpu, not both (a cluster names its GPU)");
+  ClusterSpec c;
+  defaulted = false;
+  if (!f.cluster.empty()) {
+    c = store.cluster(f.cluster);
+  } else if (!f.gpu.empty()) {
+    c = cluster_from_gpu(store.gpu(f.gpu));
+  } else {
+    c = store.cluster(kDefaultCluster);
+    defaulted = true;
+  }
+  if (f.gpus_per_node) {
+    if (*f.gpus_per_node < 1) throw InputError(fmt::format("--gpus-per-node must be at least 1, got {}", *f.gpus_per_node));
+    c.gpus_per_node = *f.gpus_per_node;
+  }
+  if (f.inter_node_gbps) {
+    if (!(*f.inter_node_gbps > 0))
+      throw InputError(fmt::format("--inter-node-gbps must be positive, got {}", *f.inter_node_gbps));
+    // The override is per node; keep the NIC count and spread the bandwidth over it.
+    if (c.inter.nics_per_node <= 0) c.inter.nics_per_node = 1;
+    c.inter.nic_gbps = *f.inter_node_gbps / static_cast<double>(c.inter.nics_per_node);
+  }
+  return c;
+}
+
+int64_t positive(const char* flag, std::optional<int64_t> v, int64_t fallback) {
+  if (!v) return fallback;
+  if (*v < 1) throw InputError(fmt::format("{} must be at least 1, got {}", flag, *v));
+  return *v;
+}
+
+}  // namespace
+
+ResolvedConfig resolve_config(const ConfigFlags& f, const PresetStore& store) {
+  ResolvedConfig r;
+  r.model = resolve_model(f, store);
+  r.cluster = resolve_cluster(f, store, r.cluster_defaulted);
+  Strategy& s = r.strategy;
+  s.framework = parse_choice<Framework>("--framework", f.framework, parse_framework,
+                                        "fsdp, deepspeed, megatron, reference");
+  s.precision = parse_choice<Precision>("--precision", f.precision, parse_precision,
+                                        "pure-bf16, amp-bf16, megatron-bf16, fp32, pure-fp16, amp-fp16, megatron-fp16");
+  s.recompute = parse_choice<Recompute>("--recompute", f.recompute, parse_recompute, "none, selective, full");
+  s.loss = parse_choice<LossKind>("--loss", f.loss, parse_loss, "standard, chunked");
+  if (!f.grad_sync.empty()) s.grad_sync = parse_choice<GradSync>("--grad-sync", f.grad_sync, parse_grad_sync, "step, micro");
+  s.gpus = positive("--gpus", f.gpus, r.cluster.gpus_per_node);
+  s.tp = positive("--tp", f.tp, 1);
+  s.pp = positive("--pp", f.pp, 1);
+  s.vpp = positive("--vpp", f.vpp, 1);
+  if (f.schedule.empty()) {
+    s.schedule = s.vpp > 1 ? Schedule::interleaved : Schedule::one_f_one_b;
+  } else {
+    s.schedule = parse_choice<Schedule>("--schedule", f.schedule, parse_schedule, "1f1b, interleaved, gpipe");
+  }
+  if (f.dp) {
+    s.dp = positive("--dp", f.dp, 1);
+  } else {
+    if (s.gpus % (s.tp * s.pp) != 0)
+      throw InputError(fmt::format("--gpus {} is not divisible by tp·pp = {}; change --gpus, --tp or --pp", s.gpus,
+                                   s.tp * s.pp));
+    s.dp = s.gpus / (s.tp * s.pp);
+  }
+  s.sp = f.sp;
+  s.zero = f.zero.value_or(s.framework == Framework::megatron ? 0 : 3);
+  s.hsdp = f.hsdp.value_or(0);
+  if (f.hsdp && *f.hsdp < 1) throw InputError(fmt::format("--hsdp must be at least 1, got {}", *f.hsdp));
+  s.flash_attn = f.flash_attn;
+  s.offload_optimizer = f.offload_optimizer;
+  s.micro_batch = positive("--micro-batch", f.micro_batch, 1);
+  s.seq = positive("--seq", f.seq, r.model.seq);
+  s.global_batch = positive("--global-batch", f.global_batch, s.micro_batch * s.dp);
+  return r;
+}
+
+}  // namespace shardplan::cli

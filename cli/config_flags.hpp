@@ -1,0 +1,43 @@
+#pragma once
+// The configuration flags shared by predict, plan, simulate and validate (CONTRACT.md), and their resolution
+// into a model, a cluster and a strategy.
+#include <optional>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "io/preset_store.hpp"
+#include "planner/hardware.hpp"
+#include "planner/model.hpp"
+#include "planner/strategy.hpp"
+
+namespace shardplan::cli {
+
+// The flags as typed; unset optionals take defaults from the model, the cluster or the framework.
+struct ConfigFlags {
+  std::string preset, model_file, cluster, gpu;
+  std::optional<int64_t> gpus_per_node;
+  std::optional<double> inter_node_gbps;
+  std::optional<int64_t> gpus, tp, pp, dp, vpp, hsdp, micro_batch, global_batch, seq;
+  std::optional<int> zero;
+  std::string schedule, recompute = "none", precision = "amp-bf16", framework = "fsdp", loss = "standard";
+  std::string grad_sync;
+  bool sp = false, flash_attn = true, offload_optimizer = false;
+};
+
+struct ResolvedConfig {
+  ModelSpec model;
+  ClusterSpec cluster;
+  Strategy strategy;
+  bool cluster_defaulted = false;  // neither --cluster nor --gpu was given
+};
+
+// Name of the cluster used when neither --cluster nor --gpu is given.
+inline constexpr const char* kDefaultCluster = "dgx-a100-80g";
+
+void add_config_flags(CLI::App& cmd, ConfigFlags& flags);
+
+// Throws InputError naming the flag for anything missing, unknown or inconsistent.
+ResolvedConfig resolve_config(const ConfigFlags& flags, const PresetStore& store);
+
+}  // namespace shardplan::cli

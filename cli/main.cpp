@@ -1,0 +1,52 @@
+// shardplan: plan distributed LLM training before spending a GPU-hour.
+#include <exception>
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+
+#include "cli/commands.hpp"
+#include "planner/error.hpp"
+
+namespace {
+
+// CLI11's messages can span lines; the contract wants one.
+std::string one_line(std::string s) {
+  for (char& c : s)
+    if (c == '\n' || c == '\r') c = ' ';
+  while (!s.empty() && s.back() == ' ') s.pop_back();
+  return s;
+}
+
+int fail(int code, const std::string& message) {
+  std::cerr << "error: " << one_line(message) << "\n";
+  return code;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace shardplan;
+  CLI::App app{"shardplan — will it fit, with which strategy, how fast, and why", "shardplan"};
+  app.require_subcommand(1);
+  cli::GlobalOptions global;
+  app.add_option("--presets-dir", global.presets_dirs,
+                 "Extra preset folder(s) with models/, gpus/, clusters/ (*.yaml); repeatable")
+      ->check(CLI::ExistingDirectory);
+  cli::add_presets_command(app, global);
+  cli::add_predict_command(app, global);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);
+    return fail(2, std::string(e.what()) + " (see `shardplan " + "--help`)");
+  } catch (const InputError& e) {
+    return fail(2, e.what());
+  } catch (const std::exception& e) {
+    return fail(1, e.what());
+  }
+  return 0;
+}

@@ -1,0 +1,311 @@
+#include "cli/render_prediction.hpp"
+
+#include <cmath>
+
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include "planner/error.hpp"
+#include "planner/framework.hpp"
+
+namespace shardplan::cli {
+
+namespace {
+
+using nlohmann::json;
+
+const char* zero_label(int zero) {
+  static const char* const labels[] = {"DDP (ZeRO-0)", "ZeRO-1", "ZeRO-2 (SHARD_GRAD_OP)", "ZeRO-3 (FULL_SHARD)"};
+  return (zero >= 0 && zero <= 3) ? labels[zero] : "?";
+}
+
+int64_t rounded(double v) { return static_cast<int64_t>(std::llround(v)); }
+
+std::string gb(double bytes) { return fmt::format("{:.2f}", bytes / kGB); }
+
+int64_t nodes(const Prediction& p) {
+  return (p.strategy.gpus + p.cluster.gpus_per_node - 1) / p.cluster.gpus_per_node;
+}
+
+json config_json(const Prediction& p) {
+  const Strategy& s = p.strategy;
+  return {{"model", p.model.name},
+          {"cluster", p.cluster.name},
+          {"gpu", p.cluster.gpu.name},
+          {"gpus", s.gpus},
+          {"gpus_per_node", p.cluster.gpus_per_node},
+          {"nodes", nodes(p)},
+          {"inter_node_gbps", p.cluster.inter.node_gbps()},
+          {"tp", s.tp},
+          {"pp", s.pp},
+          {"dp", s.dp},
+          {"vpp", s.vpp},
+          {"schedule", to_string(s.schedule)},
+          {"sp", s.sp},
+          {"zero", s.zero},
+          {"hsdp", s.hsdp},
+          {"shard_degree", shard_degree(s)},
+          {"recompute", to_string(s.recompute)},
+          {"flash_attn", s.flash_attn},
+          {"micro_batch", s.micro_batch},
+          {"global_batch", s.global_batch},
+          {"grad_accum", grad_accum_steps(s)},
+          {"seq", s.seq},
+          {"precision", to_string(s.precision)},
+          {"framework", to_string(s.framework)},
+          {"offload_optimizer", s.offload_optimizer},
+          {"loss", to_string(s.loss)},
+          {"grad_sync", to_string(effective_grad_sync(s))}};
+}
+
+json model_json(const Prediction& p) {
+  const StageMemory& st = p.memory.peak_stage();
+  const double stored = model_states(static_cast<double>(st.params_per_rank), Precision::fp32, p.strategy.zero,
+                                     shard_degree(p.strategy)).params / 4.0;
+  return {{"params", p.params.total},
+          {"params_per_rank", st.params_per_rank},
+          {"params_stored_per_rank", rounded(stored)},
+          {"parts",
+           {{"blocks", p.params.blocks},
+            {"per_block", p.params.block.total()},
+            {"embedding", p.params.embedding},
+            {"position_embedding", p.params.position_embedding},
+            {"final_norm", p.params.final_norm},
+            {"lm_head", p.params.lm_head}}}};
+}
+
+json memory_json(const Prediction& p) {
+  const MemoryEstimate& m = p.memory;
+  const StageMemory& st = m.peak_stage();
+  json components = json::object();
+  for (const NamedBytes& nb : component_bytes(st.peak)) components[nb.name] = nb.bytes;
+  json items = json::array();
+  for (const MemoryItem& it : st.items)
+    items.push_back({{"component", it.component}, {"what", it.what}, {"bytes", rounded(it.bytes)}});
+  json stages = json::array();
+  for (const StageMemory& s : m.stages)
+    stages.push_back({{"stage", s.stage}, {"peak_bytes", peak_bytes(s.peak)}, {"phase", to_string(s.peak_phase)}});
+  json by_zero = json::array();
+  for (int z = 0; z <= 3; ++z)
+    by_zero.push_back({{"zero", z},
+                       {"bytes", rounded(model_states(static_cast<double>(st.params_per_rank), p.strategy.precision, z,
+                                                      shard_degree(p.strategy)).model_states())}});
+  const int64_t peak = p.peak_bytes();
+  return {{"peak_bytes", peak},
+          {"capacity_bytes", m.capacity_bytes},
+          {"fits", p.fits()},
+          {"within_safety_margin", static_cast<double>(peak) <= kSafeFractionOfCapacity * m.capacity_bytes},
+          {"headroom_bytes", m.capacity_bytes - peak},
+          {"peak_stage", st.stage},
+          {"peak_phase", to_string(st.peak_phase)},
+          {"model_states_bytes", rounded(st.peak.model_states())},
+          {"components", components},
+          {"items", items},
+          {"stages", stages},
+          {"model_states_by_zero", by_zero},
+          {"host",
+           {{"bytes_per_rank", rounded(m.host_bytes_per_rank)},
+            {"bytes_per_node", rounded(m.host_bytes_per_node)},
+            {"capacity_bytes_per_node", rounded(m.host_capacity_bytes)}}}};
+}
+
+json flops_json(const Prediction& p) {
+  json parts = json::array();
+  for (const FlopsPart& part : p.flops.parts)
+    parts.push_back({{"name", part.name}, {"forward", part.forward}, {"backward", part.backward},
+                     {"recompute", part.recompute}});
+  return {{"tokens_per_step", p.flops.tokens},
+          {"model_flops", p.flops.model_flops},
+          {"hardware_flops", p.flops.hardware_flops},
+          {"model_flops_per_token", p.flops.model_flops_per_token()},
+          {"parts", parts}};
+}
+
+}  // namespace
+
+json prediction_json(const Prediction& p) {
+  const StepTime& t = p.time;
+  return {{"config", config_json(p)},
+          {"model", model_json(p)},
+          {"memory", memory_json(p)},
+          {"flops", flops_json(p)},
+          {"time",
+           {{"modelled", t.modelled},
+            {"step_s", t.step_s},
+            {"compute_s", t.compute_s},
+            {"exposed_comm_s", t.exposed_comm_s},
+            {"bubble_s", t.bubble_s},
+            {"optimizer_s", t.optimizer_s}}},
+          {"throughput",
+           {{"tokens_per_s", 0},
+            {"tokens_per_s_per_gpu", 0},
+            {"model_tflops_per_gpu", 0},
+            {"hardware_tflops_per_gpu", 0},
+            {"mfu", 0},
+            {"hfu", 0}}}};
+}
+
+namespace {
+
+std::string headline(const Prediction& p) {
+  const Strategy& s = p.strategy;
+  std::string out = fmt::format("{} ({:.2f} B parameters) on {} × {} — cluster {}, {} node{}\n", p.model.name,
+                                p.params.total / 1e9, s.gpus, p.cluster.gpu.name, p.cluster.name, nodes(p),
+                                nodes(p) == 1 ? "" : "s");
+  out += fmt::format("  tp {} · pp {}{} · dp {} · {}{} · {} · {}\n", s.tp, s.pp,
+                     s.vpp > 1 ? fmt::format(" (vpp {})", s.vpp) : "", s.dp, zero_label(s.zero),
+                     s.hsdp > 0 ? fmt::format(" HSDP groups of {}", s.hsdp) : "", to_string(s.precision),
+                     to_string(s.framework));
+  out += fmt::format("  micro-batch {} × {} micro-batches · global batch {} · seq {} · recompute {} · {}{}{}\n",
+                     s.micro_batch, grad_accum_steps(s), s.global_batch, s.seq, to_string(s.recompute),
+                     s.flash_attn ? "flash attention" : "no flash attention", s.sp ? " · sequence parallel" : "",
+                     s.offload_optimizer ? " · optimizer offloaded" : "");
+  return out;
+}
+
+std::string memory_table(const Prediction& p) {
+  const MemoryEstimate& m = p.memory;
+  const StageMemory& st = m.peak_stage();
+  std::string out = fmt::format("\nMemory per GPU (busiest rank: pipeline stage {}, peak during {}), GB = 10^9 bytes\n",
+                                st.stage, to_string(st.peak_phase));
+  std::string last_component;
+  for (const MemoryItem& it : st.items) {
+    out += fmt::format("  {:<14}{:<70}{:>9}\n", it.component == last_component ? "" : it.component, it.what,
+                       gb(it.bytes));
+    last_component = it.component;
+  }
+  const int64_t peak = p.peak_bytes();
+  out += fmt::format("  {:<84}{:>9}\n", "peak", gb(static_cast<double>(peak)));
+  out += fmt::format("  {:<84}{:>9}\n", fmt::format("capacity ({} GiB)", p.cluster.gpu.memory_gib),
+                     gb(static_cast<double>(m.capacity_bytes)));
+  const double used = static_cast<double>(peak) / static_cast<double>(m.capacity_bytes);
+  if (!p.fits()) {
+    out += fmt::format("  DOES NOT FIT: {} GB over capacity ({:.0f} % of HBM)\n",
+                       gb(static_cast<double>(peak - m.capacity_bytes)), used * 100);
+  } else {
+    out += fmt::format("  fits: {:.0f} % of HBM, {} GB headroom{}\n", used * 100,
+                       gb(static_cast<double>(m.capacity_bytes - peak)),
+                       used <= kSafeFractionOfCapacity ? "" : " — above the 80 % line that planned runs keep under");
+  }
+  if (m.host_bytes_per_rank > 0) {
+    out += fmt::format("  host memory (offloaded optimizer): {} GB per rank, {} GB per node", gb(m.host_bytes_per_rank),
+                       gb(m.host_bytes_per_node));
+    out += m.host_capacity_bytes > 0 ? fmt::format(" of {} GB\n", gb(m.host_capacity_bytes)) : "\n";
+  }
+  return out;
+}
+
+std::string zero_comparison(const Prediction& p) {
+  const StageMemory& st = p.memory.peak_stage();
+  const double psi = static_cast<double>(st.params_per_rank);
+  const int64_t n = shard_degree(p.strategy);
+  std::string out = fmt::format(
+      "\nModel states per GPU by ZeRO stage ({:.3f} B parameters on this rank, {}, sharded over {}):\n", psi / 1e9,
+      to_string(p.strategy.precision), n);
+  out += fmt::format("  {:<24}{:>9}{:>9}{:>9}{:>11}{:>9}\n", "", "params", "grads", "master", "optimizer", "total");
+  for (int z = 0; z <= 3; ++z) {
+    const MemoryComponents c = model_states(psi, p.strategy.precision, z, n);
+    const bool over = c.model_states() > static_cast<double>(p.memory.capacity_bytes);
+    out += fmt::format("  {:<24}{:>9}{:>9}{:>9}{:>11}{:>9}{}\n", zero_label(z), gb(c.params), gb(c.grads),
+                       gb(c.master), gb(c.optimizer), gb(c.model_states()),
+                       over ? "  > capacity before activations" : "");
+  }
+  return out;
+}
+
+std::string flops_and_time(const Prediction& p) {
+  std::string out = fmt::format("\nFLOPs per step: model {:.3g} PFLOP ({:.3g} GFLOP/token), hardware {:.3g} PFLOP\n",
+                                p.flops.model_flops / 1e15, p.flops.model_flops_per_token() / 1e9,
+                                p.flops.hardware_flops / 1e15);
+  if (!p.time.modelled) out += "Step time: not modelled yet (the step-time model is a separate capability).\n";
+  return out;
+}
+
+}  // namespace
+
+std::string render_prediction_table(const Prediction& p) {
+  return headline(p) + memory_table(p) + zero_comparison(p) + flops_and_time(p);
+}
+
+std::string render_prediction_markdown(const Prediction& p) {
+  const StageMemory& st = p.memory.peak_stage();
+  std::string out = fmt::format("### {} on {} × {}\n\n", p.model.name, p.strategy.gpus, p.cluster.gpu.name);
+  out += "| component | what | GB |\n|---|---|---:|\n";
+  for (const MemoryItem& it : st.items) out += fmt::format("| {} | {} | {} |\n", it.component, it.what, gb(it.bytes));
+  out += fmt::format("| **peak** | stage {}, {} | **{}** |\n", st.stage, to_string(st.peak_phase),
+                     gb(static_cast<double>(p.peak_bytes())));
+  out += fmt::format("| capacity | {} | {} |\n", p.fits() ? "fits" : "does not fit",
+                     gb(static_cast<double>(p.memory.capacity_bytes)));
+  return out;
+}
+
+namespace {
+
+void emit_yaml(YAML::Emitter& e, const json& j) {
+  if (j.is_object()) {
+    e << YAML::BeginMap;
+    for (const auto& [k, v] : j.items()) {
+      e << YAML::Key << k << YAML::Value;
+      emit_yaml(e, v);
+    }
+    e << YAML::EndMap;
+  } else if (j.is_array()) {
+    e << YAML::BeginSeq;
+    for (const auto& v : j) emit_yaml(e, v);
+    e << YAML::EndSeq;
+  } else if (j.is_string()) {
+    e << j.get<std::string>();
+  } else if (j.is_boolean()) {
+    e << j.get<bool>();
+  } else if (j.is_number_integer()) {
+    e << j.get<int64_t>();
+  } else if (j.is_number()) {
+    e << j.get<double>();
+  } else {
+    e << YAML::Null;
+  }
+}
+
+std::string csv_escape(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
+void flatten(const json& j, const std::string& prefix, std::string& out) {
+  if (j.is_object() || j.is_array()) {
+    size_t i = 0;
+    for (const auto& [k, v] : j.items()) {
+      const std::string key = j.is_array() ? std::to_string(i++) : k;
+      flatten(v, prefix.empty() ? key : prefix + "." + key, out);
+    }
+    return;
+  }
+  out += csv_escape(prefix) + "," + csv_escape(j.is_string() ? j.get<std::string>() : j.dump()) + "\n";
+}
+
+}  // namespace
+
+std::string json_to_yaml(const json& j) {
+  YAML::Emitter e;
+  emit_yaml(e, j);
+  return std::string(e.c_str()) + "\n";
+}
+
+std::string json_to_csv(const json& j) {
+  std::string out = "key,value\n";
+  flatten(j, "", out);
+  return out;
+}
+
+std::string render_prediction(const Prediction& p, const std::string& format) {
+  if (format == "table") return render_prediction_table(p);
+  if (format == "json") return prediction_json(p).dump(2) + "\n";
+  if (format == "yaml") return json_to_yaml(prediction_json(p));
+  if (format == "csv") return json_to_csv(prediction_json(p));
+  if (format == "markdown") return render_prediction_markdown(p);
+  throw InputError(fmt::format("--format '{}' is not one of: table, json, yaml, csv, markdown", format));
+}
+
+}  // namespace shardplan::cli

@@ -1,0 +1,146 @@
+#include "planner/activations.hpp"
+
+#include <algorithm>
+
+#include "planner/precision.hpp"
+
+namespace shardplan {
+
+namespace {
+
+constexpr double kMaskBytes = 1;  // dropout masks are stored as bytes (Korthikanti §4.1)
+
+double split_divisor(const ActTerm& t, const Strategy& s) {
+  if (t.split == ActSplit::tensor) return static_cast<double>(s.tp);
+  return s.sp ? static_cast<double>(s.tp) : 1.0;
+}
+
+double tokens_per_microbatch(const Strategy& s) { return static_cast<double>(s.seq * s.micro_batch); }
+
+// Per-rank width of K (or V) under TP: Megatron keeps at least one K/V head per rank.
+double kv_width_per_token(const ModelSpec& m, const Strategy& s) {
+  const double heads_per_rank = std::max<double>(static_cast<double>(m.kv_heads) / s.tp, 1.0);
+  return heads_per_rank * static_cast<double>(model_head_dim(m)) * s.tp;  // ×tp: terms are divided by tp later
+}
+
+void add_attention_terms(std::vector<ActTerm>& out, const ModelSpec& m, const Strategy& s, double a) {
+  const double h = static_cast<double>(m.hidden), q = static_cast<double>(model_q_width(m));
+  const double kv = kv_width_per_token(m, s);
+  const double heads = static_cast<double>(m.heads), seq = static_cast<double>(s.seq);
+  // Korthikanti Table 1 / §4.1, attention block: 11sbh + 5as²b, plus its LayerNorm's 2sbh.
+  out.push_back({"norm1 input", a * h, ActSplit::sequence, false});
+  out.push_back({"qkv input", a * h, ActSplit::sequence, false});
+  out.push_back({"q, k (for q·kᵀ)", a * (q + kv), ActSplit::tensor, false});
+  out.push_back({"v", a * kv, ActSplit::tensor, false});
+  if (s.flash_attn) {
+    // Flash attention (Dao et al. 2022, §3.1) saves the output and the fp32 log-sum-exp per row, no s² tensor.
+    out.push_back({"softmax log-sum-exp (fp32)", 4 * heads, ActSplit::tensor, false});
+  } else {
+    out.push_back({"softmax output", a * heads * seq, ActSplit::tensor, true});
+    if (m.dropout) {
+      out.push_back({"attention dropout mask", kMaskBytes * heads * seq, ActSplit::tensor, true});
+      out.push_back({"attention dropout output", a * heads * seq, ActSplit::tensor, true});
+    }
+  }
+  out.push_back({"attention output (out-proj input)", a * q, ActSplit::tensor, false});
+  if (m.dropout) out.push_back({"attention residual dropout mask", kMaskBytes * h, ActSplit::sequence, false});
+}
+
+void add_mlp_terms(std::vector<ActTerm>& out, const ModelSpec& m, const FrameworkTraits& fw, double a) {
+  const double h = static_cast<double>(m.hidden), f = static_cast<double>(m.ffn_hidden);
+  // Korthikanti §4.1, MLP block: 19sbh for a 4h GELU MLP, plus its LayerNorm's 2sbh.
+  out.push_back({"norm2 input", a * h, ActSplit::sequence, false});
+  out.push_back({"mlp input", a * h, ActSplit::sequence, false});
+  if (m.mlp == MlpKind::gelu) {
+    out.push_back({"GELU input", a * f, ActSplit::tensor, false});
+    out.push_back({"GELU output (down-proj input)", a * f, ActSplit::tensor, false});
+  } else {
+    // SwiGLU (Shazeer 2020): gate, up, their product; eager PyTorch also keeps SiLU(gate).
+    const double n = static_cast<double>(fw.swiglu_saved_intermediates);
+    out.push_back({"SwiGLU intermediates", n * a * f, ActSplit::tensor, false});
+  }
+  if (m.dropout) out.push_back({"mlp residual dropout mask", kMaskBytes * h, ActSplit::sequence, false});
+}
+
+double sum_terms(const std::vector<ActTerm>& terms, const Strategy& s, bool skip_selective) {
+  double per_token = 0;
+  for (const ActTerm& t : terms) {
+    if (skip_selective && t.dropped_by_selective) continue;
+    per_token += t.bytes_per_token / split_divisor(t, s);
+  }
+  return per_token * tokens_per_microbatch(s);
+}
+
+double activation_dtype_bytes(const Strategy& s) {
+  return static_cast<double>(dtype_bytes(precision_compute_dtype(s.precision)));
+}
+
+}  // namespace
+
+std::vector<ActTerm> block_activation_terms(const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw) {
+  const double a = activation_dtype_bytes(s);
+  std::vector<ActTerm> terms;
+  add_attention_terms(terms, m, s, a);
+  add_mlp_terms(terms, m, fw, a);
+  return terms;
+}
+
+double block_working_set_bytes(const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw) {
+  return sum_terms(block_activation_terms(m, s, fw), s, false);
+}
+
+double block_activation_bytes(const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw) {
+  switch (s.recompute) {
+    case Recompute::none: return block_working_set_bytes(m, s, fw);
+    case Recompute::selective: return sum_terms(block_activation_terms(m, s, fw), s, true);
+    case Recompute::full: {
+      // Korthikanti §4.2: full recomputation keeps only the block input, 2sbh (divided by t under SP).
+      const ActTerm input{"block input", activation_dtype_bytes(s) * static_cast<double>(m.hidden),
+                          ActSplit::sequence, false};
+      return input.bytes_per_token / split_divisor(input, s) * tokens_per_microbatch(s);
+    }
+  }
+  return 0;
+}
+
+double in_flight_microbatches(const Strategy& s, int64_t stage) {
+  const double p = static_cast<double>(s.pp);
+  const double m = static_cast<double>(grad_accum_steps(s));
+  const double i = static_cast<double>(stage);
+  if (s.pp == 1) return 1;
+  switch (s.schedule) {
+    case Schedule::gpipe: return m;
+    case Schedule::one_f_one_b: return std::min(p - i, m);
+    case Schedule::interleaved: {
+      // Megatron's interleaved schedule warms up (p − i − 1)·2 + (v − 1)·p model chunks, then holds one more;
+      // each chunk is 1/v of the stage's layers.
+      const double v = static_cast<double>(s.vpp);
+      const double chunks = std::min((p - i - 1) * 2 + (v - 1) * p + 1, m * v);
+      return chunks / v;
+    }
+  }
+  return 1;
+}
+
+double first_stage_extra_bytes(const ModelSpec& m, const Strategy& s) {
+  if (!m.dropout) return 0;
+  // Embedding dropout mask (Korthikanti §4.3): sbh bytes, divided by t under SP.
+  const double per_token = kMaskBytes * static_cast<double>(m.hidden) / (s.sp ? s.tp : 1);
+  return per_token * tokens_per_microbatch(s);
+}
+
+double last_stage_extra_bytes(const ModelSpec& m, const Strategy& s) {
+  // Final norm input and LM head input (Korthikanti §4.3: 4sbh/t with SP), 2 activation tensors of width h.
+  const double per_token = 2 * activation_dtype_bytes(s) * static_cast<double>(m.hidden) / (s.sp ? s.tp : 1);
+  return per_token * tokens_per_microbatch(s);
+}
+
+double logits_bytes(const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw) {
+  const double elements = tokens_per_microbatch(s) * static_cast<double>(model_padded_vocab(m)) / s.tp;
+  double bytes = elements * fw.logits_bytes_per_element;
+  // A chunked loss materialises the logits one chunk of tokens at a time.
+  if (s.loss == LossKind::chunked) bytes /= static_cast<double>(fw.loss_chunks);
+  return bytes;
+}
+
+}  // namespace shardplan

@@ -1,0 +1,54 @@
+#pragma once
+// Activation memory from the architecture: the tensors each block saves for its backward pass
+// (Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models", §4),
+// generalised to GQA, SwiGLU, flash attention and models without dropout.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "planner/framework.hpp"
+#include "planner/model.hpp"
+#include "planner/strategy.hpp"
+
+namespace shardplan {
+
+// How tensor/sequence parallelism divides a saved tensor.
+enum class ActSplit {
+  tensor,    // inside the TP region (after a column-parallel GEMM): divided by tp
+  sequence,  // at the TP region's boundary (norm inputs, dropout masks): replicated under TP, divided by
+             // tp under sequence parallelism
+};
+
+// One saved tensor of a block, per token of one micro-batch on one rank before the split.
+struct ActTerm {
+  std::string name;
+  double bytes_per_token = 0;
+  ActSplit split = ActSplit::tensor;
+  bool dropped_by_selective = false;  // recomputed under selective recomputation (the s² attention terms)
+};
+
+// The tensors one block saves, with the sequence length `seq` (the s² terms scale with it).
+std::vector<ActTerm> block_activation_terms(const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw);
+
+// Bytes one block keeps for one micro-batch on one rank, under the strategy's recomputation:
+//   none: every term; selective: the terms not dropped; full: only the block input (Korthikanti §4.2).
+double block_activation_bytes(const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw);
+// Bytes of a block's full working set (every term): what a block holds while it is being recomputed.
+double block_working_set_bytes(const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw);
+
+// Micro-batches whose activations stage `stage` holds at its peak, in units of "all of the stage's layers":
+//   no pipeline: 1 (gradient accumulation runs micro-batches one after another);
+//   1F1B: min(p − i, m) (Narayanan et al. 2021, §2.2.1);
+//   interleaved: rank 0 holds p·(1 + (p − 1)/(p·v)) (ibid. §2.2.2; Korthikanti §4.2.3), others fewer;
+//   GPipe: m (Huang et al. 2019).
+double in_flight_microbatches(const Strategy& s, int64_t stage);
+
+// Saved tensors outside the blocks on the first stage (embedding dropout mask) and the last stage (final norm
+// input, LM head input), per micro-batch on one rank.
+double first_stage_extra_bytes(const ModelSpec& m, const Strategy& s);
+double last_stage_extra_bytes(const ModelSpec& m, const Strategy& s);
+
+// Logits and cross-entropy at the loss on the last stage, for the one micro-batch at the loss.
+double logits_bytes(const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw);
+
+}  // namespace shardplan

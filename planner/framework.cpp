@@ -1,0 +1,115 @@
+#include "planner/framework.hpp"
+
+namespace shardplan {
+
+namespace {
+
+constexpr int64_t kMiB = 1024 * 1024;
+
+// Shared by the PyTorch-based frameworks (FSDP, DeepSpeed): PyTorch eager kernels and caching allocator.
+FrameworkTraits pytorch_base() {
+  FrameworkTraits t;
+  // CUDA context + kernels: 0.3–1 GB outside the allocator (pytorch#28113, #107667); 512 MiB is the middle of
+  // what CUDA 12 with lazy loading shows on A100/H100.
+  t.cuda_context_bytes = 512 * kMiB;
+  // PyTorch's default CUBLAS_WORKSPACE_CONFIG ":4096:8" on Hopper = 8 × 4 MiB.
+  t.cublas_workspace_bytes = 32 * kMiB;
+  // NCCL buffers per communicator: 0.5–2 GB depending on channels and peers (nccl#864); the lower end is
+  // what one ring/tree communicator of 8 NVLink peers with default NCCL_BUFFSIZE takes.
+  t.nccl_bytes_per_communicator = 512 * kMiB;
+  // Caching allocator: reserved exceeds allocated by typically 5–15 % (torchtune#1185); the middle.
+  t.fragmentation = 0.10;
+  // Unfused cross-entropy on bf16 logits: bf16 logits (2) + fp32 upcast (4) + fp32 gradient (4) per element
+  // (NeMo Automodel PR #2603: the spike a chunked loss removes).
+  t.logits_bytes_per_element = 10;
+  // Eager SwiGLU saves gate, SiLU(gate), up and their product: 4 tensors of width ffn_hidden.
+  t.swiglu_saved_intermediates = 4;
+  return t;
+}
+
+FrameworkTraits fsdp_traits() {
+  FrameworkTraits t = pytorch_base();
+  t.framework = Framework::fsdp;
+  // FSDP prefetches one unit ahead in forward and BACKWARD_PRE (FSDP2 keeps two all-gather outputs alive:
+  // current + prefetch; pytorch PR #98354 on limit_all_gathers).
+  t.zero3_prefetch_units = 1;
+  // FSDP1 does not reshard the root after forward; the root unit holds embedding, final norm and LM head
+  // when blocks are wrapped (the seed's transformer_auto_wrap_policy).
+  t.zero3_root_stays_gathered = true;
+  // The unit being reduced and the one whose backward is producing gradients.
+  t.unsharded_grad_units = 2;
+  // torch DDP: gradient_as_bucket_view=False by default, so buckets copy every gradient.
+  t.ddp_bucket_copy = true;
+  t.zero2_keeps_shard_copy = true;
+  // torch.optim.AdamW(foreach=True), the default on CUDA: one intermediate per parameter (denominator) in fp32.
+  t.optimizer_temp_bytes_per_param = 4;
+  t.default_grad_sync = GradSync::per_step;  // no_sync under gradient accumulation
+  return t;
+}
+
+FrameworkTraits deepspeed_traits() {
+  FrameworkTraits t = pytorch_base();
+  t.framework = Framework::deepspeed;
+  // DeepSpeed ZeRO-3 defaults: stage3_prefetch_bucket_size = 5e7 elements gathered ahead.
+  t.zero3_prefetch_elements = 50'000'000;
+  t.zero3_prefetch_units = 0;
+  t.unsharded_grad_units = 0;
+  // DeepSpeed reduce_bucket_size default 5e8 elements: the gradient bucket being reduced.
+  t.reduce_bucket_elements = 500'000'000;
+  // FusedAdam (multi-tensor apply) makes no per-parameter temporaries.
+  t.optimizer_temp_bytes_per_param = 0;
+  // DeepSpeed reduces every micro-batch's gradients (into its partition) rather than keeping them unsharded.
+  t.default_grad_sync = GradSync::per_micro;
+  return t;
+}
+
+FrameworkTraits megatron_traits() {
+  FrameworkTraits t = pytorch_base();
+  t.framework = Framework::megatron;
+  // Megatron keeps parameters and gradients in contiguous buffers, so little is left to fragment.
+  t.fragmentation = 0.05;
+  // Vocab-parallel cross-entropy: bf16 logits (2) + the fp32 softmax it computes in place and saves (4);
+  // the gradient overwrites the saved softmax.
+  t.logits_bytes_per_element = 6;
+  // Fused bias-SwiGLU saves the fc1 output (gate and up) and the down-projection input: 3 tensors.
+  t.swiglu_saved_intermediates = 3;
+  t.optimizer_temp_bytes_per_param = 0;  // FusedAdam
+  t.default_grad_sync = GradSync::per_step;  // main-grad buffer accumulates locally
+  return t;
+}
+
+// shardplan's own reference loop (reference/): one arena, exact accounting, fused kernels. These are its
+// design values; `validate` measures them.
+FrameworkTraits reference_traits() {
+  FrameworkTraits t;
+  t.framework = Framework::reference;
+  t.cuda_context_bytes = 512 * kMiB;
+  t.cublas_workspace_bytes = 32 * kMiB;
+  t.nccl_bytes_per_communicator = 512 * kMiB;
+  t.fragmentation = 0;  // one arena sized up front
+  t.zero3_prefetch_units = 1;
+  t.unsharded_grad_units = 2;
+  t.logits_bytes_per_element = 6;  // bf16 logits + fp32 probabilities, gradient written in place
+  t.swiglu_saved_intermediates = 3;
+  t.optimizer_temp_bytes_per_param = 0;
+  t.default_grad_sync = GradSync::per_step;
+  return t;
+}
+
+}  // namespace
+
+FrameworkTraits framework_traits(Framework f) {
+  switch (f) {
+    case Framework::fsdp: return fsdp_traits();
+    case Framework::deepspeed: return deepspeed_traits();
+    case Framework::megatron: return megatron_traits();
+    case Framework::reference: return reference_traits();
+  }
+  return fsdp_traits();
+}
+
+GradSync effective_grad_sync(const Strategy& s) {
+  return s.grad_sync.value_or(framework_traits(s.framework).default_grad_sync);
+}
+
+}  // namespace shardplan

@@ -1,0 +1,48 @@
+#pragma once
+// What each training framework adds beyond the textbook model states: runtime allocations outside the caching
+// allocator, communication buffers, FSDP/ZeRO-3 working sets, loss and optimizer temporaries. Every number is
+// a named parameter with its source, so that calibration and validation can replace it — not a hidden fudge.
+#include <cstdint>
+
+#include "planner/strategy.hpp"
+
+namespace shardplan {
+
+struct FrameworkTraits {
+  Framework framework = Framework::fsdp;
+
+  // --- runtime: outside the caching allocator ---------------------------------------------------------
+  int64_t cuda_context_bytes = 0;         // CUDA context and loaded kernels
+  int64_t cublas_workspace_bytes = 0;     // cuBLAS/cuBLASLt workspaces
+  int64_t nccl_bytes_per_communicator = 0;
+
+  // --- caching allocator: reserved beyond allocated, as a fraction of allocated -------------------------
+  double fragmentation = 0;
+
+  // --- ZeRO-3 / FULL_SHARD working set -------------------------------------------------------------------
+  int64_t zero3_prefetch_units = 0;       // units gathered ahead of the one computing
+  int64_t zero3_prefetch_elements = 0;    // DeepSpeed: stage3_prefetch_bucket_size (elements), 0 = unit-based
+  bool zero3_root_stays_gathered = false; // the root unit (embedding, final norm, LM head) stays unsharded
+  int64_t unsharded_grad_units = 0;       // unit gradients alive before their reduce-scatter completes
+
+  // --- ZeRO-0/1/2 gradient reduction buffers ---------------------------------------------------------------
+  bool ddp_bucket_copy = false;           // DDP buckets hold a second copy of every gradient
+  int64_t reduce_bucket_elements = 0;     // DeepSpeed reduce_bucket_size
+  bool zero2_keeps_shard_copy = false;    // FSDP SHARD_GRAD_OP: sharded flat param beside the unsharded one
+
+  // --- loss and MLP implementation -------------------------------------------------------------------------
+  double logits_bytes_per_element = 0;    // bytes per logit element alive at the loss (see framework.cpp)
+  int64_t loss_chunks = 8;                // LossKind::chunked: the logits are materialised 1/chunks at a time
+  int64_t swiglu_saved_intermediates = 3; // tensors of width ffn_hidden saved by a SwiGLU MLP
+
+  // --- optimizer ---------------------------------------------------------------------------------------
+  double optimizer_temp_bytes_per_param = 0;  // temporaries of the step, per local (sharded) parameter
+
+  GradSync default_grad_sync = GradSync::per_step;
+};
+
+FrameworkTraits framework_traits(Framework f);
+// The strategy's --grad-sync, or the framework's default.
+GradSync effective_grad_sync(const Strategy& s);
+
+}  // namespace shardplan

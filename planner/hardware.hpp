@@ -1,0 +1,67 @@
+#pragma once
+// GPUs and clusters: the hardware figures the memory and time models need.
+#include <cstdint>
+#include <string>
+
+namespace shardplan {
+
+struct GpuSpec {
+  std::string name;
+  std::string description;
+  std::string source;
+  double memory_gib = 0;     // HBM capacity in GiB (2^30 bytes), as the vendor states it
+  double bf16_tflops = 0;    // dense (no sparsity) tensor-core peak; 0 = no bf16 support
+  double fp16_tflops = 0;    // dense tensor-core peak
+  double tf32_tflops = 0;    // dense tensor-core peak; 0 = none
+  double fp32_tflops = 0;    // non-tensor-core fp32 peak
+  double hbm_gbps = 0;       // memory bandwidth, GB/s (10^9 bytes/s)
+  int64_t sm_count = 0;
+  double l2_mib = 0;
+  double nvlink_gbps = 0;    // NVLink bandwidth per GPU, per direction, GB/s; 0 = no NVLink
+  double pcie_gbps = 0;      // PCIe bandwidth per GPU, per direction, GB/s
+};
+
+enum class LinkKind { nvswitch, nvlink, pcie };
+
+struct IntraNodeLink {
+  LinkKind kind = LinkKind::nvswitch;
+  double gbps = 0;           // per GPU, per direction, GB/s
+  double latency_us = 0;
+};
+
+struct InterNodeLink {
+  int64_t nics_per_node = 0;
+  double nic_gbps = 0;       // per NIC, per direction, Gb/s (10^9 bits/s)
+  double latency_us = 0;
+  // Total one-direction bandwidth per node in Gb/s (CONTRACT --inter-node-gbps).
+  double node_gbps() const { return static_cast<double>(nics_per_node) * nic_gbps; }
+};
+
+struct ClusterSpec {
+  std::string name;
+  std::string description;
+  std::string source;
+  std::string gpu_name;      // key of the GPU preset
+  GpuSpec gpu;               // resolved GPU
+  int64_t gpus_per_node = 0;
+  IntraNodeLink intra;
+  InterNodeLink inter;
+  double host_memory_gib = 0;  // per node; 0 = unknown
+};
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+constexpr double kGB = 1e9;
+
+// Usable capacity in bytes of one GPU.
+int64_t gpu_capacity_bytes(const GpuSpec& g);
+
+// A cluster of nodes with 8 of this GPU and its usual interconnect, for --gpu without --cluster: NVSwitch at the
+// GPU's NVLink bandwidth (PCIe when it has none) and one 200 Gb/s NIC per GPU (DGX-style rails).
+ClusterSpec cluster_from_gpu(const GpuSpec& g);
+
+void validate_gpu(const GpuSpec& g);
+void validate_cluster(const ClusterSpec& c);
+
+const char* to_string(LinkKind k);
+
+}  // namespace shardplan

@@ -1,0 +1,270 @@
+#include "planner/memory.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "planner/activations.hpp"
+#include "planner/framework.hpp"
+#include "planner/partition.hpp"
+
+namespace shardplan {
+
+double MemoryComponents::total() const {
+  return params + grads + master + optimizer + activations + logits + buffers + runtime + fragmentation;
+}
+
+const char* to_string(MemoryPhase p) {
+  return p == MemoryPhase::optimizer_step ? "optimizer step" : "forward/backward";
+}
+
+MemoryComponents model_states(double params, Precision p, int zero, int64_t shard) {
+  // ZeRO §5.1: stage 1 shards optimizer states (here master + Adam), stage 2 also gradients, stage 3 also
+  // parameters: DDP (2 + 2 + K)Ψ; ZeRO-1 4Ψ + KΨ/N; ZeRO-2 2Ψ + (2 + K)Ψ/N; ZeRO-3 (4 + K)Ψ/N.
+  const StateBytes b = precision_state_bytes(p);
+  const double n = static_cast<double>(shard);
+  MemoryComponents c;
+  c.params = params * b.params / (zero >= 3 ? n : 1);
+  c.grads = params * b.grads / (zero >= 2 ? n : 1);
+  c.master = params * b.master / (zero >= 1 ? n : 1);
+  c.optimizer = params * b.optimizer / (zero >= 1 ? n : 1);
+  return c;
+}
+
+std::vector<NamedBytes> component_bytes(const MemoryComponents& c) {
+  auto r = [](double v) { return static_cast<int64_t>(std::llround(v)); };
+  return {{"params", r(c.params)},       {"grads", r(c.grads)},   {"master", r(c.master)},
+          {"optimizer", r(c.optimizer)}, {"activations", r(c.activations)}, {"logits", r(c.logits)},
+          {"buffers", r(c.buffers)},     {"runtime", r(c.runtime)}, {"fragmentation", r(c.fragmentation)}};
+}
+
+int64_t peak_bytes(const MemoryComponents& c) {
+  int64_t sum = 0;
+  for (const NamedBytes& nb : component_bytes(c)) sum += nb.bytes;
+  return sum;
+}
+
+namespace {
+
+// Everything one stage's memory depends on, computed once.
+struct StageInputs {
+  const ModelSpec& model;
+  const Strategy& strategy;
+  const FrameworkTraits& fw;
+  const StageParams& stage;
+  double psi = 0;           // parameters on this rank before DP sharding
+  double shard = 1;         // DP shard degree
+  StateBytes state;         // bytes per parameter of each state
+  double compute_bytes = 2; // bytes of a gathered (compute-dtype) parameter
+  bool keeps_unsharded_grads = false;  // no_sync under gradient accumulation with ZeRO-2/3
+};
+
+class Ledger {
+ public:
+  void add(double MemoryComponents::*field, const char* component, std::string what, double bytes) {
+    if (bytes <= 0) return;
+    parts_.*field += bytes;
+    items_.push_back({component, std::move(what), bytes});
+  }
+  MemoryComponents parts_;
+  std::vector<MemoryItem> items_;
+};
+
+void add_model_states(Ledger& l, const StageInputs& in, MemoryPhase phase) {
+  const Strategy& s = in.strategy;
+  const MemoryComponents ms = model_states(in.psi, s.precision, s.zero, static_cast<int64_t>(in.shard));
+  const char* sharded = s.zero >= 3 ? "sharded" : "replicated";
+  l.add(&MemoryComponents::params, "params", fmt::format("weights ({} B/param, {})", in.state.params, sharded),
+        ms.params);
+  if (in.keeps_unsharded_grads && phase == MemoryPhase::forward_backward) {
+    // PyTorch FSDP no_sync: gradients accumulate unsharded until the last micro-batch reduce-scatters them.
+    l.add(&MemoryComponents::grads, "grads",
+          fmt::format("unsharded gradients kept across micro-batches (no_sync, {} B/param)", in.state.grads),
+          in.psi * in.state.grads);
+  } else {
+    l.add(&MemoryComponents::grads, "grads",
+          fmt::format("gradients ({} B/param, {})", in.state.grads, s.zero >= 2 ? "sharded" : "replicated"),
+          ms.grads);
+  }
+  if (s.offload_optimizer) return;  // master and Adam states live on the host (ZeRO-Offload)
+  l.add(&MemoryComponents::master, "master", "fp32 master weights", ms.master);
+  l.add(&MemoryComponents::optimizer, "optimizer", "Adam m and v (fp32)", ms.optimizer);
+}
+
+void add_activations(Ledger& l, const StageInputs& in) {
+  const ModelSpec& m = in.model;
+  const Strategy& s = in.strategy;
+  const double in_flight = in_flight_microbatches(s, in.stage.stage);
+  const double per_block = block_activation_bytes(m, s, in.fw);
+  l.add(&MemoryComponents::activations, "activations",
+        fmt::format("{} blocks × {:.3g} micro-batches in flight, recompute {}", in.stage.layers, in_flight,
+                    to_string(s.recompute)),
+        per_block * static_cast<double>(in.stage.layers) * in_flight);
+  if (s.recompute == Recompute::full)
+    l.add(&MemoryComponents::activations, "activations", "one block's working set while it is recomputed",
+          block_working_set_bytes(m, s, in.fw));
+  if (in.stage.first)
+    l.add(&MemoryComponents::activations, "activations", "embedding dropout mask",
+          first_stage_extra_bytes(m, s) * in_flight);
+  if (in.stage.last) {
+    l.add(&MemoryComponents::activations, "activations", "final norm and LM head inputs",
+          last_stage_extra_bytes(m, s) * in_flight);
+    l.add(&MemoryComponents::logits, "logits",
+          fmt::format("logits and cross-entropy ({} B/element{})", in.fw.logits_bytes_per_element,
+                      s.loss == LossKind::chunked ? fmt::format(", 1/{} at a time", in.fw.loss_chunks) : ""),
+          logits_bytes(m, s, in.fw));
+  }
+}
+
+// FSDP/ZeRO-3: parameters gathered for computation, and unit gradients before their reduce-scatter.
+void add_zero3_working_set(Ledger& l, const StageInputs& in) {
+  const double block = static_cast<double>(in.stage.block_params);
+  const double root = static_cast<double>(in.stage.root_unit());
+  const double grad_b = in.state.grads;
+  if (in.fw.zero3_prefetch_elements > 0) {
+    // DeepSpeed: the module computing plus stage3_prefetch_bucket_size elements fetched ahead.
+    const double ahead = std::min(static_cast<double>(in.fw.zero3_prefetch_elements), in.psi);
+    l.add(&MemoryComponents::buffers, "buffers", "gathered parameters (current module + prefetch bucket)",
+          (block + ahead) * in.compute_bytes);
+  } else {
+    const double units = 1.0 + static_cast<double>(in.fw.zero3_prefetch_units);
+    l.add(&MemoryComponents::buffers, "buffers",
+          fmt::format("gathered block parameters ({} units: current + prefetch)", units),
+          units * block * in.compute_bytes);
+    if (in.fw.zero3_root_stays_gathered)
+      l.add(&MemoryComponents::buffers, "buffers", "gathered root unit (embedding, final norm, LM head)",
+            root * in.compute_bytes);
+  }
+  if (!in.keeps_unsharded_grads) {
+    l.add(&MemoryComponents::buffers, "buffers",
+          fmt::format("unsharded gradients of {} units awaiting reduce-scatter", in.fw.unsharded_grad_units),
+          static_cast<double>(in.fw.unsharded_grad_units) * block * grad_b);
+    if (in.fw.zero3_root_stays_gathered)
+      l.add(&MemoryComponents::buffers, "buffers", "unsharded root-unit gradients (reduced last)", root * grad_b);
+  }
+}
+
+void add_reduction_buffers(Ledger& l, const StageInputs& in) {
+  const Strategy& s = in.strategy;
+  const double grad_b = in.state.grads;
+  if (in.fw.reduce_bucket_elements > 0) {
+    l.add(&MemoryComponents::buffers, "buffers", "gradient reduce bucket",
+          std::min(static_cast<double>(in.fw.reduce_bucket_elements), in.psi) * grad_b);
+    return;
+  }
+  if (s.zero <= 1 && in.fw.ddp_bucket_copy && s.dp > 1)
+    l.add(&MemoryComponents::buffers, "buffers", "DDP gradient buckets (a second copy of the gradients)",
+          in.psi * grad_b);
+  if (s.zero == 2 && in.fw.zero2_keeps_shard_copy)
+    l.add(&MemoryComponents::buffers, "buffers", "sharded parameters beside the unsharded ones (SHARD_GRAD_OP)",
+          in.psi * in.state.params / in.shard);
+  if (s.zero == 2 && !in.keeps_unsharded_grads)
+    l.add(&MemoryComponents::buffers, "buffers",
+          fmt::format("unsharded gradients of {} units awaiting reduce-scatter", in.fw.unsharded_grad_units),
+          static_cast<double>(in.fw.unsharded_grad_units) * static_cast<double>(in.stage.block_params) * grad_b);
+}
+
+void add_parallel_buffers(Ledger& l, const StageInputs& in) {
+  const Strategy& s = in.strategy;
+  const double a = static_cast<double>(dtype_bytes(precision_compute_dtype(s.precision)));
+  const double boundary = a * static_cast<double>(s.seq * s.micro_batch * in.model.hidden) / (s.sp ? s.tp : 1);
+  if (s.pp > 1) l.add(&MemoryComponents::buffers, "buffers", "pipeline send/receive activations", 2 * boundary);
+  if (s.sp) l.add(&MemoryComponents::buffers, "buffers", "sequence-parallel all-gather output", boundary * s.tp);
+}
+
+int64_t communicators(const ModelSpec& m, const Strategy& s, const StageParams& st) {
+  int64_t n = 0;
+  if (s.dp > 1) n += (s.hsdp > 0 && s.hsdp < s.dp) ? 2 : 1;  // HSDP: shard group + replicate group
+  if (s.tp > 1) n += 1;
+  if (s.pp > 1) n += 1;
+  if (s.pp > 1 && m.tied_embeddings && (st.first || st.last)) n += 1;  // Megatron's embedding group
+  return n;
+}
+
+void add_runtime(Ledger& l, const StageInputs& in) {
+  l.add(&MemoryComponents::runtime, "runtime", "CUDA context and kernels", static_cast<double>(in.fw.cuda_context_bytes));
+  l.add(&MemoryComponents::runtime, "runtime", "cuBLAS workspace", static_cast<double>(in.fw.cublas_workspace_bytes));
+  const int64_t comms = communicators(in.model, in.strategy, in.stage);
+  l.add(&MemoryComponents::runtime, "runtime", fmt::format("NCCL buffers ({} communicators)", comms),
+        static_cast<double>(comms * in.fw.nccl_bytes_per_communicator));
+}
+
+void add_fragmentation(Ledger& l, const StageInputs& in) {
+  const double allocated = l.parts_.total() - l.parts_.runtime - l.parts_.fragmentation;
+  l.add(&MemoryComponents::fragmentation, "fragmentation",
+        fmt::format("caching allocator reserve beyond allocated ({:.0f} %)", in.fw.fragmentation * 100),
+        allocated * in.fw.fragmentation);
+}
+
+Ledger forward_backward_phase(const StageInputs& in) {
+  Ledger l;
+  add_model_states(l, in, MemoryPhase::forward_backward);
+  add_activations(l, in);
+  if (in.strategy.zero == 3 && in.shard > 1) add_zero3_working_set(l, in);
+  if (in.shard > 1 || in.strategy.dp > 1) add_reduction_buffers(l, in);
+  add_parallel_buffers(l, in);
+  add_runtime(l, in);
+  add_fragmentation(l, in);
+  return l;
+}
+
+Ledger optimizer_step_phase(const StageInputs& in) {
+  Ledger l;
+  add_model_states(l, in, MemoryPhase::optimizer_step);
+  const Strategy& s = in.strategy;
+  if (!s.offload_optimizer) {
+    const double local = s.zero >= 1 ? in.psi / in.shard : in.psi;
+    l.add(&MemoryComponents::buffers, "buffers", "optimizer-step temporaries",
+          local * in.fw.optimizer_temp_bytes_per_param);
+  }
+  if (s.zero <= 1 && in.fw.ddp_bucket_copy && s.dp > 1)
+    l.add(&MemoryComponents::buffers, "buffers", "DDP gradient buckets (a second copy of the gradients)",
+          in.psi * in.state.grads);
+  add_runtime(l, in);
+  add_fragmentation(l, in);
+  return l;
+}
+
+StageMemory estimate_stage(const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw, const StageParams& st) {
+  StageInputs in{m, s, fw, st, 0.0, 1.0, StateBytes{}, 2.0, false};
+  in.psi = static_cast<double>(st.total());
+  in.shard = static_cast<double>(shard_degree(s));
+  in.state = precision_state_bytes(s.precision);
+  in.compute_bytes = static_cast<double>(dtype_bytes(precision_compute_dtype(s.precision)));
+  in.keeps_unsharded_grads =
+      s.zero >= 2 && in.shard > 1 && grad_accum_steps(s) > 1 && effective_grad_sync(s) == GradSync::per_step;
+
+  const Ledger fb = forward_backward_phase(in);
+  const Ledger step = optimizer_step_phase(in);
+  const bool step_wins = step.parts_.total() > fb.parts_.total();
+  StageMemory out;
+  out.stage = st.stage;
+  out.params_per_rank = st.total();
+  out.peak_phase = step_wins ? MemoryPhase::optimizer_step : MemoryPhase::forward_backward;
+  out.peak = step_wins ? step.parts_ : fb.parts_;
+  out.items = step_wins ? step.items_ : fb.items_;
+  return out;
+}
+
+}  // namespace
+
+MemoryEstimate estimate_memory(const ModelSpec& m, const Strategy& s, const ClusterSpec& c) {
+  const FrameworkTraits fw = framework_traits(s.framework);
+  MemoryEstimate est;
+  for (const StageParams& st : partition_stages(m, s)) est.stages.push_back(estimate_stage(m, s, fw, st));
+  for (size_t i = 1; i < est.stages.size(); ++i)
+    if (est.stages[i].peak.total() > est.stages[est.busiest].peak.total()) est.busiest = i;
+  est.capacity_bytes = gpu_capacity_bytes(c.gpu);
+  if (s.offload_optimizer) {
+    // ZeRO-Offload (Ren et al. 2021, §4): fp32 master, Adam m and v and an fp32 gradient copy on the host.
+    const StateBytes b = precision_state_bytes(s.precision);
+    const double psi = static_cast<double>(est.peak_stage().params_per_rank);
+    est.host_bytes_per_rank = psi * (b.master + b.optimizer + 4.0) / static_cast<double>(shard_degree(s));
+    est.host_bytes_per_node = est.host_bytes_per_rank * static_cast<double>(std::min(c.gpus_per_node, s.gpus));
+  }
+  est.host_capacity_bytes = c.host_memory_gib * kGiB;
+  return est;
+}
+
+}  // namespace shardplan

@@ -1,0 +1,39 @@
+#pragma once
+// How tensor and pipeline parallelism split the parameters: what one rank of each pipeline stage holds
+// before data-parallel sharding.
+#include <cstdint>
+#include <vector>
+
+#include "planner/model.hpp"
+#include "planner/strategy.hpp"
+
+namespace shardplan {
+
+struct StageParams {
+  int64_t stage = 0;
+  int64_t layers = 0;            // transformer blocks on this stage (all its virtual chunks)
+  bool first = false;            // holds the token (and position) embedding
+  bool last = false;             // holds the final norm and the LM head
+  // Parameters per rank (after the TP split), by part.
+  int64_t block_params = 0;      // one block on one TP rank
+  int64_t blocks = 0;            // layers · block_params
+  int64_t embedding = 0;         // token embedding (vocab-parallel) + learned positions (replicated)
+  int64_t final_norm = 0;
+  int64_t lm_head = 0;           // the output matrix, or its tied copy on the last stage when pp > 1
+  int64_t total() const { return blocks + embedding + final_norm + lm_head; }
+  // FSDP/ZeRO-3 units: each block is one; the root holds the rest (embedding, final norm, LM head).
+  int64_t root_unit() const { return embedding + final_norm + lm_head; }
+};
+
+// Parameters of one block on one TP rank. TP splits Q/K/V, the MLP up/gate (column-parallel) and the output
+// projections (row-parallel) by tp; norms and row-parallel biases are replicated. When tp exceeds kv_heads,
+// each rank keeps one K/V head (Megatron replicates them).
+int64_t block_params_per_tp_rank(const ModelSpec& m, int64_t tp);
+
+// Layers of each stage: L / pp, the remainder given to the last stages (which hold no embedding and, under
+// 1F1B, the fewest in-flight micro-batches).
+std::vector<int64_t> stage_layers(int64_t layers, int64_t pp);
+
+std::vector<StageParams> partition_stages(const ModelSpec& m, const Strategy& s);
+
+}  // namespace shardplan

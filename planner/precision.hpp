@@ -1,0 +1,26 @@
+#pragma once
+// Precision policies: bytes per parameter of each model state, and the dtypes of compute and activations.
+#include <cstdint>
+
+#include "planner/strategy.hpp"
+
+namespace shardplan {
+
+enum class DType { fp32, bf16, fp16 };
+int64_t dtype_bytes(DType d);
+const char* to_string(DType d);
+
+// Bytes per parameter of each model state before any sharding (CONTRACT.md "Precision policies").
+struct StateBytes {
+  double params = 0;     // the weights the forward pass reads (bf16/fp16 copy, or fp32)
+  double grads = 0;      // the gradients the backward pass produces and the reduction moves
+  double master = 0;     // fp32 master weights, where kept apart from `params`
+  double optimizer = 0;  // Adam m and v
+  double total() const { return params + grads + master + optimizer; }
+};
+
+StateBytes precision_state_bytes(Precision p);
+DType precision_compute_dtype(Precision p);  // GEMM inputs and saved activations
+DType precision_grad_dtype(Precision p);     // dtype of gradients as the reduction sees them
+
+}  // namespace shardplan

@@ -1,0 +1,170 @@
+#include "planner/strategy.hpp"
+
+#include <array>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "planner/error.hpp"
+#include "planner/precision.hpp"
+
+namespace shardplan {
+
+int64_t shard_degree(const Strategy& s) { return s.hsdp > 0 ? s.hsdp : s.dp; }
+
+int64_t grad_accum_steps(const Strategy& s) {
+  const int64_t per_step = s.micro_batch * s.dp;
+  return per_step > 0 ? s.global_batch / per_step : 0;
+}
+
+static void require_at_least(const char* flag, int64_t value, int64_t lo) {
+  if (value < lo) throw InputError(fmt::format("{} must be at least {}, got {}", flag, lo, value));
+}
+
+static void validate_layout(const Strategy& s, const ModelSpec& m) {
+  require_at_least("--gpus", s.gpus, 1);
+  require_at_least("--tp", s.tp, 1);
+  require_at_least("--pp", s.pp, 1);
+  require_at_least("--dp", s.dp, 1);
+  require_at_least("--vpp", s.vpp, 1);
+  if (s.gpus > (int64_t{1} << 24)) throw InputError(fmt::format("--gpus {} is implausibly large", s.gpus));
+  if (s.tp * s.pp * s.dp != s.gpus)
+    throw InputError(fmt::format("--gpus ({}) must equal tp·pp·dp = {}·{}·{} = {}; change --dp or omit it to derive "
+                                 "it",
+                                 s.gpus, s.tp, s.pp, s.dp, s.tp * s.pp * s.dp));
+  if (m.heads % s.tp != 0)
+    throw InputError(fmt::format("--tp {} must divide the model's heads ({}); choose a divisor of {}", s.tp, m.heads,
+                                 m.heads));
+  // Megatron replicates K/V heads when tp > kv_heads; a tp that neither divides nor is a multiple of them is invalid.
+  if (m.kv_heads % s.tp != 0 && s.tp % m.kv_heads != 0)
+    throw InputError(fmt::format("--tp {} must divide kv_heads ({}) or be a multiple of it", s.tp, m.kv_heads));
+  if (m.ffn_hidden % s.tp != 0)
+    throw InputError(fmt::format("--tp {} must divide the model's ffn_hidden ({})", s.tp, m.ffn_hidden));
+  if (m.layers < s.pp)
+    throw InputError(fmt::format("--pp {} exceeds the model's {} layers; use at most {} stages", s.pp, m.layers,
+                                 m.layers));
+  if (s.vpp > 1) {
+    if (s.schedule != Schedule::interleaved)
+      throw InputError("--vpp > 1 needs --schedule interleaved (or drop --vpp)");
+    if (s.pp < 2) throw InputError("--vpp > 1 needs --pp of at least 2");
+    if (m.layers % (s.pp * s.vpp) != 0)
+      throw InputError(fmt::format("interleaved pipeline needs layers ({}) divisible by pp·vpp = {}", m.layers,
+                                   s.pp * s.vpp));
+  }
+  if (s.schedule == Schedule::interleaved && s.vpp < 2)
+    throw InputError("--schedule interleaved needs --vpp of at least 2 (virtual stages per rank)");
+  if (s.sp && s.tp < 2) throw InputError("--sp (sequence parallelism) needs --tp of at least 2");
+}
+
+static void validate_sharding(const Strategy& s) {
+  if (s.zero < 0 || s.zero > 3) throw InputError(fmt::format("--zero must be 0, 1, 2 or 3, got {}", s.zero));
+  if (s.hsdp < 0) throw InputError(fmt::format("--hsdp must be positive, got {}", s.hsdp));
+  if (s.hsdp > 0) {
+    if (s.zero < 2) throw InputError("--hsdp needs --zero 2 or 3 (hybrid sharding shards gradients or parameters)");
+    if (s.dp % s.hsdp != 0)
+      throw InputError(fmt::format("--hsdp {} must divide the data-parallel degree dp = {}", s.hsdp, s.dp));
+  }
+  if (s.framework == Framework::megatron && s.zero > 1)
+    throw InputError("--framework megatron supports --zero 0 or 1 (its distributed optimizer); use fsdp or "
+                     "deepspeed for ZeRO-2/3");
+  if (s.offload_optimizer && s.zero == 0)
+    throw InputError("--offload-optimizer needs --zero 1, 2 or 3 (ZeRO-Offload)");
+}
+
+static void validate_batch(const Strategy& s) {
+  require_at_least("--micro-batch", s.micro_batch, 1);
+  require_at_least("--global-batch", s.global_batch, 1);
+  require_at_least("--seq", s.seq, 1);
+  if (s.seq > (int64_t{1} << 26)) throw InputError(fmt::format("--seq {} is implausibly large", s.seq));
+  const int64_t per_replica = s.global_batch % s.dp == 0 ? s.global_batch / s.dp : 0;
+  if (per_replica == 0)
+    throw InputError(fmt::format("--global-batch {} must be a multiple of dp = {} (sequences per replica)",
+                                 s.global_batch, s.dp));
+  if (per_replica % s.micro_batch != 0)
+    throw InputError(fmt::format("--micro-batch {} must divide the per-replica batch {} (= global-batch {} / dp {})",
+                                 s.micro_batch, per_replica, s.global_batch, s.dp));
+  if (s.sp && s.seq % s.tp != 0)
+    throw InputError(fmt::format("--seq {} must be divisible by --tp {} with sequence parallelism", s.seq, s.tp));
+}
+
+static void validate_hardware(const Strategy& s, const ClusterSpec& c) {
+  const bool wants_bf16 = precision_compute_dtype(s.precision) == DType::bf16;
+  if (wants_bf16 && c.gpu.bf16_tflops <= 0)
+    throw InputError(fmt::format("--precision {} needs bf16, which {} does not support; use amp-fp16 or "
+                                 "megatron-fp16",
+                                 to_string(s.precision), c.gpu.name));
+}
+
+void validate_strategy(const Strategy& s, const ModelSpec& m, const ClusterSpec& c) {
+  validate_layout(s, m);
+  validate_sharding(s);
+  validate_batch(s);
+  validate_hardware(s, c);
+}
+
+// --- names -------------------------------------------------------------------------------------------------
+
+template <typename E, size_t N>
+static std::optional<E> lookup(const std::array<std::pair<const char*, E>, N>& table, const std::string& s) {
+  for (const auto& [name, value] : table)
+    if (s == name) return value;
+  return std::nullopt;
+}
+
+template <typename E, size_t N>
+static const char* name_of(const std::array<std::pair<const char*, E>, N>& table, E e) {
+  for (const auto& [name, value] : table)
+    if (value == e) return name;
+  return "?";
+}
+
+static constexpr std::array<std::pair<const char*, Recompute>, 3> kRecompute{
+    {{"none", Recompute::none}, {"selective", Recompute::selective}, {"full", Recompute::full}}};
+static constexpr std::array<std::pair<const char*, Schedule>, 3> kSchedule{
+    {{"1f1b", Schedule::one_f_one_b}, {"interleaved", Schedule::interleaved}, {"gpipe", Schedule::gpipe}}};
+static constexpr std::array<std::pair<const char*, Framework>, 4> kFramework{{{"fsdp", Framework::fsdp},
+                                                                              {"deepspeed", Framework::deepspeed},
+                                                                              {"megatron", Framework::megatron},
+                                                                              {"reference", Framework::reference}}};
+static constexpr std::array<std::pair<const char*, Precision>, 7> kPrecision{
+    {{"pure-bf16", Precision::pure_bf16},
+     {"amp-bf16", Precision::amp_bf16},
+     {"megatron-bf16", Precision::megatron_bf16},
+     {"fp32", Precision::fp32},
+     {"pure-fp16", Precision::pure_fp16},
+     {"amp-fp16", Precision::amp_fp16},
+     {"megatron-fp16", Precision::megatron_fp16}}};
+static constexpr std::array<std::pair<const char*, LossKind>, 2> kLoss{
+    {{"standard", LossKind::standard}, {"chunked", LossKind::chunked}}};
+static constexpr std::array<std::pair<const char*, GradSync>, 2> kGradSync{
+    {{"step", GradSync::per_step}, {"micro", GradSync::per_micro}}};
+static constexpr std::array<std::pair<const char*, MlpKind>, 2> kMlp{
+    {{"gelu", MlpKind::gelu}, {"swiglu", MlpKind::swiglu}}};
+static constexpr std::array<std::pair<const char*, NormKind>, 2> kNorm{
+    {{"layernorm", NormKind::layernorm}, {"rmsnorm", NormKind::rmsnorm}}};
+static constexpr std::array<std::pair<const char*, PositionKind>, 4> kPosition{{{"rotary", PositionKind::rotary},
+                                                                                {"learned", PositionKind::learned},
+                                                                                {"alibi", PositionKind::alibi},
+                                                                                {"none", PositionKind::none}}};
+static constexpr std::array<std::pair<const char*, LinkKind>, 3> kLink{
+    {{"nvswitch", LinkKind::nvswitch}, {"nvlink", LinkKind::nvlink}, {"pcie", LinkKind::pcie}}};
+
+const char* to_string(Recompute r) { return name_of(kRecompute, r); }
+const char* to_string(Schedule s) { return name_of(kSchedule, s); }
+const char* to_string(Framework f) { return name_of(kFramework, f); }
+const char* to_string(Precision p) { return name_of(kPrecision, p); }
+const char* to_string(LossKind l) { return name_of(kLoss, l); }
+const char* to_string(GradSync g) { return name_of(kGradSync, g); }
+
+std::optional<Recompute> parse_recompute(const std::string& s) { return lookup(kRecompute, s); }
+std::optional<Schedule> parse_schedule(const std::string& s) { return lookup(kSchedule, s); }
+std::optional<Framework> parse_framework(const std::string& s) { return lookup(kFramework, s); }
+std::optional<Precision> parse_precision(const std::string& s) { return lookup(kPrecision, s); }
+std::optional<LossKind> parse_loss(const std::string& s) { return lookup(kLoss, s); }
+std::optional<GradSync> parse_grad_sync(const std::string& s) { return lookup(kGradSync, s); }
+std::optional<MlpKind> parse_mlp(const std::string& s) { return lookup(kMlp, s); }
+std::optional<NormKind> parse_norm(const std::string& s) { return lookup(kNorm, s); }
+std::optional<PositionKind> parse_position(const std::string& s) { return lookup(kPosition, s); }
+std::optional<LinkKind> parse_link(const std::string& s) { return lookup(kLink, s); }
+
+}  // namespace shardplan

@@ -1,0 +1,71 @@
+#pragma once
+// A fully specified training configuration: parallel layout, sharding, recomputation, precision, batch.
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "planner/hardware.hpp"
+#include "planner/model.hpp"
+
+namespace shardplan {
+
+enum class Recompute { none, selective, full };
+enum class Schedule { one_f_one_b, interleaved, gpipe };
+enum class Framework { fsdp, deepspeed, megatron, reference };
+enum class Precision { pure_bf16, amp_bf16, megatron_bf16, fp32, pure_fp16, amp_fp16, megatron_fp16 };
+enum class LossKind { standard, chunked };
+// When gradients are reduced under gradient accumulation.
+//   per_step: one reduction per optimizer step (PyTorch no_sync; Megatron's local grad buffer); with
+//             ZeRO-2/3 the unsharded gradients are kept across micro-batches.
+//   per_micro: one reduction per micro-batch (DeepSpeed; FSDP without no_sync).
+enum class GradSync { per_step, per_micro };
+
+struct Strategy {
+  int64_t gpus = 1;
+  int64_t tp = 1;
+  int64_t pp = 1;
+  int64_t dp = 1;
+  int64_t vpp = 1;                  // virtual pipeline stages per rank (interleaved 1F1B)
+  Schedule schedule = Schedule::one_f_one_b;
+  bool sp = false;                  // sequence parallelism (needs tp > 1 to matter)
+  int zero = 3;                     // 0 DDP, 1 optimizer, 2 + grads, 3 + params
+  int64_t hsdp = 0;                 // shard group size for hybrid sharding; 0 = shard across all of dp
+  Recompute recompute = Recompute::none;
+  bool flash_attn = true;
+  int64_t micro_batch = 1;          // sequences per micro-batch per data-parallel replica
+  int64_t global_batch = 0;         // sequences per optimizer step, all replicas
+  int64_t seq = 0;                  // tokens per sequence
+  Precision precision = Precision::amp_bf16;
+  Framework framework = Framework::fsdp;
+  bool offload_optimizer = false;
+  LossKind loss = LossKind::standard;
+  std::optional<GradSync> grad_sync;  // unset: the framework's default (framework_traits)
+};
+
+// Data-parallel ranks over which model states are sharded (hsdp group, or all of dp).
+int64_t shard_degree(const Strategy& s);
+// Micro-batches per optimizer step per replica: global / (micro · dp).
+int64_t grad_accum_steps(const Strategy& s);
+
+// Checks the strategy against the model and the cluster; throws InputError naming the flag.
+void validate_strategy(const Strategy& s, const ModelSpec& m, const ClusterSpec& c);
+
+const char* to_string(Recompute r);
+const char* to_string(Schedule s);
+const char* to_string(Framework f);
+const char* to_string(Precision p);
+const char* to_string(LossKind l);
+const char* to_string(GradSync g);
+
+std::optional<Recompute> parse_recompute(const std::string& s);
+std::optional<Schedule> parse_schedule(const std::string& s);
+std::optional<Framework> parse_framework(const std::string& s);
+std::optional<Precision> parse_precision(const std::string& s);
+std::optional<LossKind> parse_loss(const std::string& s);
+std::optional<GradSync> parse_grad_sync(const std::string& s);
+std::optional<MlpKind> parse_mlp(const std::string& s);
+std::optional<NormKind> parse_norm(const std::string& s);
+std::optional<PositionKind> parse_position(const std::string& s);
+std::optional<LinkKind> parse_link(const std::string& s);
+
+}  // namespace shardplan

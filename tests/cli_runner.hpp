@@ -1,0 +1,56 @@
+#pragma once
+// Runs the real `shardplan` executable for CLI tests: exit code, stdout and stderr.
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace shardplan::test {
+
+struct CliResult {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+inline std::string read_all(const std::filesystem::path& p) {
+  std::ifstream f(p);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// `args` is appended to the binary path as-is (shell syntax); run in `cwd` when given.
+inline CliResult run_cli(const std::string& args, const std::string& cwd = "") {
+  namespace fs = std::filesystem;
+  static int counter = 0;
+  fs::path dir = fs::temp_directory_path() / ("shardplan_cli_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  fs::path out = dir / ("out" + std::to_string(counter));
+  fs::path err = dir / ("err" + std::to_string(counter++));
+  std::string cmd;
+  if (!cwd.empty()) cmd += "cd '" + cwd + "' && ";
+  cmd += std::string("'") + SHARDPLAN_BIN + "' " + args + " >'" + out.string() + "' 2>'" + err.string() + "' </dev/null";
+  int status = std::system(cmd.c_str());
+  CliResult r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = read_all(out);
+  r.err = read_all(err);
+  fs::remove(out);
+  fs::remove(err);
+  return r;
+}
+
+// A bad-input failure: exit 2 and exactly one stderr line starting with "error:".
+inline bool is_one_error_line(const CliResult& r) {
+  if (r.exit_code != 2) return false;
+  if (r.err.rfind("error: ", 0) != 0) return false;
+  auto first_newline = r.err.find('\n');
+  return first_newline == std::string::npos || first_newline == r.err.size() - 1;
+}
+
+}  // namespace shardplan::test
