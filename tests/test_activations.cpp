@@ -1,0 +1,107 @@
+// Activation memory against Korthikanti et al. 2022 (arXiv 2205.05198), Table 2, exactly.
+#include <doctest/doctest.h>
+
+#include "io/preset_store.hpp"
+#include "planner/activations.hpp"
+#include "planner/framework.hpp"
+
+using namespace shardplan;
+
+namespace {
+
+// Their setting: GPT (MHA, GELU 4h, LayerNorm, dropout), fp16 activations, no flash attention.
+struct Korthikanti {
+  ModelSpec m = PresetStore::builtin().model("gpt-22b");
+  Strategy s;
+  FrameworkTraits fw = framework_traits(Framework::megatron);
+  double sbh, as_over_h;
+  Korthikanti(int64_t t, bool sp, Recompute r) {
+    s.precision = Precision::megatron_fp16;
+    s.flash_attn = false;
+    s.seq = 2048;
+    s.micro_batch = 4;
+    s.tp = t;
+    s.sp = sp;
+    s.recompute = r;
+    sbh = static_cast<double>(s.seq * s.micro_batch * m.hidden);
+    as_over_h = static_cast<double>(m.heads * s.seq) / static_cast<double>(m.hidden);
+  }
+  double bytes() const { return block_activation_bytes(m, s, fw); }
+};
+
+}  // namespace
+
+TEST_SUITE("activations") {
+  TEST_CASE("no parallelism: sbh(34 + 5as/h)") {
+    Korthikanti k(1, false, Recompute::none);
+    CHECK(k.bytes() == doctest::Approx(k.sbh * (34 + 5 * k.as_over_h)).epsilon(1e-12));
+  }
+  TEST_CASE("tensor parallel: sbh(10 + 24/t + 5as/(ht))") {
+    for (int64_t t : {2, 4, 8}) {
+      Korthikanti k(t, false, Recompute::none);
+      CHECK(k.bytes() == doctest::Approx(k.sbh * (10 + 24.0 / t + 5 * k.as_over_h / t)).epsilon(1e-12));
+    }
+  }
+  TEST_CASE("tensor + sequence parallel: sbh/t (34 + 5as/h)") {
+    Korthikanti k(8, true, Recompute::none);
+    CHECK(k.bytes() == doctest::Approx(k.sbh / 8 * (34 + 5 * k.as_over_h)).epsilon(1e-12));
+  }
+  TEST_CASE("tensor parallel + selective recomputation: sbh(10 + 24/t)") {
+    Korthikanti k(8, false, Recompute::selective);
+    CHECK(k.bytes() == doctest::Approx(k.sbh * (10 + 24.0 / 8)).epsilon(1e-12));
+  }
+  TEST_CASE("tensor + sequence parallel + selective: 34 sbh/t") {
+    Korthikanti k(8, true, Recompute::selective);
+    CHECK(k.bytes() == doctest::Approx(34 * k.sbh / 8).epsilon(1e-12));
+  }
+  TEST_CASE("full recomputation: 2sbh, divided by t under sequence parallelism") {
+    Korthikanti k(8, false, Recompute::full);
+    CHECK(k.bytes() == doctest::Approx(2 * k.sbh).epsilon(1e-12));
+    Korthikanti ksp(8, true, Recompute::full);
+    CHECK(ksp.bytes() == doctest::Approx(2 * ksp.sbh / 8).epsilon(1e-12));
+  }
+  TEST_CASE("flash attention removes the 5as/h term and adds only its fp32 log-sum-exp") {
+    Korthikanti k(1, false, Recompute::none);
+    k.s.flash_attn = true;
+    const double lse = 4.0 * static_cast<double>(k.m.heads * k.s.seq * k.s.micro_batch);
+    CHECK(k.bytes() == doctest::Approx(34 * k.sbh + lse).epsilon(1e-12));
+  }
+  TEST_CASE("without dropout the masks go: 34 → 32 sbh and 5as/h → 2as/h") {
+    Korthikanti k(1, false, Recompute::none);
+    k.m.dropout = false;
+    // Masks: 2 × 1 byte/h on the residual paths; scores: the dropout mask and output (as² terms, 3 of 5) go.
+    CHECK(k.bytes() == doctest::Approx(k.sbh * (32 + 2 * k.as_over_h)).epsilon(1e-12));
+  }
+  TEST_CASE("SwiGLU keeps the framework's number of intermediates; GQA shrinks K and V") {
+    ModelSpec m = PresetStore::builtin().model("llama3-8b");
+    Strategy s;
+    s.seq = 8192;
+    s.micro_batch = 1;
+    s.precision = Precision::amp_bf16;
+    const FrameworkTraits fsdp = framework_traits(Framework::fsdp);
+    const double tokens = 8192.0, h = 4096, f = 14336, kv = 1024;
+    // norm/qkv/norm/mlp inputs 4·2h, q and k 2(h + kv), v 2kv, lse 4·heads, attention output 2h, SwiGLU 4·2f.
+    const double expected = tokens * (8 * h + 2 * (h + kv) + 2 * kv + 4 * 32 + 2 * h + 4 * 2 * f);
+    CHECK(block_activation_bytes(m, s, fsdp) == doctest::Approx(expected).epsilon(1e-12));
+  }
+  TEST_CASE("pipeline in-flight micro-batches") {
+    Strategy s;
+    s.pp = 4;
+    s.dp = 1;
+    s.micro_batch = 1;
+    s.global_batch = 8;  // m = 8
+    CHECK(in_flight_microbatches(s, 0) == 4);
+    CHECK(in_flight_microbatches(s, 3) == 1);
+    s.global_batch = 2;  // m < p: only m exist
+    CHECK(in_flight_microbatches(s, 0) == 2);
+    s.global_batch = 8;
+    s.schedule = Schedule::gpipe;
+    CHECK(in_flight_microbatches(s, 2) == 8);
+    // Interleaved: p(1 + (p − 1)/(p·v)) on the first stage (Korthikanti §4.2.3).
+    s.schedule = Schedule::interleaved;
+    s.vpp = 2;
+    CHECK(in_flight_microbatches(s, 0) == doctest::Approx(4 * (1 + 3.0 / 8)));
+    s.pp = 1;
+    CHECK(in_flight_microbatches(s, 0) == 1);
+  }
+}

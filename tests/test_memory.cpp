@@ -1,0 +1,191 @@
+// Per-rank memory: published model-state figures, the seed's case, and invariants.
+#include <doctest/doctest.h>
+
+#include "io/preset_store.hpp"
+#include "planner/error.hpp"
+#include "planner/predict.hpp"
+
+using namespace shardplan;
+
+namespace {
+
+const PresetStore& presets() {
+  static const PresetStore store = PresetStore::builtin();
+  return store;
+}
+
+Strategy data_parallel(int64_t gpus, int zero, Precision p) {
+  Strategy s;
+  s.gpus = gpus;
+  s.dp = gpus;
+  s.zero = zero;
+  s.precision = p;
+  s.micro_batch = 1;
+  s.global_batch = gpus;
+  s.seq = 2048;
+  return s;
+}
+
+double states_gb(double psi, Precision p, int zero, int64_t n) { return model_states(psi, p, zero, n).model_states() / 1e9; }
+
+}  // namespace
+
+TEST_SUITE("memory") {
+  TEST_CASE("ZeRO paper §5.1: 7.5 B parameters on 64 GPUs → 120 / 31.4 / 16.6 / 1.9 GB") {
+    const double psi = 7.5e9;
+    CHECK(states_gb(psi, Precision::amp_bf16, 0, 64) == doctest::Approx(120.0));
+    CHECK(states_gb(psi, Precision::amp_bf16, 1, 64) == doctest::Approx(31.4).epsilon(0.002));
+    CHECK(states_gb(psi, Precision::amp_bf16, 2, 64) == doctest::Approx(16.6).epsilon(0.003));
+    CHECK(states_gb(psi, Precision::amp_bf16, 3, 64) == doctest::Approx(1.875));
+  }
+
+  TEST_CASE("Megatron: 18 bytes per parameter, 6 + 12/d with the distributed optimizer") {
+    CHECK(states_gb(1e9, Precision::megatron_bf16, 0, 8) == doctest::Approx(18.0));
+    for (int64_t d : {2, 8, 64}) CHECK(states_gb(1e9, Precision::megatron_bf16, 1, d) == doctest::Approx(6.0 + 12.0 / d));
+  }
+
+  TEST_CASE("the seed's case: 8b on 8 × A800, pure-bf16 — 99.9 / 41.6 / 27.1 / 12.5 GB of model states") {
+    const ModelSpec m = presets().model("8b");
+    const ClusterSpec c = presets().cluster("a800x8");
+    const double expected[] = {99.9, 41.6, 27.05, 12.5};
+    for (int z = 0; z <= 3; ++z) {
+      CAPTURE(z);
+      const Prediction p = predict(m, data_parallel(8, z, Precision::pure_bf16), c);
+      const double states = p.memory.peak_stage().peak.model_states() / 1e9;
+      CHECK(states == doctest::Approx(expected[z]).epsilon(0.002));
+    }
+    // DDP does not fit an 80 GiB A800 even before activations; ZeRO-3 fits with room to spare.
+    CHECK_FALSE(predict(m, data_parallel(8, 0, Precision::pure_bf16), c).fits());
+    CHECK(predict(m, data_parallel(8, 3, Precision::pure_bf16), c).fits());
+  }
+
+  TEST_CASE("components sum to the peak exactly") {
+    const Prediction p = predict(presets().model("llama3-8b"), data_parallel(8, 3, Precision::amp_bf16),
+                                 presets().cluster("dgx-h100"));
+    int64_t sum = 0;
+    for (const NamedBytes& nb : component_bytes(p.memory.peak_stage().peak)) sum += nb.bytes;
+    CHECK(sum == p.peak_bytes());
+    double items = 0;
+    for (const MemoryItem& it : p.memory.peak_stage().items) items += it.bytes;
+    CHECK(items == doctest::Approx(p.memory.peak_stage().peak.total()));
+  }
+
+  TEST_CASE("ZeRO-3 model states × N equal DDP model states") {
+    for (Precision prec : {Precision::pure_bf16, Precision::amp_bf16, Precision::megatron_bf16, Precision::fp32})
+      for (int64_t n : {2, 8, 1024}) {
+        const double z3 = model_states(1e9, prec, 3, n).model_states() * static_cast<double>(n);
+        CHECK(z3 == doctest::Approx(model_states(1e9, prec, 0, n).model_states()));
+      }
+  }
+
+  TEST_CASE("under ZeRO-3 the per-rank peak never grows as data parallelism grows") {
+    const ModelSpec m = presets().model("llama2-70b");
+    const ClusterSpec c = presets().cluster("dgx-a100-80g");
+    int64_t previous = INT64_MAX;
+    for (int64_t gpus = 8; gpus <= 16384; gpus *= 2) {
+      CAPTURE(gpus);
+      const int64_t peak = predict(m, data_parallel(gpus, 3, Precision::amp_bf16), c).peak_bytes();
+      CHECK(peak <= previous);
+      previous = peak;
+    }
+  }
+
+  TEST_CASE("no_sync under gradient accumulation keeps the unsharded gradients (FSDP), not DeepSpeed") {
+    const ModelSpec m = presets().model("8b");
+    const ClusterSpec c = presets().cluster("a800x8");
+    Strategy s = data_parallel(8, 3, Precision::pure_bf16);
+    s.global_batch = 32;  // 4 micro-batches per replica
+    const double psi = static_cast<double>(count_params(m).total);
+    CHECK(predict(m, s, c).memory.peak_stage().peak.grads == doctest::Approx(2 * psi));
+    s.grad_sync = GradSync::per_micro;
+    CHECK(predict(m, s, c).memory.peak_stage().peak.grads == doctest::Approx(2 * psi / 8));
+    s.grad_sync.reset();
+    s.framework = Framework::deepspeed;
+    CHECK(predict(m, s, c).memory.peak_stage().peak.grads == doctest::Approx(2 * psi / 8));
+  }
+
+  TEST_CASE("HSDP shards within its group only") {
+    const ModelSpec m = presets().model("8b");
+    Strategy s = data_parallel(32, 3, Precision::amp_bf16);
+    s.hsdp = 8;
+    const Prediction p = predict(m, s, presets().cluster("dgx-a100-80g"));
+    const double psi = static_cast<double>(count_params(m).total);
+    CHECK(p.memory.peak_stage().peak.model_states() == doctest::Approx(16 * psi / 8));
+  }
+
+  TEST_CASE("ZeRO-Offload moves master and Adam states to the host") {
+    const ModelSpec m = presets().model("8b");
+    Strategy s = data_parallel(8, 2, Precision::amp_bf16);
+    s.offload_optimizer = true;
+    s.framework = Framework::deepspeed;
+    const Prediction p = predict(m, s, presets().cluster("dgx-a100-80g"));
+    const double psi = static_cast<double>(count_params(m).total);
+    CHECK(p.memory.peak_stage().peak.optimizer == 0);
+    CHECK(p.memory.peak_stage().peak.master == 0);
+    CHECK(p.memory.host_bytes_per_rank == doctest::Approx(psi * (4 + 8 + 4) / 8));
+    CHECK(p.memory.host_bytes_per_node == doctest::Approx(8 * p.memory.host_bytes_per_rank));
+  }
+
+  TEST_CASE("pipeline: the first stage is busiest under 1F1B; TP divides the states") {
+    const ModelSpec m = presets().model("gpt-22b");
+    Strategy s;
+    s.gpus = 32;
+    s.tp = 8;
+    s.pp = 4;
+    s.dp = 1;
+    s.zero = 0;
+    s.precision = Precision::megatron_bf16;
+    s.framework = Framework::megatron;
+    s.micro_batch = 1;
+    s.global_batch = 16;
+    s.seq = 2048;
+    s.recompute = Recompute::selective;
+    s.sp = true;
+    const Prediction p = predict(m, s, presets().cluster("dgx-a100-80g"));
+    REQUIRE(p.memory.stages.size() == 4);
+    CHECK(p.memory.busiest == 0);
+    const MemoryComponents& first = p.memory.stages[0].peak;
+    const MemoryComponents& last = p.memory.stages[3].peak;
+    CHECK(first.activations > 3.5 * (last.activations - 0.0));  // 4 micro-batches in flight vs 1
+    CHECK(last.logits > 0);
+    CHECK(first.logits == 0);
+  }
+
+  TEST_CASE("the optimizer step can be the peak when activations are tiny") {
+    const ModelSpec m = presets().model("2b");
+    Strategy s = data_parallel(1, 0, Precision::fp32);
+    s.seq = 16;
+    const Prediction p = predict(m, s, presets().cluster("dgx-a100-80g"));
+    CHECK(p.memory.peak_stage().peak_phase == MemoryPhase::optimizer_step);
+  }
+
+  TEST_CASE("bad strategies are refused with the flag named") {
+    const ModelSpec m = presets().model("8b");
+    const ClusterSpec c = presets().cluster("a800x8");
+    auto message = [&](Strategy s) -> std::string {
+      try {
+        predict(m, s, c);
+      } catch (const InputError& e) {
+        return e.what();
+      }
+      return "";
+    };
+    Strategy s = data_parallel(8, 3, Precision::amp_bf16);
+    s.tp = 3;
+    s.dp = 8;
+    CHECK(message(s).find("--gpus") != std::string::npos);
+    s.gpus = 24;
+    CHECK(message(s).find("--tp 3 must divide") != std::string::npos);
+    s = data_parallel(8, 3, Precision::amp_bf16);
+    s.micro_batch = 3;
+    s.global_batch = 16;
+    CHECK(message(s).find("--micro-batch") != std::string::npos);
+    s = data_parallel(64, 3, Precision::amp_bf16);
+    s.pp = 64;
+    s.dp = 1;
+    CHECK(message(s).find("--pp 64 exceeds") != std::string::npos);
+    s = data_parallel(8, 3, Precision::pure_bf16);
+    CHECK(message(s).empty());
+    CHECK_THROWS_AS(predict(m, s, presets().cluster("dgx-2-v100")), InputError);  // V100 has no bf16
+  }
+}
