@@ -49,6 +49,26 @@ T parse_choice(const std::string& flag, const std::string& value, std::optional<
   throw InputError(fmt::format("{} '{}' is not one of: {}", flag, value, choices));
 }
 
+}  // namespace
+
+Precision parse_precision_flag(const std::string& v) {
+  return parse_choice<Precision>("--precision", v, parse_precision,
+                                 "pure-bf16, amp-bf16, megatron-bf16, fp32, pure-fp16, amp-fp16, megatron-fp16");
+}
+Framework parse_framework_flag(const std::string& v) {
+  return parse_choice<Framework>("--framework", v, parse_framework, "fsdp, deepspeed, megatron, reference");
+}
+Recompute parse_recompute_flag(const std::string& v) {
+  return parse_choice<Recompute>("--recompute", v, parse_recompute, "none, selective, full");
+}
+Schedule parse_schedule_flag(const std::string& v) {
+  return parse_choice<Schedule>("--schedule", v, parse_schedule, "1f1b, interleaved, gpipe");
+}
+LossKind parse_loss_flag(const std::string& v) { return parse_choice<LossKind>("--loss", v, parse_loss, "standard, chunked"); }
+GradSync parse_grad_sync_flag(const std::string& v) {
+  return parse_choice<GradSync>("--grad-sync", v, parse_grad_sync, "step, micro");
+}
+
 ModelSpec resolve_model(const ConfigFlags& f, const PresetStore& store) {
   if (!f.preset.empty() && !f.model_file.empty())
     throw InputError("give either --preset or --model, not both");
@@ -84,6 +104,8 @@ ClusterSpec resolve_cluster(const ConfigFlags& f, const PresetStore& store, bool
   return c;
 }
 
+namespace {
+
 int64_t positive(const char* flag, std::optional<int64_t> v, int64_t fallback) {
   if (!v) return fallback;
   if (*v < 1) throw InputError(fmt::format("{} must be at least 1, got {}", flag, *v));
@@ -97,13 +119,11 @@ ResolvedConfig resolve_config(const ConfigFlags& f, const PresetStore& store) {
   r.model = resolve_model(f, store);
   r.cluster = resolve_cluster(f, store, r.cluster_defaulted);
   Strategy& s = r.strategy;
-  s.framework = parse_choice<Framework>("--framework", f.framework, parse_framework,
-                                        "fsdp, deepspeed, megatron, reference");
-  s.precision = parse_choice<Precision>("--precision", f.precision, parse_precision,
-                                        "pure-bf16, amp-bf16, megatron-bf16, fp32, pure-fp16, amp-fp16, megatron-fp16");
-  s.recompute = parse_choice<Recompute>("--recompute", f.recompute, parse_recompute, "none, selective, full");
-  s.loss = parse_choice<LossKind>("--loss", f.loss, parse_loss, "standard, chunked");
-  if (!f.grad_sync.empty()) s.grad_sync = parse_choice<GradSync>("--grad-sync", f.grad_sync, parse_grad_sync, "step, micro");
+  s.framework = parse_framework_flag(f.framework);
+  s.precision = parse_precision_flag(f.precision);
+  s.recompute = f.recompute.empty() ? Recompute::none : parse_recompute_flag(f.recompute);
+  s.loss = parse_loss_flag(f.loss);
+  if (!f.grad_sync.empty()) s.grad_sync = parse_grad_sync_flag(f.grad_sync);
   s.gpus = positive("--gpus", f.gpus, r.cluster.gpus_per_node);
   s.tp = positive("--tp", f.tp, 1);
   s.pp = positive("--pp", f.pp, 1);
@@ -111,7 +131,7 @@ ResolvedConfig resolve_config(const ConfigFlags& f, const PresetStore& store) {
   if (f.schedule.empty()) {
     s.schedule = s.vpp > 1 ? Schedule::interleaved : Schedule::one_f_one_b;
   } else {
-    s.schedule = parse_choice<Schedule>("--schedule", f.schedule, parse_schedule, "1f1b, interleaved, gpipe");
+    s.schedule = parse_schedule_flag(f.schedule);
   }
   if (f.dp) {
     s.dp = positive("--dp", f.dp, 1);

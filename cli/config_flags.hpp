@@ -20,7 +20,7 @@ struct ConfigFlags {
   std::optional<double> inter_node_gbps;
   std::optional<int64_t> gpus, tp, pp, dp, vpp, hsdp, micro_batch, global_batch, seq;
   std::optional<int> zero;
-  std::string schedule, recompute = "none", precision = "amp-bf16", framework = "fsdp", loss = "standard";
+  std::string schedule, recompute, precision = "amp-bf16", framework = "fsdp", loss = "standard";
   std::string grad_sync;
   bool sp = false, flash_attn = true, offload_optimizer = false;
 };
@@ -33,11 +33,23 @@ struct ResolvedConfig {
 };
 
 // Name of the cluster used when neither --cluster nor --gpu is given.
-inline constexpr const char* kDefaultCluster = "dgx-a100-80g";
+inline constexpr const char* kDefaultCluster = "a800x8";  // the seed case's cluster
 
 void add_config_flags(CLI::App& cmd, ConfigFlags& flags);
 
 // Throws InputError naming the flag for anything missing, unknown or inconsistent.
 ResolvedConfig resolve_config(const ConfigFlags& flags, const PresetStore& store);
+
+// The model and the cluster only (plan resolves the strategy itself); `cluster_defaulted` as in ResolvedConfig.
+ModelSpec resolve_model(const ConfigFlags& flags, const PresetStore& store);
+ClusterSpec resolve_cluster(const ConfigFlags& flags, const PresetStore& store, bool& cluster_defaulted);
+
+// Choice flags, parsed or InputError naming the flag and the choices.
+Precision parse_precision_flag(const std::string& value);
+Framework parse_framework_flag(const std::string& value);
+Recompute parse_recompute_flag(const std::string& value);
+Schedule parse_schedule_flag(const std::string& value);
+LossKind parse_loss_flag(const std::string& value);
+GradSync parse_grad_sync_flag(const std::string& value);
 
 }  // namespace shardplan::cli

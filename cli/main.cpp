@@ -34,6 +34,7 @@ int main(int argc, char** argv) {
       ->check(CLI::ExistingDirectory);
   cli::add_presets_command(app, global);
   cli::add_predict_command(app, global);
+  cli::add_plan_command(app, global);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -125,6 +125,7 @@ json flops_json(const Prediction& p) {
 
 json prediction_json(const Prediction& p) {
   const StepTime& t = p.time;
+  const Throughput& r = p.throughput;
   return {{"config", config_json(p)},
           {"model", model_json(p)},
           {"memory", memory_json(p)},
@@ -135,14 +136,17 @@ json prediction_json(const Prediction& p) {
             {"compute_s", t.compute_s},
             {"exposed_comm_s", t.exposed_comm_s},
             {"bubble_s", t.bubble_s},
-            {"optimizer_s", t.optimizer_s}}},
+            {"optimizer_s", t.optimizer_s},
+            {"exposed_comm_by_group_s", {{"tp", t.exposed_tp_s}, {"pp", t.exposed_pp_s}, {"dp", t.exposed_dp_s}}},
+            {"dp_comm_total_s", t.dp_comm_total_s},
+            {"overlap_slowdown_s", t.overlap_slowdown_s}}},
           {"throughput",
-           {{"tokens_per_s", 0},
-            {"tokens_per_s_per_gpu", 0},
-            {"model_tflops_per_gpu", 0},
-            {"hardware_tflops_per_gpu", 0},
-            {"mfu", 0},
-            {"hfu", 0}}}};
+           {{"tokens_per_s", r.tokens_per_s},
+            {"tokens_per_s_per_gpu", r.tokens_per_s_per_gpu},
+            {"model_tflops_per_gpu", r.model_tflops_per_gpu},
+            {"hardware_tflops_per_gpu", r.hardware_tflops_per_gpu},
+            {"mfu", r.mfu},
+            {"hfu", r.hfu}}}};
 }
 
 namespace {
@@ -214,10 +218,27 @@ std::string zero_comparison(const Prediction& p) {
 }
 
 std::string flops_and_time(const Prediction& p) {
+  const StepTime& t = p.time;
+  const Throughput& r = p.throughput;
   std::string out = fmt::format("\nFLOPs per step: model {:.3g} PFLOP ({:.3g} GFLOP/token), hardware {:.3g} PFLOP\n",
                                 p.flops.model_flops / 1e15, p.flops.model_flops_per_token() / 1e9,
                                 p.flops.hardware_flops / 1e15);
-  if (!p.time.modelled) out += "Step time: not modelled yet (the step-time model is a separate capability).\n";
+  if (!t.modelled) return out;
+  auto row = [&](const char* what, double s) {
+    return fmt::format("  {:<40}{:>10.3f} s{:>8.1f} %\n", what, s, t.step_s > 0 ? 100 * s / t.step_s : 0);
+  };
+  out += "\nStep time (busiest pipeline stage)\n";
+  out += row("compute (incl. recomputation)", t.compute_s - t.overlap_slowdown_s);
+  if (t.overlap_slowdown_s > 0) out += row("compute slowed by overlapped comm", t.overlap_slowdown_s);
+  if (t.exposed_tp_s > 0) out += row("tensor-parallel comm (exposed)", t.exposed_tp_s);
+  if (t.exposed_pp_s > 0) out += row("pipeline sends (exposed)", t.exposed_pp_s);
+  if (t.dp_comm_total_s > 0)
+    out += row(fmt::format("data-parallel comm exposed (of {:.3f} s)", t.dp_comm_total_s).c_str(), t.exposed_dp_s);
+  if (t.bubble_s > 0) out += row("pipeline bubble", t.bubble_s);
+  out += row("optimizer step", t.optimizer_s);
+  out += row("step", t.step_s);
+  out += fmt::format("  {:.0f} tokens/s, {:.0f} tokens/s per GPU, {:.0f} model TFLOP/s per GPU (MFU {:.1f} %, HFU {:.1f} %)\n",
+                     r.tokens_per_s, r.tokens_per_s_per_gpu, r.model_tflops_per_gpu, 100 * r.mfu, 100 * r.hfu);
   return out;
 }
 

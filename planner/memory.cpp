@@ -60,36 +60,46 @@ struct StageInputs {
   bool keeps_unsharded_grads = false;  // no_sync under gradient accumulation with ZeRO-2/3
 };
 
+// Adds bytes to a component; with `record`, also keeps a described item. Descriptions are callables so that
+// the search's inner loop (record = false) formats and allocates nothing.
 class Ledger {
  public:
-  void add(double MemoryComponents::*field, const char* component, std::string what, double bytes) {
+  explicit Ledger(bool record) : record_(record) {}
+  template <typename Describe>
+  void add(double MemoryComponents::*field, const char* component, Describe&& describe, double bytes) {
     if (bytes <= 0) return;
     parts_.*field += bytes;
-    items_.push_back({component, std::move(what), bytes});
+    if (record_) items_.push_back({component, std::string(describe()), bytes});
   }
   MemoryComponents parts_;
   std::vector<MemoryItem> items_;
+
+ private:
+  bool record_;
 };
+
+// A fixed description.
+auto text(const char* t) {
+  return [t] { return t; };
+}
 
 void add_model_states(Ledger& l, const StageInputs& in, MemoryPhase phase) {
   const Strategy& s = in.strategy;
   const MemoryComponents ms = model_states(in.psi, s.precision, s.zero, static_cast<int64_t>(in.shard));
   const char* sharded = s.zero >= 3 ? "sharded" : "replicated";
-  l.add(&MemoryComponents::params, "params", fmt::format("weights ({} B/param, {})", in.state.params, sharded),
+  l.add(&MemoryComponents::params, "params", [&] { return fmt::format("weights ({} B/param, {})", in.state.params, sharded); },
         ms.params);
   if (in.keeps_unsharded_grads && phase == MemoryPhase::forward_backward) {
     // PyTorch FSDP no_sync: gradients accumulate unsharded until the last micro-batch reduce-scatters them.
-    l.add(&MemoryComponents::grads, "grads",
-          fmt::format("unsharded gradients kept across micro-batches (no_sync, {} B/param)", in.state.grads),
+    l.add(&MemoryComponents::grads, "grads", [&] { return fmt::format("unsharded gradients kept across micro-batches (no_sync, {} B/param)", in.state.grads); },
           in.psi * in.state.grads);
   } else {
-    l.add(&MemoryComponents::grads, "grads",
-          fmt::format("gradients ({} B/param, {})", in.state.grads, s.zero >= 2 ? "sharded" : "replicated"),
+    l.add(&MemoryComponents::grads, "grads", [&] { return fmt::format("gradients ({} B/param, {})", in.state.grads, s.zero >= 2 ? "sharded" : "replicated"); },
           ms.grads);
   }
   if (s.offload_optimizer) return;  // master and Adam states live on the host (ZeRO-Offload)
-  l.add(&MemoryComponents::master, "master", "fp32 master weights", ms.master);
-  l.add(&MemoryComponents::optimizer, "optimizer", "Adam m and v (fp32)", ms.optimizer);
+  l.add(&MemoryComponents::master, "master", text("fp32 master weights"), ms.master);
+  l.add(&MemoryComponents::optimizer, "optimizer", text("Adam m and v (fp32)"), ms.optimizer);
 }
 
 void add_activations(Ledger& l, const StageInputs& in) {
@@ -97,22 +107,20 @@ void add_activations(Ledger& l, const StageInputs& in) {
   const Strategy& s = in.strategy;
   const double in_flight = in_flight_microbatches(s, in.stage.stage);
   const double per_block = block_activation_bytes(m, s, in.fw);
-  l.add(&MemoryComponents::activations, "activations",
-        fmt::format("{} blocks × {:.3g} micro-batches in flight, recompute {}", in.stage.layers, in_flight,
-                    to_string(s.recompute)),
+  l.add(&MemoryComponents::activations, "activations", [&] { return fmt::format("{} blocks × {:.3g} micro-batches in flight, recompute {}", in.stage.layers, in_flight,
+                    to_string(s.recompute)); },
         per_block * static_cast<double>(in.stage.layers) * in_flight);
   if (s.recompute == Recompute::full)
-    l.add(&MemoryComponents::activations, "activations", "one block's working set while it is recomputed",
+    l.add(&MemoryComponents::activations, "activations", text("one block's working set while it is recomputed"),
           block_working_set_bytes(m, s, in.fw));
   if (in.stage.first)
-    l.add(&MemoryComponents::activations, "activations", "embedding dropout mask",
+    l.add(&MemoryComponents::activations, "activations", text("embedding dropout mask"),
           first_stage_extra_bytes(m, s) * in_flight);
   if (in.stage.last) {
-    l.add(&MemoryComponents::activations, "activations", "final norm and LM head inputs",
+    l.add(&MemoryComponents::activations, "activations", text("final norm and LM head inputs"),
           last_stage_extra_bytes(m, s) * in_flight);
-    l.add(&MemoryComponents::logits, "logits",
-          fmt::format("logits and cross-entropy ({} B/element{})", in.fw.logits_bytes_per_element,
-                      s.loss == LossKind::chunked ? fmt::format(", 1/{} at a time", in.fw.loss_chunks) : ""),
+    l.add(&MemoryComponents::logits, "logits", [&] { return fmt::format("logits and cross-entropy ({} B/element{})", in.fw.logits_bytes_per_element,
+                      s.loss == LossKind::chunked ? fmt::format(", 1/{} at a time", in.fw.loss_chunks) : ""); },
           logits_bytes(m, s, in.fw));
   }
 }
@@ -125,23 +133,21 @@ void add_zero3_working_set(Ledger& l, const StageInputs& in) {
   if (in.fw.zero3_prefetch_elements > 0) {
     // DeepSpeed: the module computing plus stage3_prefetch_bucket_size elements fetched ahead.
     const double ahead = std::min(static_cast<double>(in.fw.zero3_prefetch_elements), in.psi);
-    l.add(&MemoryComponents::buffers, "buffers", "gathered parameters (current module + prefetch bucket)",
+    l.add(&MemoryComponents::buffers, "buffers", text("gathered parameters (current module + prefetch bucket)"),
           (block + ahead) * in.compute_bytes);
   } else {
     const double units = 1.0 + static_cast<double>(in.fw.zero3_prefetch_units);
-    l.add(&MemoryComponents::buffers, "buffers",
-          fmt::format("gathered block parameters ({} units: current + prefetch)", units),
+    l.add(&MemoryComponents::buffers, "buffers", [&] { return fmt::format("gathered block parameters ({} units: current + prefetch)", units); },
           units * block * in.compute_bytes);
     if (in.fw.zero3_root_stays_gathered)
-      l.add(&MemoryComponents::buffers, "buffers", "gathered root unit (embedding, final norm, LM head)",
+      l.add(&MemoryComponents::buffers, "buffers", text("gathered root unit (embedding, final norm, LM head)"),
             root * in.compute_bytes);
   }
   if (!in.keeps_unsharded_grads) {
-    l.add(&MemoryComponents::buffers, "buffers",
-          fmt::format("unsharded gradients of {} units awaiting reduce-scatter", in.fw.unsharded_grad_units),
+    l.add(&MemoryComponents::buffers, "buffers", [&] { return fmt::format("unsharded gradients of {} units awaiting reduce-scatter", in.fw.unsharded_grad_units); },
           static_cast<double>(in.fw.unsharded_grad_units) * block * grad_b);
     if (in.fw.zero3_root_stays_gathered)
-      l.add(&MemoryComponents::buffers, "buffers", "unsharded root-unit gradients (reduced last)", root * grad_b);
+      l.add(&MemoryComponents::buffers, "buffers", text("unsharded root-unit gradients (reduced last)"), root * grad_b);
   }
 }
 
@@ -149,19 +155,18 @@ void add_reduction_buffers(Ledger& l, const StageInputs& in) {
   const Strategy& s = in.strategy;
   const double grad_b = in.state.grads;
   if (in.fw.reduce_bucket_elements > 0) {
-    l.add(&MemoryComponents::buffers, "buffers", "gradient reduce bucket",
+    l.add(&MemoryComponents::buffers, "buffers", text("gradient reduce bucket"),
           std::min(static_cast<double>(in.fw.reduce_bucket_elements), in.psi) * grad_b);
     return;
   }
   if (s.zero <= 1 && in.fw.ddp_bucket_copy && s.dp > 1)
-    l.add(&MemoryComponents::buffers, "buffers", "DDP gradient buckets (a second copy of the gradients)",
+    l.add(&MemoryComponents::buffers, "buffers", text("DDP gradient buckets (a second copy of the gradients)"),
           in.psi * grad_b);
   if (s.zero == 2 && in.fw.zero2_keeps_shard_copy)
-    l.add(&MemoryComponents::buffers, "buffers", "sharded parameters beside the unsharded ones (SHARD_GRAD_OP)",
+    l.add(&MemoryComponents::buffers, "buffers", text("sharded parameters beside the unsharded ones (SHARD_GRAD_OP)"),
           in.psi * in.state.params / in.shard);
   if (s.zero == 2 && !in.keeps_unsharded_grads)
-    l.add(&MemoryComponents::buffers, "buffers",
-          fmt::format("unsharded gradients of {} units awaiting reduce-scatter", in.fw.unsharded_grad_units),
+    l.add(&MemoryComponents::buffers, "buffers", [&] { return fmt::format("unsharded gradients of {} units awaiting reduce-scatter", in.fw.unsharded_grad_units); },
           static_cast<double>(in.fw.unsharded_grad_units) * static_cast<double>(in.stage.block_params) * grad_b);
 }
 
@@ -169,8 +174,8 @@ void add_parallel_buffers(Ledger& l, const StageInputs& in) {
   const Strategy& s = in.strategy;
   const double a = static_cast<double>(dtype_bytes(precision_compute_dtype(s.precision)));
   const double boundary = a * static_cast<double>(s.seq * s.micro_batch * in.model.hidden) / (s.sp ? s.tp : 1);
-  if (s.pp > 1) l.add(&MemoryComponents::buffers, "buffers", "pipeline send/receive activations", 2 * boundary);
-  if (s.sp) l.add(&MemoryComponents::buffers, "buffers", "sequence-parallel all-gather output", boundary * s.tp);
+  if (s.pp > 1) l.add(&MemoryComponents::buffers, "buffers", text("pipeline send/receive activations"), 2 * boundary);
+  if (s.sp) l.add(&MemoryComponents::buffers, "buffers", text("sequence-parallel all-gather output"), boundary * s.tp);
 }
 
 int64_t communicators(const ModelSpec& m, const Strategy& s, const StageParams& st) {
@@ -183,22 +188,21 @@ int64_t communicators(const ModelSpec& m, const Strategy& s, const StageParams& 
 }
 
 void add_runtime(Ledger& l, const StageInputs& in) {
-  l.add(&MemoryComponents::runtime, "runtime", "CUDA context and kernels", static_cast<double>(in.fw.cuda_context_bytes));
-  l.add(&MemoryComponents::runtime, "runtime", "cuBLAS workspace", static_cast<double>(in.fw.cublas_workspace_bytes));
+  l.add(&MemoryComponents::runtime, "runtime", text("CUDA context and kernels"), static_cast<double>(in.fw.cuda_context_bytes));
+  l.add(&MemoryComponents::runtime, "runtime", text("cuBLAS workspace"), static_cast<double>(in.fw.cublas_workspace_bytes));
   const int64_t comms = communicators(in.model, in.strategy, in.stage);
-  l.add(&MemoryComponents::runtime, "runtime", fmt::format("NCCL buffers ({} communicators)", comms),
+  l.add(&MemoryComponents::runtime, "runtime", [&] { return fmt::format("NCCL buffers ({} communicators)", comms); },
         static_cast<double>(comms * in.fw.nccl_bytes_per_communicator));
 }
 
 void add_fragmentation(Ledger& l, const StageInputs& in) {
   const double allocated = l.parts_.total() - l.parts_.runtime - l.parts_.fragmentation;
-  l.add(&MemoryComponents::fragmentation, "fragmentation",
-        fmt::format("caching allocator reserve beyond allocated ({:.0f} %)", in.fw.fragmentation * 100),
+  l.add(&MemoryComponents::fragmentation, "fragmentation", [&] { return fmt::format("caching allocator reserve beyond allocated ({:.0f} %)", in.fw.fragmentation * 100); },
         allocated * in.fw.fragmentation);
 }
 
-Ledger forward_backward_phase(const StageInputs& in) {
-  Ledger l;
+Ledger forward_backward_phase(const StageInputs& in, bool record) {
+  Ledger l(record);
   add_model_states(l, in, MemoryPhase::forward_backward);
   add_activations(l, in);
   if (in.strategy.zero == 3 && in.shard > 1) add_zero3_working_set(l, in);
@@ -209,24 +213,24 @@ Ledger forward_backward_phase(const StageInputs& in) {
   return l;
 }
 
-Ledger optimizer_step_phase(const StageInputs& in) {
-  Ledger l;
+Ledger optimizer_step_phase(const StageInputs& in, bool record) {
+  Ledger l(record);
   add_model_states(l, in, MemoryPhase::optimizer_step);
   const Strategy& s = in.strategy;
   if (!s.offload_optimizer) {
     const double local = s.zero >= 1 ? in.psi / in.shard : in.psi;
-    l.add(&MemoryComponents::buffers, "buffers", "optimizer-step temporaries",
+    l.add(&MemoryComponents::buffers, "buffers", text("optimizer-step temporaries"),
           local * in.fw.optimizer_temp_bytes_per_param);
   }
   if (s.zero <= 1 && in.fw.ddp_bucket_copy && s.dp > 1)
-    l.add(&MemoryComponents::buffers, "buffers", "DDP gradient buckets (a second copy of the gradients)",
+    l.add(&MemoryComponents::buffers, "buffers", text("DDP gradient buckets (a second copy of the gradients)"),
           in.psi * in.state.grads);
   add_runtime(l, in);
   add_fragmentation(l, in);
   return l;
 }
 
-StageMemory estimate_stage(const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw, const StageParams& st) {
+StageInputs stage_inputs(const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw, const StageParams& st) {
   StageInputs in{m, s, fw, st, 0.0, 1.0, StateBytes{}, 2.0, false};
   in.psi = static_cast<double>(st.total());
   in.shard = static_cast<double>(shard_degree(s));
@@ -234,16 +238,20 @@ StageMemory estimate_stage(const ModelSpec& m, const Strategy& s, const Framewor
   in.compute_bytes = static_cast<double>(dtype_bytes(precision_compute_dtype(s.precision)));
   in.keeps_unsharded_grads =
       s.zero >= 2 && in.shard > 1 && grad_accum_steps(s) > 1 && effective_grad_sync(s) == GradSync::per_step;
+  return in;
+}
 
-  const Ledger fb = forward_backward_phase(in);
-  const Ledger step = optimizer_step_phase(in);
+StageMemory estimate_stage(const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw, const StageParams& st) {
+  const StageInputs in = stage_inputs(m, s, fw, st);
+  Ledger fb = forward_backward_phase(in, true);
+  Ledger step = optimizer_step_phase(in, true);
   const bool step_wins = step.parts_.total() > fb.parts_.total();
   StageMemory out;
   out.stage = st.stage;
   out.params_per_rank = st.total();
   out.peak_phase = step_wins ? MemoryPhase::optimizer_step : MemoryPhase::forward_backward;
   out.peak = step_wins ? step.parts_ : fb.parts_;
-  out.items = step_wins ? step.items_ : fb.items_;
+  out.items = std::move(step_wins ? step.items_ : fb.items_);
   return out;
 }
 
@@ -265,6 +273,27 @@ MemoryEstimate estimate_memory(const ModelSpec& m, const Strategy& s, const Clus
   }
   est.host_capacity_bytes = c.host_memory_gib * kGiB;
   return est;
+}
+
+MemoryPeak estimate_peak_memory(const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw) {
+  MemoryPeak best;
+  int64_t stages[3];
+  const int n = candidate_peak_stages(m, s, stages);
+  for (int i = 0; i < n; ++i) {
+    const StageParams st = stage_params(m, s, stages[i]);
+    const StageInputs in = stage_inputs(m, s, fw, st);
+    const MemoryComponents fb = forward_backward_phase(in, false).parts_;
+    const MemoryComponents step = optimizer_step_phase(in, false).parts_;
+    const bool step_wins = step.total() > fb.total();
+    const MemoryComponents& peak = step_wins ? step : fb;
+    if (i == 0 || peak.total() > best.peak.total()) {
+      best.peak = peak;
+      best.stage = st.stage;
+      best.params_per_rank = st.total();
+      best.phase = step_wins ? MemoryPhase::optimizer_step : MemoryPhase::forward_backward;
+    }
+  }
+  return best;
 }
 
 }  // namespace shardplan

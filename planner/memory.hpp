@@ -58,7 +58,19 @@ struct MemoryEstimate {
 // A planned peak under 80 % of HBM did not run out of memory in 454 runs (Fujii et al. 2024, arXiv 2411.06465).
 constexpr double kSafeFractionOfCapacity = 0.80;
 
+// Every stage, with described items: for reports.
 MemoryEstimate estimate_memory(const ModelSpec& m, const Strategy& s, const ClusterSpec& c);
+
+// The busiest stage's peak only, without descriptions or allocation: for the search's inner loop. Agrees with
+// estimate_memory's busiest stage (tests).
+struct MemoryPeak {
+  MemoryComponents peak;
+  int64_t stage = 0;
+  int64_t params_per_rank = 0;
+  MemoryPhase phase = MemoryPhase::forward_backward;
+};
+struct FrameworkTraits;
+MemoryPeak estimate_peak_memory(const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw);
 
 // Textbook model states per rank (ZeRO, Rajbhandari et al. 2020, §5.1 and Figure 1): params, grads, master and
 // optimizer of `params` parameters under ZeRO stage `zero` sharded over `shard` ranks.

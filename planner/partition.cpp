@@ -25,30 +25,40 @@ std::vector<int64_t> stage_layers(int64_t layers, int64_t pp) {
   return out;
 }
 
-std::vector<StageParams> partition_stages(const ModelSpec& m, const Strategy& s) {
+StageParams stage_params(const ModelSpec& m, const Strategy& s, int64_t stage) {
   const ParamCounts whole = count_params(m);
-  const int64_t block = block_params_per_tp_rank(m, s.tp);
   const int64_t vocab_rows = model_padded_vocab(m) * m.hidden / s.tp;  // vocab-parallel embedding / head
-  const std::vector<int64_t> layers = stage_layers(m.layers, s.pp);
-  std::vector<StageParams> stages;
-  for (int64_t i = 0; i < s.pp; ++i) {
-    StageParams st;
-    st.stage = i;
-    st.layers = layers[static_cast<size_t>(i)];
-    st.first = i == 0;
-    st.last = i == s.pp - 1;
-    st.block_params = block;
-    st.blocks = st.layers * block;
-    if (st.first) st.embedding = vocab_rows + whole.position_embedding;
-    if (st.last) {
-      st.final_norm = whole.final_norm;
-      // Untied: the head is its own matrix. Tied with pp > 1: Megatron keeps a copy of the embedding on the
-      // last stage and all-reduces their gradients (Narayanan et al. 2021, §2.2 "embedding group").
-      if (!m.tied_embeddings || s.pp > 1) st.lm_head = vocab_rows;
-    }
-    stages.push_back(st);
+  const int64_t extra = m.layers % s.pp;
+  StageParams st;
+  st.stage = stage;
+  st.layers = m.layers / s.pp + (stage >= s.pp - extra ? 1 : 0);  // as stage_layers()
+  st.first = stage == 0;
+  st.last = stage == s.pp - 1;
+  st.block_params = block_params_per_tp_rank(m, s.tp);
+  st.blocks = st.layers * st.block_params;
+  if (st.first) st.embedding = vocab_rows + whole.position_embedding;
+  if (st.last) {
+    st.final_norm = whole.final_norm;
+    // Untied: the head is its own matrix. Tied with pp > 1: Megatron keeps a copy of the embedding on the
+    // last stage and all-reduces their gradients (Narayanan et al. 2021, §2.2 "embedding group").
+    if (!m.tied_embeddings || s.pp > 1) st.lm_head = vocab_rows;
   }
+  return st;
+}
+
+std::vector<StageParams> partition_stages(const ModelSpec& m, const Strategy& s) {
+  std::vector<StageParams> stages;
+  for (int64_t i = 0; i < s.pp; ++i) stages.push_back(stage_params(m, s, i));
   return stages;
+}
+
+int candidate_peak_stages(const ModelSpec& m, const Strategy& s, int64_t out[3]) {
+  int n = 0;
+  out[n++] = 0;
+  const int64_t first_extra = s.pp - m.layers % s.pp;
+  if (first_extra > 0 && first_extra < s.pp - 1) out[n++] = first_extra;
+  if (s.pp > 1) out[n++] = s.pp - 1;
+  return n;
 }
 
 }  // namespace shardplan

@@ -1,5 +1,8 @@
 #include "planner/predict.hpp"
 
+#include "planner/compute_cost.hpp"
+#include "planner/precision.hpp"
+
 namespace shardplan {
 
 Prediction predict(const ModelSpec& m, const Strategy& s, const ClusterSpec& c) {
@@ -13,7 +16,23 @@ Prediction predict(const ModelSpec& m, const Strategy& s, const ClusterSpec& c) 
   p.params = count_params(m);
   p.memory = estimate_memory(m, s, c);
   p.flops = step_flops(m, s);
+  p.time = estimate_step_time(m, s, c);
+  p.throughput = throughput_of(p.flops, p.time, s, c.gpu);
   return p;
+}
+
+Throughput throughput_of(const StepFlops& f, const StepTime& t, const Strategy& s, const GpuSpec& g) {
+  Throughput out;
+  if (!t.modelled || t.step_s <= 0) return out;
+  const double gpus = static_cast<double>(s.gpus);
+  out.tokens_per_s = f.tokens / t.step_s;
+  out.tokens_per_s_per_gpu = out.tokens_per_s / gpus;
+  out.model_tflops_per_gpu = f.model_flops / t.step_s / gpus / 1e12;
+  out.hardware_tflops_per_gpu = f.hardware_flops / t.step_s / gpus / 1e12;
+  const double peak_tflops = peak_flops(g, precision_compute_dtype(s.precision)) / 1e12;
+  out.mfu = out.model_tflops_per_gpu / peak_tflops;
+  out.hfu = out.hardware_tflops_per_gpu / peak_tflops;
+  return out;
 }
 
 }  // namespace shardplan

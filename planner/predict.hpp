@@ -5,18 +5,22 @@
 #include "planner/hardware.hpp"
 #include "planner/memory.hpp"
 #include "planner/model.hpp"
+#include "planner/step_time.hpp"
 #include "planner/strategy.hpp"
 
 namespace shardplan {
 
-struct StepTime {
-  bool modelled = false;  // false until the step-time model exists: the fields below are then 0
-  double step_s = 0;
-  double compute_s = 0;
-  double exposed_comm_s = 0;
-  double bubble_s = 0;
-  double optimizer_s = 0;
+// Rates derived from FLOPs and step time (zero when time is not modelled). MFU and HFU against the GPU's dense
+// peak for the compute dtype (PaLM, Chowdhery et al. 2022, App. B).
+struct Throughput {
+  double tokens_per_s = 0;
+  double tokens_per_s_per_gpu = 0;
+  double model_tflops_per_gpu = 0;
+  double hardware_tflops_per_gpu = 0;
+  double mfu = 0;
+  double hfu = 0;
 };
+Throughput throughput_of(const StepFlops& f, const StepTime& t, const Strategy& s, const GpuSpec& g);
 
 struct Prediction {
   ModelSpec model;
@@ -26,6 +30,7 @@ struct Prediction {
   MemoryEstimate memory;
   StepFlops flops;
   StepTime time;
+  Throughput throughput;
   int64_t peak_bytes() const { return shardplan::peak_bytes(memory.peak_stage().peak); }
   bool fits() const { return peak_bytes() <= memory.capacity_bytes; }
 };

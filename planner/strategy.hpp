@@ -40,6 +40,7 @@ struct Strategy {
   bool offload_optimizer = false;
   LossKind loss = LossKind::standard;
   std::optional<GradSync> grad_sync;  // unset: the framework's default (framework_traits)
+  bool operator==(const Strategy&) const = default;
 };
 
 // Data-parallel ranks over which model states are sharded (hsdp group, or all of dp).

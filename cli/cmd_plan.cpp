@@ -1,0 +1,102 @@
+// `shardplan plan`: search every valid strategy, recommend one, and say why the others lose.
+#include <algorithm>
+#include <chrono>
+#include <iostream>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "cli/commands.hpp"
+#include "cli/config_flags.hpp"
+#include "cli/render_plan.hpp"
+#include "planner/error.hpp"
+
+namespace shardplan::cli {
+
+namespace {
+
+struct PlanOptions {
+  ConfigFlags config;
+  std::string format = "table";
+  std::string objective = "throughput";
+  bool all = false;
+  size_t top = 5;
+};
+
+SearchSpace search_space(const PlanOptions& o, const ModelSpec& m, const ClusterSpec& c) {
+  const ConfigFlags& f = o.config;
+  SearchSpace sp;
+  Strategy& b = sp.base;
+  b.framework = parse_framework_flag(f.framework);
+  b.precision = parse_precision_flag(f.precision);
+  b.loss = parse_loss_flag(f.loss);
+  if (!f.grad_sync.empty()) b.grad_sync = parse_grad_sync_flag(f.grad_sync);
+  b.flash_attn = f.flash_attn;
+  b.gpus = f.gpus.value_or(c.gpus_per_node);
+  b.seq = f.seq.value_or(m.seq);
+  b.global_batch = f.global_batch.value_or(default_global_batch(b.seq));
+  for (auto [flag, v] : {std::pair{"--gpus", b.gpus}, {"--seq", b.seq}, {"--global-batch", b.global_batch}})
+    if (v < 1) throw InputError(fmt::format("{} must be at least 1, got {}", flag, v));
+  auto positive = [](const char* flag, const std::optional<int64_t>& v) {
+    if (v && *v < 1) throw InputError(fmt::format("{} must be at least 1, got {}", flag, *v));
+    return v;
+  };
+  sp.tp = positive("--tp", f.tp);
+  sp.pp = positive("--pp", f.pp);
+  sp.dp = positive("--dp", f.dp);
+  sp.vpp = positive("--vpp", f.vpp);
+  sp.micro_batch = positive("--micro-batch", f.micro_batch);
+  sp.hsdp = positive("--hsdp", f.hsdp);
+  if (f.zero && (*f.zero < 0 || *f.zero > 3)) throw InputError(fmt::format("--zero must be 0, 1, 2 or 3, got {}", *f.zero));
+  sp.zero = f.zero;
+  if (!f.recompute.empty()) sp.recompute = parse_recompute_flag(f.recompute);
+  if (!f.schedule.empty()) sp.schedule = parse_schedule_flag(f.schedule);
+  if (f.sp) sp.sp = true;
+  sp.offload_optimizer = f.offload_optimizer;
+  const auto objective = parse_objective(o.objective);
+  if (!objective) throw InputError(fmt::format("--objective '{}' is not one of: throughput, memory", o.objective));
+  sp.objective = *objective;
+  return sp;
+}
+
+// Nothing fits under the safety line: one line naming the closest family and what would help.
+[[noreturn]] void nothing_fits(const SearchResult& r, const SearchSpace& sp) {
+  std::string closest;
+  if (!r.families.empty()) closest = fmt::format("; closest: {} — {}", family_of(r.families.front().strategy),
+                                                 why_not_fit(r.families.front()));
+  throw InputError(fmt::format("no configuration of {} GPUs fits under 80 % of HBM ({} evaluated{}); use more GPUs, a "
+                               "shorter --seq, a smaller --global-batch, or --offload-optimizer",
+                               sp.base.gpus, r.evaluated, closest));
+}
+
+}  // namespace
+
+void add_plan_command(CLI::App& app, const GlobalOptions& global) {
+  auto opts = std::make_shared<PlanOptions>();
+  CLI::App* cmd = app.add_subcommand("plan", "Search every valid strategy and recommend one, with reasons");
+  add_config_flags(*cmd, opts->config);
+  cmd->add_option("--format", opts->format, "table | json | yaml | csv | markdown (default table)");
+  cmd->add_option("--objective", opts->objective, "throughput (default) | memory");
+  cmd->add_flag("--all", opts->all, "Show the best candidate of every strategy family, including those that do not fit");
+  cmd->add_option("--top", opts->top, "How many ranked candidates to show (default 5)")->check(CLI::Range(1, 1000));
+  cmd->callback([opts, &global] {
+    const PresetStore store = load_presets(global);
+    PlanReport r;
+    r.model = resolve_model(opts->config, store);
+    r.cluster = resolve_cluster(opts->config, store, r.cluster_defaulted);
+    r.space = search_space(*opts, r.model, r.cluster);
+    r.show_all = opts->all;
+    const auto start = std::chrono::steady_clock::now();
+    r.result = search_strategies(r.model, r.cluster, r.space, opts->top);
+    r.search_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    if (r.result.ranked.empty()) nothing_fits(r.result, r.space);
+    for (const Candidate& c : r.result.ranked) r.top.push_back(predict(r.model, c.strategy, r.cluster));
+    const Strategy& chosen = r.result.recommended->strategy;
+    auto it = std::find_if(r.top.begin(), r.top.end(), [&](const Prediction& p) { return p.strategy == chosen; });
+    if (it == r.top.end()) it = r.top.insert(r.top.end(), predict(r.model, chosen, r.cluster));
+    r.recommended = static_cast<size_t>(it - r.top.begin());
+    std::cout << render_plan(r, opts->format);
+  });
+}
+
+}  // namespace shardplan::cli

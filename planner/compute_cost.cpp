@@ -1,0 +1,187 @@
+// Compute cost model of one GPU: GEMM roofline with tile and wave quantisation, flash attention, memory-bound work.
+//
+// Sources (see /work/shared/REFERENCE-FACTS.md "Compute"):
+//  - NVIDIA Deep Learning Performance guide, "Matrix Multiplication Background": a GEMM is split into output
+//    tiles, one per thread block; M, N not multiples of the tile waste the padded part (tile quantisation), and
+//    tiles run in waves of one per SM, the last wave partly idle (wave quantisation); small GEMMs are limited by
+//    memory bandwidth (arithmetic intensity below the GPU's FLOP/byte ratio).
+//  - Calculon (Isaev et al., SC'23) systems/a100_80g.json: matrix efficiency 0.95 at ≥ 128 GFLOP, 0.9 at ≥ 16,
+//    0.6 at ≥ 1, 0.1 below — reproduced here by a fixed per-kernel overhead instead of a step function.
+//  - Dao 2023 (FlashAttention-2): up to 73 % of peak forward, 63 % backward on A100; Shah et al. 2024
+//    (FlashAttention-3) §1: FlashAttention-2 reaches about 35 % of peak on H100.
+#include "planner/compute_cost.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace shardplan {
+
+namespace {
+
+// Achievable fraction of HBM bandwidth for streaming kernels (STREAM-like copy/triad reach ~85–90 % of the
+// vendor figure on A100/H100).
+constexpr double kHbmEfficiency = 0.85;
+
+// Fixed time per GEMM / attention kernel: the launch gap between back-to-back kernels on a stream (~2 µs).
+constexpr double kKernelOverheadS = 2e-6;
+
+// Fixed time per wave of output tiles, on top of its MACs: pipeline fill (the first K-slices wait for HBM,
+// ~1 µs of latency) and the epilogue (C written out through shared memory), which a non-persistent kernel does
+// not overlap with the next tile. Assumed 1 µs. This is the small-K ramp: relative to an infinite K, a 128×128
+// tile loses 1 % at K = 8192 on A100, 9 % at K = 2048 on H100, 27 % at K = 512 on H100. With the 2 µs launch
+// gap it reproduces the fall-off of Calculon's step function (1 GFLOP 0.6, 16 GFLOP 0.9, 128 GFLOP 0.95 of
+// peak on A100) more gently: 1024³ (2.1 GFLOP) 0.43, 2048³ (17 GFLOP) 0.66, 4096³ (137 GFLOP) 0.83.
+constexpr double kTileWaveOverheadS = 1e-6;
+
+// Hopper-class tensor cores (dense bf16/fp16 peak above 500 TFLOP/s: H100, H800, H200) vs the rest (A100/A800,
+// Ada, Volta). cuBLAS on large bf16 GEMMs: H200 measured ≈ 790 of 989 TFLOP/s on 8192³ here (with the wave
+// quantisation of 128×128 tiles on 132 SMs, 0.97, and the per-wave overhead below, 0.98, that is 0.84 of peak
+// per busy SM: power and clock limits keep Hopper further from its datasheet peak); A100 ≈ 270–290 of 312
+// (0.89 of peak per busy SM gives 274 on 8192³).
+constexpr double kHopperTensorPeakTflops = 500;
+constexpr double kHopperGemmEfficiency = 0.84;
+constexpr double kOtherGemmEfficiency = 0.89;
+
+// Output tiles cuBLAS chooses among, with the throughput of a busy SM relative to 128×128: a smaller tile loads
+// each operand byte for fewer FLOPs (arithmetic intensity mn/(m+n): 64 for 128×128, 43 for 128×64, 32 for
+// 64×64), so it runs further from the tensor-core peak. Relative figures assumed (calibration replaces them).
+struct Tile {
+  int64_t m, n;
+  double rel;
+};
+constexpr Tile kTiles[] = {{128, 128, 1.0}, {128, 64, 0.85}, {64, 128, 0.85}, {64, 64, 0.7}};
+
+// Split-K (cuBLAS, when a GEMM has fewer tiles than SMs and a long K): each split needs at least this much K.
+constexpr int64_t kMinSplitK = 256;
+
+// Flash attention: fraction of peak at long sequences, head_dim 128.
+//  Ampere/Ada (FlashAttention-2 on A100, Dao 2023): forward up to 73 %, backward up to 63 % → 0.72 / 0.62.
+//  Hopper running FlashAttention-2 (PyTorch SDPA's flash backend): ~35–45 % of 989 (FA3 paper §1) → 0.40 / 0.34
+//  (backward in the same ratio to forward as on A100). FA3/cuDNN kernels reach 0.6–0.75: calibrate.
+//  No bf16 (Volta and older): FlashAttention-2 needs sm80; PyTorch falls back to the memory-efficient kernel,
+//  assumed 0.45 / 0.38.
+constexpr double kFlashFwdAmpere = 0.72, kFlashBwdAmpere = 0.62;
+constexpr double kFlashFwdHopper = 0.40, kFlashBwdHopper = 0.34;
+constexpr double kFlashFwdVolta = 0.45, kFlashBwdVolta = 0.38;
+constexpr int64_t kFlashBlock = 128;     // query/key block of the kernel (FA2 with head_dim 128)
+constexpr double kFlashSeqRamp = 200;    // efficiency × s/(s + 200): 0.72 at 512, 0.84 at 1k, 0.98 at 8k
+constexpr double kFlashBackwardFlops = 2.5;  // backward = 2.5× forward FLOPs (5 matmuls vs 2; Dao 2023 §3)
+
+constexpr double kMinPeak = 1e9;  // never divide by zero, whatever the preset says
+
+bool hopper_class(const GpuSpec& g) { return std::max(g.bf16_tflops, g.fp16_tflops) > kHopperTensorPeakTflops; }
+
+double ceil_div(int64_t a, int64_t b) { return static_cast<double>((a + b - 1) / b); }
+
+}  // namespace
+
+double peak_flops(const GpuSpec& g, DType d) {
+  double tflops = 0;
+  switch (d) {
+    // fp32 GEMMs: PyTorch's default (torch.backends.cuda.matmul.allow_tf32 = False since 1.12) runs them on the
+    // CUDA cores, not as TF32 on tensor cores: the fp32 peak.
+    case DType::fp32: tflops = g.fp32_tflops; break;
+    // bf16 on a GPU without bf16 (V100: 0): strategy validation rejects that combination; here we fall back to
+    // the fp16 peak so that the function stays total and never divides by zero.
+    case DType::bf16: tflops = g.bf16_tflops > 0 ? g.bf16_tflops : g.fp16_tflops; break;
+    case DType::fp16: tflops = g.fp16_tflops; break;
+  }
+  if (!(tflops > 0)) tflops = std::max({g.fp16_tflops, g.bf16_tflops, g.fp32_tflops, 0.0});
+  return std::max(tflops * 1e12, kMinPeak);
+}
+
+double gemm_base_efficiency(const GpuSpec& g, DType) {
+  return hopper_class(g) ? kHopperGemmEfficiency : kOtherGemmEfficiency;
+}
+
+double gemm_time_s(const GpuSpec& g, DType d, const GemmShape& s) {
+  if (s.m <= 0 || s.n <= 0 || s.k <= 0) return 0.0;
+  const double peak = peak_flops(g, d) * gemm_base_efficiency(g, d);
+  const double hbm = std::max(g.hbm_gbps, 1.0) * kGB * kHbmEfficiency;
+  const double sms = static_cast<double>(std::max<int64_t>(g.sm_count, 1));
+  const double m = static_cast<double>(s.m), n = static_cast<double>(s.n), k = static_cast<double>(s.k);
+  const double elem = static_cast<double>(dtype_bytes(d));
+  const double bytes = elem * (m * k + k * n + m * n);  // read A and B, write C once (ideal reuse)
+
+  // Roofline per tile choice: compute = waves × (one tile's padded MACs at a busy SM's rate + per-wave
+  // overhead), memory = bytes / HBM; time = the larger. cuBLAS's heuristic picks (roughly) the fastest
+  // configuration, so take the minimum.
+  const double per_sm = peak / sms;
+  double best = HUGE_VAL;
+  for (const Tile& t : kTiles) {
+    const double tiles = ceil_div(s.m, t.m) * ceil_div(s.n, t.n);
+    // Split-K: fewer tiles than SMs and a long K → K split into up to SMs/tiles slices; the fp32 partial
+    // results are written and read back once more.
+    double max_split = 1;
+    if (tiles < sms) max_split = std::max(1.0, std::min(std::floor(sms / tiles), std::floor(k / kMinSplitK)));
+    for (const double split : {1.0, max_split}) {
+      const double waves = std::ceil(tiles * split / sms);
+      const double tile_flops = 2.0 * static_cast<double>(t.m) * static_cast<double>(t.n) * std::ceil(k / split);
+      const double t_compute = waves * (tile_flops / (per_sm * t.rel) + kTileWaveOverheadS);
+      const double extra = split > 1 ? 2.0 * split * m * n * 4.0 : 0.0;
+      const double t_memory = (bytes + extra) / hbm;
+      best = std::min(best, std::max(t_compute, t_memory));
+    }
+  }
+  return best + kKernelOverheadS;
+}
+
+double gemm_efficiency(const GpuSpec& g, DType d, const GemmShape& s) {
+  const double t = gemm_time_s(g, d, s);
+  if (!(t > 0)) return 1.0;  // an empty GEMM: nothing to lose
+  return std::clamp(s.flops() / (peak_flops(g, d) * t), 1e-9, 1.0);
+}
+
+double flash_attention_efficiency(const GpuSpec& g, int64_t seq, int64_t head_dim, bool backward) {
+  double base;
+  if (!(g.bf16_tflops > 0)) base = backward ? kFlashBwdVolta : kFlashFwdVolta;
+  else if (hopper_class(g)) base = backward ? kFlashBwdHopper : kFlashFwdHopper;
+  else base = backward ? kFlashBwdAmpere : kFlashFwdAmpere;
+  // Head dim below 128: fewer FLOPs per byte of K/V loaded; FA2's benchmarks (Dao 2023, §4.1) run head_dim 64
+  // at roughly 85 % of the head_dim-128 speed → (d/128)^¼ (0.84 at 64, 0.71 at 32). Assumed shape of the curve.
+  const double hd = std::min(1.0, std::pow(static_cast<double>(std::max<int64_t>(head_dim, 1)) / 128.0, 0.25));
+  const double s = static_cast<double>(std::max<int64_t>(seq, 1));
+  return base * hd * s / (s + kFlashSeqRamp);
+}
+
+namespace {
+
+// Time of the flash-attention kernel, forward or backward.
+double flash_time(const GpuSpec& g, DType d, int64_t batch, int64_t seq, int64_t heads, int64_t head_dim, bool causal,
+                  bool backward) {
+  if (batch <= 0 || seq <= 0 || heads <= 0 || head_dim <= 0) return 0.0;
+  const double b = static_cast<double>(batch), s = static_cast<double>(seq);
+  const double h = static_cast<double>(heads), hd = static_cast<double>(head_dim);
+  // Forward: QKᵀ and P·V, 2 matmuls of 2·s²·hd FLOPs per head.
+  double work = 4.0 * b * s * s * h * hd;
+  const double blocks = ceil_div(seq, kFlashBlock);
+  // Causal: the kernel skips the blocks above the diagonal but computes the diagonal ones in full:
+  // (nb + 1) / (2·nb) of the work, → ½ at long sequences.
+  if (causal) work *= (blocks + 1) / (2 * blocks);
+  if (backward) work *= kFlashBackwardFlops;
+  // Parallel over batch × heads × query blocks, one thread block each, in waves over the SMs.
+  const double sms = static_cast<double>(std::max<int64_t>(g.sm_count, 1));
+  const double ctas = b * h * blocks;
+  const double wave_q = ctas / (std::ceil(ctas / sms) * sms);
+  const double eff = flash_attention_efficiency(g, seq, head_dim, backward) * wave_q;
+  return work / (peak_flops(g, d) * eff) + kKernelOverheadS;
+}
+
+}  // namespace
+
+double flash_attention_forward_s(const GpuSpec& g, DType d, int64_t batch, int64_t seq, int64_t heads,
+                                 int64_t head_dim, bool causal) {
+  return flash_time(g, d, batch, seq, heads, head_dim, causal, false);
+}
+
+double flash_attention_backward_s(const GpuSpec& g, DType d, int64_t batch, int64_t seq, int64_t heads,
+                                  int64_t head_dim, bool causal) {
+  return flash_time(g, d, batch, seq, heads, head_dim, causal, true);
+}
+
+double memory_bound_time_s(const GpuSpec& g, double bytes) {
+  if (!(bytes > 0) || !std::isfinite(bytes)) return 0.0;
+  return bytes / (std::max(g.hbm_gbps, 1.0) * kGB * kHbmEfficiency);
+}
+
+}  // namespace shardplan

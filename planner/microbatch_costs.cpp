@@ -1,0 +1,150 @@
+// Costs of one micro-batch on one rank: every GEMM of a block at its own shape, attention, memory-bound work,
+// and the tensor-parallel collectives on the critical path.
+#include <algorithm>
+
+#include "planner/comm_cost.hpp"
+#include "planner/compute_cost.hpp"
+#include "planner/groups.hpp"
+#include "planner/precision.hpp"
+#include "planner/step_time.hpp"
+
+namespace shardplan {
+
+namespace {
+
+struct Dims {
+  double tokens;       // T = micro_batch · seq
+  double h, f, vocab;  // hidden, ffn, padded vocab (whole)
+  int64_t t;           // tensor-parallel degree
+  int64_t q_r, kv_r;   // query and key/value widths on one TP rank
+  int64_t heads_r, head_dim;
+  double a;            // bytes per activation element
+};
+
+Dims dims_of(const ModelSpec& m, const Strategy& s) {
+  Dims d{};
+  d.tokens = static_cast<double>(s.micro_batch * s.seq);
+  d.h = static_cast<double>(m.hidden);
+  d.f = static_cast<double>(m.ffn_hidden);
+  d.vocab = static_cast<double>(model_padded_vocab(m));
+  d.t = s.tp;
+  d.head_dim = model_head_dim(m);
+  d.heads_r = m.heads / s.tp;
+  d.q_r = model_q_width(m) / s.tp;
+  d.kv_r = std::max<int64_t>(m.kv_heads / s.tp, 1) * d.head_dim;
+  d.a = static_cast<double>(dtype_bytes(precision_compute_dtype(s.precision)));
+  return d;
+}
+
+// Forward Y[m×n] = X[m×k]·W[k×n]; backward dX = dY·Wᵀ (m×k×n) and dW = Xᵀ·dY (k×n×m) (Narayanan et al. 2021,
+// §5.1: backward is two GEMMs of the forward's size).
+struct LinearTime {
+  double fwd = 0, bwd = 0;
+};
+LinearTime linear_time(const GpuSpec& g, DType dt, int64_t m, int64_t n, int64_t k) {
+  return {gemm_time_s(g, dt, {m, n, k}), gemm_time_s(g, dt, {m, k, n}) + gemm_time_s(g, dt, {k, n, m})};
+}
+
+// Attention core (scores, softmax, weighted values) for one micro-batch on one rank.
+LinearTime attention_time(const GpuSpec& g, DType dt, const Strategy& s, const Dims& d, bool dropout) {
+  const int64_t b = s.micro_batch, seq = s.seq;
+  if (s.flash_attn)
+    return {flash_attention_forward_s(g, dt, b, seq, d.heads_r, d.head_dim, true),
+            flash_attention_backward_s(g, dt, b, seq, d.heads_r, d.head_dim, true)};
+  // Unfused (Megatron without flash): batched q·kᵀ and softmax·v over the full s×s (the causal mask is applied
+  // to it, not skipped), softmax (+ dropout) over b·heads·s² elements read and written.
+  const int64_t rows = b * d.heads_r * seq;
+  LinearTime scores{gemm_time_s(g, dt, {rows, seq, d.head_dim}), 2 * gemm_time_s(g, dt, {rows, seq, d.head_dim})};
+  LinearTime values{gemm_time_s(g, dt, {rows, d.head_dim, seq}), 2 * gemm_time_s(g, dt, {rows, d.head_dim, seq})};
+  const double elements = static_cast<double>(rows) * static_cast<double>(seq);
+  const double passes_fwd = dropout ? 4.5 : 2.0;  // softmax read+write; dropout read+write+mask
+  const double softmax_fwd = memory_bound_time_s(g, elements * d.a * passes_fwd);
+  return {scores.fwd + values.fwd + softmax_fwd, scores.bwd + values.bwd + 1.5 * softmax_fwd};
+}
+
+// Elementwise work of a block's forward, bytes moved per token: two norms (read + write h), two residual adds
+// (read 2h, write h), the MLP activation (GELU: read + write f/t; SwiGLU: read 2f/t, write f/t), rotary
+// embedding of q and k, dropout. Norms run on T/t tokens under sequence parallelism.
+double block_elementwise_bytes(const ModelSpec& m, const Strategy& s, const Dims& d) {
+  const double norm_share = s.sp ? 1.0 / static_cast<double>(d.t) : 1.0;
+  double per_token = 2 * 2 * d.h * norm_share + 2 * 3 * d.h * norm_share;
+  const double f_r = d.f / static_cast<double>(d.t);
+  per_token += m.mlp == MlpKind::swiglu ? 3 * f_r : 2 * f_r;
+  if (m.position == PositionKind::rotary) per_token += 2 * static_cast<double>(d.q_r + d.kv_r);
+  per_token *= d.a;
+  if (m.dropout) per_token += 2 * (2 * d.h * d.a + d.h) * norm_share;
+  return per_token * d.tokens;
+}
+
+// One block: forward, backward and what recomputation repeats.
+void block_compute(const ModelSpec& m, const Strategy& s, const GpuSpec& g, const Dims& d, MicrobatchCosts& out) {
+  const DType dt = precision_compute_dtype(s.precision);
+  const auto T = static_cast<int64_t>(d.tokens);
+  const auto h = m.hidden;
+  const int64_t f_r = m.ffn_hidden / s.tp;
+  const LinearTime qkv = linear_time(g, dt, T, d.q_r + 2 * d.kv_r, h);
+  const LinearTime proj = linear_time(g, dt, T, h, d.q_r);
+  const LinearTime up = linear_time(g, dt, T, (model_mlp_matrices(m) - 1) * f_r, h);
+  const LinearTime down = linear_time(g, dt, T, h, f_r);
+  const LinearTime core = attention_time(g, dt, s, d, m.dropout);
+  const double elementwise = memory_bound_time_s(g, block_elementwise_bytes(m, s, d));
+  out.block_fwd_s = qkv.fwd + proj.fwd + up.fwd + down.fwd + core.fwd + elementwise;
+  out.block_bwd_s = qkv.bwd + proj.bwd + up.bwd + down.bwd + core.bwd + 2 * elementwise;
+  switch (s.recompute) {
+    case Recompute::none: out.block_recompute_s = 0; break;
+    // Korthikanti §5: selective recomputation repeats the attention core's forward.
+    case Recompute::selective: out.block_recompute_s = s.flash_attn ? 0 : core.fwd; break;
+    case Recompute::full: out.block_recompute_s = out.block_fwd_s; break;
+  }
+}
+
+// Tensor-parallel collectives of one block (Shoeybi et al. 2019, §3; Korthikanti §4.2.2): two all-reduces of
+// T·h activations in forward and two in backward; with sequence parallelism an all-gather and a reduce-scatter
+// in their place (same bytes). Full recomputation repeats the forward ones.
+void block_tp_comm(const Strategy& s, const ClusterSpec& c, const Dims& d, MicrobatchCosts& out) {
+  if (s.tp <= 1) return;
+  const GroupLayout g = tp_group(s, c);
+  const double bytes = d.tokens * d.h * d.a;
+  const double one = s.sp ? collective_time_s(c, Collective::all_gather, bytes, g) +
+                                collective_time_s(c, Collective::reduce_scatter, bytes, g)
+                          : collective_time_s(c, Collective::all_reduce, bytes, g);
+  out.block_tp_fwd_s = 2 * one;
+  out.block_tp_bwd_s = 2 * one + (s.recompute == Recompute::full ? 2 * one : 0);
+}
+
+// Final norm, LM head and cross-entropy on the last stage; token embedding on the first.
+void ends_compute(const ModelSpec& m, const Strategy& s, const ClusterSpec& c, const Dims& d, MicrobatchCosts& out) {
+  const GpuSpec& g = c.gpu;
+  const DType dt = precision_compute_dtype(s.precision);
+  const auto T = static_cast<int64_t>(d.tokens);
+  const auto vocab_r = static_cast<int64_t>(d.vocab) / s.tp;
+  const LinearTime head = linear_time(g, dt, T, vocab_r, m.hidden);
+  // Cross-entropy over T·V/t logits: read logits, write fp32 probabilities, read them back for the gradient and
+  // write it (≈ 14 bytes per element over forward and backward).
+  const double logits = d.tokens * static_cast<double>(vocab_r);
+  const double norm = memory_bound_time_s(g, 2 * d.tokens * d.h * d.a);
+  out.head_fwd_s = head.fwd + memory_bound_time_s(g, logits * (d.a + 4)) + norm;
+  out.head_bwd_s = head.bwd + memory_bound_time_s(g, logits * (4 + 4 + d.a)) + 2 * norm;
+  if (s.tp > 1) {
+    // The head's input gradient is all-reduced across TP (vocab-parallel loss adds three T-float all-reduces).
+    const GroupLayout tp = tp_group(s, c);
+    out.head_fwd_s += 3 * collective_time_s(c, Collective::all_reduce, d.tokens * 4, tp);
+    out.head_bwd_s += collective_time_s(c, Collective::all_reduce, d.tokens * d.h * d.a, tp);
+  }
+  // Embedding: gather T rows forward; scatter-add their gradients (fp32 accumulate) backward.
+  out.embed_fwd_s = memory_bound_time_s(g, 2 * d.tokens * d.h * d.a);
+  out.embed_bwd_s = memory_bound_time_s(g, d.tokens * d.h * (d.a + 8));
+}
+
+}  // namespace
+
+MicrobatchCosts microbatch_costs(const ModelSpec& m, const Strategy& s, const ClusterSpec& c) {
+  const Dims d = dims_of(m, s);
+  MicrobatchCosts out;
+  block_compute(m, s, c.gpu, d, out);
+  block_tp_comm(s, c, d, out);
+  ends_compute(m, s, c, d, out);
+  return out;
+}
+
+}  // namespace shardplan

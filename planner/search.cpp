@@ -1,0 +1,258 @@
+#include "planner/search.hpp"
+
+#include <algorithm>
+#include <array>
+
+#include <fmt/format.h>
+
+#include "planner/error.hpp"
+#include "planner/framework.hpp"
+#include "planner/precision.hpp"
+
+namespace shardplan {
+
+std::optional<Objective> parse_objective(const std::string& s) {
+  if (s == "throughput") return Objective::throughput;
+  if (s == "memory") return Objective::memory;
+  return std::nullopt;
+}
+const char* to_string(Objective o) { return o == Objective::memory ? "memory" : "throughput"; }
+
+int64_t default_global_batch(int64_t seq) {
+  const int64_t tokens = int64_t{1} << 22;
+  return std::max<int64_t>(1, (tokens + seq - 1) / seq);
+}
+
+std::string family_of(const Strategy& s) {
+  static const char* const zero[] = {"DDP", "ZeRO-1", "ZeRO-2", "ZeRO-3"};
+  std::string f = zero[std::clamp(s.zero, 0, 3)];
+  if (s.hsdp > 0) f += " HSDP";
+  if (s.tp > 1) f += " + TP";
+  if (s.pp > 1) f += " + PP";
+  if (s.offload_optimizer) f += " + offload";
+  return f;
+}
+
+int complexity(const Strategy& s) {
+  int c = 0;
+  if (s.pp > 1) c += 4 + (s.vpp > 1 ? 1 : 0);
+  if (s.tp > 1) c += 2 + (s.sp ? 1 : 0);
+  if (s.offload_optimizer) c += 3;
+  if (s.hsdp > 0) c += 1;
+  return c;
+}
+
+std::string why_not_fit(const Candidate& c) {
+  const MemoryComponents& p = c.memory.peak;
+  const double cap = static_cast<double>(c.capacity_bytes);
+  if (p.model_states() > cap)
+    return fmt::format("model states alone need {:.1f} GB > {:.1f} GB of HBM", p.model_states() / kGB, cap / kGB);
+  const std::pair<const char*, double> parts[] = {
+      {"model states", p.model_states()}, {"activations", p.activations}, {"logits", p.logits},
+      {"buffers", p.buffers},             {"runtime", p.runtime},         {"fragmentation", p.fragmentation}};
+  const auto* largest = &parts[1];
+  for (const auto* part = &parts[1]; part != std::end(parts); ++part)
+    if (part->second > largest->second) largest = part;
+  const double limit = c.fits() ? kSafeFractionOfCapacity * cap : cap;
+  return fmt::format("peak {:.1f} GB > {:.1f} GB ({}) by {:.1f} GB; model states {:.1f} GB, largest other part {} "
+                     "{:.1f} GB",
+                     p.total() / kGB, limit / kGB, c.fits() ? "the 80 % safety line" : "HBM capacity",
+                     (p.total() - limit) / kGB, p.model_states() / kGB, largest->first, largest->second / kGB);
+}
+
+namespace {
+
+std::vector<int64_t> divisors(int64_t n, int64_t max) {
+  std::vector<int64_t> out;
+  for (int64_t d = 1; d <= n && d <= max; ++d)
+    if (n % d == 0) out.push_back(d);
+  return out;
+}
+
+template <typename T>
+std::vector<T> fixed_or(const std::optional<T>& fixed, std::vector<T> all) {
+  if (fixed) return {*fixed};
+  return all;
+}
+
+// Better by the objective: throughput first (then memory), or memory first (then throughput).
+bool better(const Candidate& a, const Candidate& b, Objective o) {
+  if (o == Objective::memory) {
+    if (a.peak_total() != b.peak_total()) return a.peak_total() < b.peak_total();
+    return a.tokens_per_s > b.tokens_per_s;
+  }
+  if (a.tokens_per_s != b.tokens_per_s) return a.tokens_per_s > b.tokens_per_s;
+  return a.peak_total() < b.peak_total();
+}
+
+// Keeps the best `cap` candidates, best first, in storage reserved up front.
+class TopK {
+ public:
+  TopK(size_t cap, Objective o) : cap_(cap), objective_(o) { items_.reserve(cap + 1); }
+  void offer(const Candidate& c) {
+    if (cap_ == 0) return;
+    if (items_.size() == cap_ && !better(c, items_.back(), objective_)) return;
+    auto at = std::find_if(items_.begin(), items_.end(), [&](const Candidate& x) { return better(c, x, objective_); });
+    items_.insert(at, c);
+    if (items_.size() > cap_) items_.pop_back();
+  }
+  std::vector<Candidate> take() { return std::move(items_); }
+
+ private:
+  size_t cap_;
+  Objective objective_;
+  std::vector<Candidate> items_;
+};
+
+// Index of a family in a fixed table: zero (4) × hsdp × tp × pp × offload.
+constexpr size_t kFamilies = 4 * 2 * 2 * 2 * 2;
+size_t family_index(const Strategy& s) {
+  return static_cast<size_t>(s.zero) * 16 + (s.hsdp > 0 ? 8 : 0) + (s.tp > 1 ? 4 : 0) + (s.pp > 1 ? 2 : 0) +
+         (s.offload_optimizer ? 1 : 0);
+}
+
+// The best of a family: fitting under the safety line beats not fitting; among non-fitting, the smallest peak.
+bool better_for_family(const Candidate& a, const Candidate& b, Objective o) {
+  if (a.within_safety() != b.within_safety()) return a.within_safety();
+  if (!a.within_safety()) return a.peak_total() < b.peak_total();
+  return better(a, b, o);
+}
+
+bool tp_is_valid(const ModelSpec& m, const ClusterSpec& c, int64_t tp) {
+  return tp <= c.gpus_per_node && m.heads % tp == 0 && (m.kv_heads % tp == 0 || tp % m.kv_heads == 0) &&
+         m.ffn_hidden % tp == 0;
+}
+
+Candidate choose_recommendation(const SearchResult& r, Objective o) {
+  const Candidate& fastest = r.ranked.front();
+  if (o != Objective::throughput) return fastest;
+  const Candidate* pick = &fastest;
+  for (const Candidate& f : r.families) {
+    if (!f.within_safety() || f.tokens_per_s < (1 - kSimplicityTolerance) * fastest.tokens_per_s) continue;
+    const int cf = complexity(f.strategy), cp = complexity(pick->strategy);
+    if (cf < cp || (cf == cp && better(f, *pick, o))) pick = &f;
+  }
+  return *pick;
+}
+
+struct Dimensions {
+  std::vector<int64_t> tps, micro_batches_all;
+  std::vector<int> zeros;
+  std::vector<Recompute> recomputes;
+  std::vector<bool> offloads;
+};
+
+Dimensions dimensions(const ModelSpec& m, const ClusterSpec& c, const SearchSpace& sp) {
+  Dimensions d;
+  for (int64_t tp : fixed_or(sp.tp, divisors(sp.base.gpus, c.gpus_per_node)))
+    if (sp.base.gpus % tp == 0 && tp_is_valid(m, c, tp)) d.tps.push_back(tp);
+  const bool megatron = sp.base.framework == Framework::megatron;
+  d.zeros = fixed_or(sp.zero, megatron ? std::vector<int>{0, 1} : std::vector<int>{0, 1, 2, 3});
+  d.recomputes = fixed_or(sp.recompute, std::vector<Recompute>{Recompute::none, Recompute::selective, Recompute::full});
+  d.offloads = sp.offload_optimizer ? std::vector<bool>{false, true} : std::vector<bool>{false};
+  return d;
+}
+
+}  // namespace
+
+SearchResult search_strategies(const ModelSpec& m, const ClusterSpec& c, const SearchSpace& space, size_t keep_top) {
+  validate_model(m);
+  validate_cluster(c);
+  const Strategy& base = space.base;
+  if (precision_compute_dtype(base.precision) == DType::bf16 && c.gpu.bf16_tflops <= 0)
+    throw InputError(fmt::format("--precision {} needs bf16, which {} does not support; use amp-fp16",
+                                 to_string(base.precision), c.gpu.name));
+  const FrameworkTraits fw = framework_traits(base.framework);
+  const Dimensions dims = dimensions(m, c, space);
+  const int64_t capacity = gpu_capacity_bytes(c.gpu);
+  TopK ranked(keep_top, space.objective), tight(3, space.objective);
+  std::array<std::optional<Candidate>, kFamilies> families;
+  SearchResult result;
+  bool any_layout = false;
+
+  for (int64_t tp : dims.tps) {
+    for (bool sp : fixed_or(space.sp, tp > 1 ? std::vector<bool>{false, true} : std::vector<bool>{false})) {
+      if (sp && (tp < 2 || base.seq % tp != 0)) continue;
+      for (int64_t pp : fixed_or(space.pp, divisors(base.gpus / tp, m.layers))) {
+        if ((base.gpus / tp) % pp != 0 || pp > m.layers) continue;
+        const int64_t dp = base.gpus / (tp * pp);
+        if (space.dp && *space.dp != dp) continue;
+        any_layout = true;
+        if (base.global_batch % dp != 0) continue;
+        const int64_t per_replica = base.global_batch / dp;
+        std::vector<int64_t> vpps{1};
+        if (pp > 1)
+          for (int64_t v = 2; v <= m.layers / pp; ++v)
+            if (m.layers % (pp * v) == 0) vpps.push_back(v);
+        const std::vector<int64_t> vpp_options = fixed_or(space.vpp, vpps);
+        std::vector<int64_t> hsdps{0};
+        for (int64_t h = 2; h < dp; ++h)
+          if (dp % h == 0) hsdps.push_back(h);
+        const std::vector<int64_t> hsdp_options = fixed_or(space.hsdp, hsdps);
+        const std::vector<int64_t> no_hsdp{0};
+        for (int64_t mb : fixed_or(space.micro_batch, divisors(per_replica, per_replica))) {
+          if (per_replica % mb != 0) continue;
+          for (Recompute rc : dims.recomputes) {
+            // With flash attention there is no s² tensor for selective recomputation to drop: same as none.
+            if (rc == Recompute::selective && base.flash_attn && !space.recompute) continue;
+            Strategy s = base;
+            s.tp = tp;
+            s.sp = sp;
+            s.pp = pp;
+            s.dp = dp;
+            s.micro_batch = mb;
+            s.recompute = rc;
+            const MicrobatchCosts costs = microbatch_costs(m, s, c);
+            for (int64_t vpp : vpp_options) {
+              if (vpp > 1 && (pp < 2 || m.layers % (pp * vpp) != 0)) continue;
+              s.vpp = vpp;
+              s.schedule = space.schedule.value_or(vpp > 1 ? Schedule::interleaved : Schedule::one_f_one_b);
+              if ((s.schedule == Schedule::interleaved) != (vpp > 1)) continue;
+              for (int zero : dims.zeros) {
+                s.zero = zero;
+                for (int64_t hsdp : zero >= 2 ? hsdp_options : no_hsdp) {
+                  if (hsdp > 0 && (zero < 2 || dp % hsdp != 0 || hsdp >= dp)) continue;
+                  s.hsdp = hsdp;
+                  for (bool offload : dims.offloads) {
+                    if (offload && zero == 0) continue;
+                    s.offload_optimizer = offload;
+                    Candidate cand{s, estimate_peak_memory(m, s, fw), step_time_from_costs(m, s, c, fw, costs), 0,
+                                   capacity};
+                    cand.tokens_per_s = static_cast<double>(s.global_batch * s.seq) / cand.time.step_s;
+                    ++result.evaluated;
+                    if (cand.within_safety()) {
+                      ++result.fitting;
+                      ranked.offer(cand);
+                    } else if (cand.fits()) {
+                      tight.offer(cand);
+                    }
+                    auto& slot = families[family_index(s)];
+                    if (!slot || better_for_family(cand, *slot, space.objective)) slot = cand;
+                  }
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  if (!any_layout)
+    throw InputError(fmt::format("no tensor/pipeline/data-parallel layout of {} GPUs suits {} (tp must divide heads "
+                                 "{} and be at most {} GPUs per node, pp at most {} layers); try another --gpus",
+                                 base.gpus, m.name, m.heads, c.gpus_per_node, m.layers));
+  if (result.evaluated == 0)
+    throw InputError(fmt::format("--global-batch {} is divisible by none of the data-parallel degrees possible on {} "
+                                 "GPUs; choose a multiple of the data-parallel degree you want",
+                                 base.global_batch, base.gpus));
+  result.ranked = ranked.take();
+  result.tight = tight.take();
+  for (auto& f : families)
+    if (f) result.families.push_back(*f);
+  std::sort(result.families.begin(), result.families.end(),
+            [&](const Candidate& a, const Candidate& b) { return better_for_family(a, b, space.objective); });
+  if (!result.ranked.empty()) result.recommended = choose_recommendation(result, space.objective);
+  return result;
+}
+
+}  // namespace shardplan

@@ -1,0 +1,74 @@
+#pragma once
+// The strategy search behind `plan`: every valid combination of tp, pp (and vpp), sp, ZeRO stage, HSDP group,
+// micro-batch and recomputation for the given GPUs and global batch; what does not fit is dropped with its
+// reason; the rest is ranked.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "planner/memory.hpp"
+#include "planner/step_time.hpp"
+#include "planner/strategy.hpp"
+
+namespace shardplan {
+
+enum class Objective { throughput, memory };
+std::optional<Objective> parse_objective(const std::string& s);
+const char* to_string(Objective o);
+
+// What the search enumerates. A set optional fixes that dimension; an unset one is searched.
+struct SearchSpace {
+  Strategy base;  // gpus, global_batch, seq, precision, framework, flash_attn, loss, grad_sync
+  std::optional<int64_t> tp, pp, dp, vpp, micro_batch, hsdp;
+  std::optional<int> zero;
+  std::optional<Recompute> recompute;
+  std::optional<bool> sp;
+  std::optional<Schedule> schedule;
+  bool offload_optimizer = false;  // also consider ZeRO-Offload
+  Objective objective = Objective::throughput;
+};
+
+struct Candidate {
+  Strategy strategy;
+  MemoryPeak memory;
+  StepTime time;
+  double tokens_per_s = 0;
+  int64_t capacity_bytes = 0;
+  double peak_total() const { return memory.peak.total(); }
+  bool fits() const { return peak_total() <= static_cast<double>(capacity_bytes); }
+  bool within_safety() const { return peak_total() <= kSafeFractionOfCapacity * static_cast<double>(capacity_bytes); }
+};
+
+// A strategy family: the sharding stage with or without HSDP, TP, PP and offload ("ZeRO-3 + TP").
+std::string family_of(const Strategy& s);
+
+// How many moving parts a strategy has beyond plain data parallelism: pipeline 4 (+1 interleaved), tensor
+// parallelism 2 (+1 sequence parallel), optimizer offload 3, HSDP 1. ZeRO stages are one setting each: 0.
+int complexity(const Strategy& s);
+// Throughput an expert gives up for a simpler strategy: the recommendation is the least complex family whose
+// best is within this fraction of the fastest candidate.
+constexpr double kSimplicityTolerance = 0.02;
+
+struct SearchResult {
+  std::vector<Candidate> ranked;   // fitting candidates under the safety line, best first (at most keep_top)
+  std::optional<Candidate> recommended;  // see kSimplicityTolerance; the best by the objective otherwise
+  std::vector<Candidate> tight;    // the best few that fit only above the 80 % line
+  std::vector<Candidate> families; // the best of every family seen, fitting or not, best first
+  int64_t evaluated = 0;           // configurations evaluated
+  int64_t fitting = 0;             // of which fit under the safety line
+};
+
+// Throws InputError when the space is empty before any evaluation (e.g. no (tp, pp, dp) divides the GPUs, or
+// the global batch divides by no data-parallel degree).
+SearchResult search_strategies(const ModelSpec& m, const ClusterSpec& c, const SearchSpace& space, size_t keep_top);
+
+// Why a candidate that does not fit fails: the largest part and the overshoot ("model states need 99.9 GB >
+// 85.9 GB"), in one line.
+std::string why_not_fit(const Candidate& c);
+
+// Default global batch when none is given: about 4 M tokens per step (Llama 2 and 3 pre-training, Touvron et al.
+// 2023 §2.2; Dubey et al. 2024 §3.4), in sequences of `seq` tokens.
+int64_t default_global_batch(int64_t seq);
+
+}  // namespace shardplan

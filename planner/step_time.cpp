@@ -1,0 +1,186 @@
+// One optimizer step assembled from micro-batch costs: pipeline schedule, data-parallel communication and how
+// much of it compute hides, the optimizer.
+#include "planner/step_time.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "planner/comm_cost.hpp"
+#include "planner/compute_cost.hpp"
+#include "planner/groups.hpp"
+#include "planner/partition.hpp"
+#include "planner/precision.hpp"
+
+namespace shardplan {
+
+namespace {
+
+// U units computed one after another, each needing communication `comm` that can run while the previous unit
+// computes (prefetch, or reduction of the previous unit's gradients): only the first transfer and whatever
+// each later one takes beyond its unit's compute are exposed (a two-stage pipeline of equal stages).
+double pipelined_exposure(double units, double comm, double compute) {
+  if (units <= 0 || comm <= 0) return 0;
+  return comm + (units - 1) * std::max(0.0, comm - compute);
+}
+
+struct StageCompute {
+  StageParams params;
+  double fwd = 0;       // compute of one micro-batch's forward on this stage
+  double bwd = 0;       // backward incl. recomputation
+  double tp = 0;        // TP collectives of one micro-batch (critical path)
+  double total() const { return fwd + bwd + tp; }
+};
+
+StageCompute stage_compute(const ModelSpec& m, const Strategy& s, const MicrobatchCosts& mb, int64_t stage) {
+  StageCompute sc;
+  sc.params = stage_params(m, s, stage);
+  const auto layers = static_cast<double>(sc.params.layers);
+  sc.fwd = layers * mb.block_fwd_s + (sc.params.first ? mb.embed_fwd_s : 0) + (sc.params.last ? mb.head_fwd_s : 0);
+  sc.bwd = layers * (mb.block_bwd_s + mb.block_recompute_s) + (sc.params.first ? mb.embed_bwd_s : 0) +
+           (sc.params.last ? mb.head_bwd_s : 0);
+  sc.tp = layers * (mb.block_tp_fwd_s + mb.block_tp_bwd_s);
+  return sc;
+}
+
+// Gradient bucket of the framework's reducer: PyTorch DDP 25 MiB; DeepSpeed reduce_bucket_size elements;
+// Megatron buckets of 40 M parameters (its DDP config default).
+double gradient_bucket_bytes(const FrameworkTraits& fw, double grad_bytes) {
+  if (fw.reduce_bucket_elements > 0) return static_cast<double>(fw.reduce_bucket_elements) * grad_bytes;
+  if (fw.framework == Framework::megatron) return 40e6 * grad_bytes;
+  return kDdpBucketBytes;
+}
+
+struct DpTraffic {
+  double exposed = 0;  // whole step
+  double total = 0;    // whole step, hidden or not
+};
+
+// Data-parallel traffic of the busiest stage over one step (Rajbhandari et al. 2020 §7: ZeRO-3 moves 1.5× DDP's
+// volume — an all-gather in forward, one in backward, a reduce-scatter; ZeRO-1/2 the same as DDP).
+DpTraffic dp_traffic(const Strategy& s, const ClusterSpec& c, const FrameworkTraits& fw, const StageCompute& sc) {
+  DpTraffic out;
+  const int64_t n = shard_degree(s);
+  if (s.dp <= 1) return out;
+  const GroupLayout shard = shard_group(s, c);
+  const GroupLayout repl = replicate_group(s, c);
+  const StateBytes sb = precision_state_bytes(s.precision);
+  const double param_b = static_cast<double>(dtype_bytes(precision_compute_dtype(s.precision)));
+  const double grad_b = sb.grads;
+  const double units = static_cast<double>(sc.params.layers);
+  const double block = static_cast<double>(sc.params.block_params);
+  const double root = static_cast<double>(sc.params.root_unit());
+  const double psi = static_cast<double>(sc.params.total());
+  const double ga = static_cast<double>(grad_accum_steps(s));
+  const double syncs = effective_grad_sync(s) == GradSync::per_step ? 1.0 : ga;
+  auto ag = [&](double bytes) { return collective_time_s(c, Collective::all_gather, bytes, shard); };
+  auto rs = [&](double bytes) { return collective_time_s(c, Collective::reduce_scatter, bytes, shard); };
+  auto ar = [&](double bytes, const GroupLayout& g) { return collective_time_s(c, Collective::all_reduce, bytes, g); };
+  // HSDP: each unit's reduced shard is all-reduced across the replicas (Zhao et al. 2023, PyTorch FSDP §3.2.3).
+  auto replica_ar = [&](double params) { return repl.size > 1 ? ar(params * grad_b / static_cast<double>(n), repl) : 0.0; };
+  const double c_fwd = units > 0 ? (sc.fwd + sc.tp / 2) / units : 0;
+  const double c_bwd = units > 0 ? (sc.bwd + sc.tp / 2) / units : 0;
+
+  if (s.zero >= 2 && n > 1 && (fw.framework == Framework::fsdp || fw.framework == Framework::reference || s.zero == 3)) {
+    // Per micro-batch: all-gather every unit before its forward (the root first, nothing to hide it behind).
+    const double fwd_ag = ag(block * param_b);
+    const double fwd_exposed = ag(root * param_b) + pipelined_exposure(units, fwd_ag, c_fwd);
+    const double fwd_total = ag(root * param_b) + units * fwd_ag;
+    // Backward: ZeRO-3 gathers each unit again; syncing micro-batches reduce-scatter each unit's gradients.
+    const double bwd_ag = s.zero == 3 ? ag(block * param_b) : 0;
+    const double unit_rs = rs(block * grad_b) + replica_ar(block);
+    const double tail_rs = rs(root * grad_b) + replica_ar(root);  // root reduced last, after all compute
+    auto backward = [&](bool sync) {
+      const double per_unit = bwd_ag + (sync ? unit_rs : 0);
+      return DpTraffic{pipelined_exposure(units, per_unit, c_bwd) + (sync ? tail_rs : 0),
+                       units * per_unit + (sync ? tail_rs : 0)};
+    };
+    const DpTraffic with_sync = backward(true), without = backward(false);
+    out.exposed = ga * fwd_exposed + syncs * with_sync.exposed + (ga - syncs) * without.exposed;
+    out.total = ga * fwd_total + syncs * with_sync.total + (ga - syncs) * without.total;
+    return out;
+  }
+  // DDP, ZeRO-1 and DeepSpeed ZeRO-2: bucketed gradient reduction overlapping backward; ZeRO-1/2 then gather
+  // the updated parameters once per step.
+  const bool reduce_scatter = s.zero >= 1 && n > 1;
+  const double bucket = std::min(gradient_bucket_bytes(fw, grad_b), psi * grad_b);
+  const double buckets = std::ceil(psi * grad_b / bucket);
+  const double per_bucket = reduce_scatter ? rs(bucket) + replica_ar(bucket / grad_b) : ar(bucket, shard);
+  const double bwd_compute = sc.bwd + sc.tp / 2;
+  out.exposed = syncs * pipelined_exposure(buckets, per_bucket, bwd_compute / buckets);
+  out.total = syncs * buckets * per_bucket;
+  if (reduce_scatter) {
+    const double gather = ag(psi * sb.params);
+    // Megatron overlaps the parameter all-gather with the next forward (overlap_param_gather); others wait.
+    out.exposed += fw.framework == Framework::megatron ? pipelined_exposure(buckets, gather / buckets, (sc.fwd + sc.tp / 2) / buckets)
+                                                       : gather;
+    out.total += gather;
+  }
+  return out;
+}
+
+// Host memory bandwidth a node's CPUs give the offloaded Adam step (DDR4/DDR5 servers: ~100–200 GB/s per
+// socket pair); shared by the node's ranks.
+constexpr double kHostAdamBytesPerS = 100e9;
+
+double optimizer_time(const Strategy& s, const ClusterSpec& c, const StageCompute& sc) {
+  const StateBytes sb = precision_state_bytes(s.precision);
+  const double local = static_cast<double>(sc.params.total()) / (s.zero >= 1 ? static_cast<double>(shard_degree(s)) : 1.0);
+  // AdamW reads gradients, reads and writes weights, master weights, m and v; the grad-norm reads gradients.
+  const double bytes = local * (2 * sb.params + 2 * sb.grads + 2 * sb.master + 2 * sb.optimizer);
+  if (!s.offload_optimizer) return memory_bound_time_s(c.gpu, bytes);
+  // ZeRO-Offload (Ren et al. 2021, §4): gradients go down and weights come back over PCIe; Adam runs on the CPU.
+  const double ranks_per_node = static_cast<double>(std::min(c.gpus_per_node, s.gpus));
+  const double host = local * (4 + 4 + 8) * 2 / (kHostAdamBytesPerS / ranks_per_node);
+  const double pcie = local * (sb.grads + sb.params) / (c.gpu.pcie_gbps * 1e9);
+  return host + pcie;
+}
+
+}  // namespace
+
+double pipeline_send_s(const ModelSpec& m, const Strategy& s, const ClusterSpec& c) {
+  if (s.pp <= 1) return 0;
+  // Megatron sends the sequence-scattered activation under SP (Korthikanti §4.2.2).
+  const double a = static_cast<double>(dtype_bytes(precision_compute_dtype(s.precision)));
+  const double bytes = static_cast<double>(s.micro_batch * s.seq * m.hidden) * a / (s.sp ? static_cast<double>(s.tp) : 1.0);
+  return collective_time_s(c, Collective::send_recv, bytes, pp_link(s, c));
+}
+
+StepTime step_time_from_costs(const ModelSpec& m, const Strategy& s, const ClusterSpec& c, const FrameworkTraits& fw,
+                              const MicrobatchCosts& mb) {
+  // The slowest stage sets the pace of the pipeline.
+  int64_t candidates[3];
+  const int n = candidate_peak_stages(m, s, candidates);
+  StageCompute slowest = stage_compute(m, s, mb, candidates[0]);
+  for (int i = 1; i < n; ++i) {
+    const StageCompute sc = stage_compute(m, s, mb, candidates[i]);
+    if (sc.total() > slowest.total()) slowest = sc;
+  }
+  const double ga = static_cast<double>(grad_accum_steps(s));
+  const double v = static_cast<double>(s.vpp);
+  const double send = pipeline_send_s(m, s, c);
+  StepTime t;
+  t.modelled = true;
+  t.exposed_tp_s = ga * slowest.tp;
+  // 1F1B and interleaved pair each send with a receive (Megatron's send_forward_recv_backward): two transfers on
+  // the critical path per micro-batch and model chunk.
+  t.exposed_pp_s = s.pp > 1 ? ga * 2 * v * send : 0;
+  // Bubble (Narayanan et al. 2021, §2.2): (p − 1)/v micro-batch times for 1F1B and interleaved, (p − 1) for GPipe.
+  const double per_microbatch = slowest.total() + (s.pp > 1 ? 2 * v * send : 0);
+  t.bubble_s = s.pp > 1 ? static_cast<double>(s.pp - 1) / v * per_microbatch : 0;
+  const DpTraffic dp = dp_traffic(s, c, fw, slowest);
+  t.exposed_dp_s = dp.exposed;
+  t.dp_comm_total_s = dp.total;
+  const double busy = ga * (slowest.fwd + slowest.bwd);
+  t.overlap_slowdown_s = kOverlapComputeSlowdown * std::min(dp.total - dp.exposed, busy);
+  t.compute_s = busy + t.overlap_slowdown_s;
+  t.optimizer_s = optimizer_time(s, c, slowest);
+  t.exposed_comm_s = t.exposed_tp_s + t.exposed_pp_s + t.exposed_dp_s;
+  t.step_s = t.compute_s + t.exposed_comm_s + t.bubble_s + t.optimizer_s;
+  return t;
+}
+
+StepTime estimate_step_time(const ModelSpec& m, const Strategy& s, const ClusterSpec& c) {
+  return step_time_from_costs(m, s, c, framework_traits(s.framework), microbatch_costs(m, s, c));
+}
+
+}  // namespace shardplan
