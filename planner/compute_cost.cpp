@@ -35,7 +35,7 @@ constexpr double kTileWaveOverheadS = 1e-6;
 
 // Hopper-class tensor cores (dense bf16/fp16 peak above 500 TFLOP/s: H100, H800, H200) vs the rest (A100/A800,
 // Ada, Volta). cuBLAS on large bf16 GEMMs: H200 measured ≈ 790 of 989 TFLOP/s on 8192³ here (with the wave
-// quantisation of 128×128 tiles on 132 SMs, 0.97, and the per-wave overhead below, 0.98, that is 0.84 of peak
+// quantisation of 128×128 tiles on 132 SMs, 0.97, and the per-wave overhead above, 0.98, that is 0.84 of peak
 // per busy SM: power and clock limits keep Hopper further from its datasheet peak); A100 ≈ 270–290 of 312
 // (0.89 of peak per busy SM gives 274 on 8192³).
 constexpr double kHopperTensorPeakTflops = 500;

@@ -35,6 +35,11 @@ struct FrameworkTraits {
   int64_t loss_chunks = 8;                // LossKind::chunked: the logits are materialised 1/chunks at a time
   int64_t swiglu_saved_intermediates = 3; // tensors of width ffn_hidden saved by a SwiGLU MLP
 
+  // --- compute ---------------------------------------------------------------------------------------------
+  // Memory traffic of a block's elementwise work (norms, residual adds, activation, rotary, dropout) relative to
+  // fully fused kernels that read and write each tensor once (see framework.cpp for the kernel counts).
+  double elementwise_traffic_factor = 1;
+
   // --- optimizer ---------------------------------------------------------------------------------------
   double optimizer_temp_bytes_per_param = 0;  // temporaries of the step, per local (sharded) parameter
 

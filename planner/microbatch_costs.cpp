@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "planner/comm_cost.hpp"
+#include "planner/framework.hpp"
 #include "planner/compute_cost.hpp"
 #include "planner/groups.hpp"
 #include "planner/precision.hpp"
@@ -77,7 +78,8 @@ double block_elementwise_bytes(const ModelSpec& m, const Strategy& s, const Dims
 }
 
 // One block: forward, backward and what recomputation repeats.
-void block_compute(const ModelSpec& m, const Strategy& s, const GpuSpec& g, const Dims& d, MicrobatchCosts& out) {
+void block_compute(const ModelSpec& m, const Strategy& s, const GpuSpec& g, const FrameworkTraits& fw, const Dims& d,
+                   MicrobatchCosts& out) {
   const DType dt = precision_compute_dtype(s.precision);
   const auto T = static_cast<int64_t>(d.tokens);
   const auto h = m.hidden;
@@ -87,7 +89,7 @@ void block_compute(const ModelSpec& m, const Strategy& s, const GpuSpec& g, cons
   const LinearTime up = linear_time(g, dt, T, (model_mlp_matrices(m) - 1) * f_r, h);
   const LinearTime down = linear_time(g, dt, T, h, f_r);
   const LinearTime core = attention_time(g, dt, s, d, m.dropout);
-  const double elementwise = memory_bound_time_s(g, block_elementwise_bytes(m, s, d));
+  const double elementwise = memory_bound_time_s(g, fw.elementwise_traffic_factor * block_elementwise_bytes(m, s, d));
   out.block_fwd_s = qkv.fwd + proj.fwd + up.fwd + down.fwd + core.fwd + elementwise;
   out.block_bwd_s = qkv.bwd + proj.bwd + up.bwd + down.bwd + core.bwd + 2 * elementwise;
   switch (s.recompute) {
@@ -105,11 +107,13 @@ void block_tp_comm(const Strategy& s, const ClusterSpec& c, const Dims& d, Micro
   if (s.tp <= 1) return;
   const GroupLayout g = tp_group(s, c);
   const double bytes = d.tokens * d.h * d.a;
-  const double one = s.sp ? collective_time_s(c, Collective::all_gather, bytes, g) +
-                                collective_time_s(c, Collective::reduce_scatter, bytes, g)
+  const double gather = collective_time_s(c, Collective::all_gather, bytes, g);
+  const double one = s.sp ? gather + collective_time_s(c, Collective::reduce_scatter, bytes, g)
                           : collective_time_s(c, Collective::all_reduce, bytes, g);
   out.block_tp_fwd_s = 2 * one;
-  out.block_tp_bwd_s = 2 * one + (s.recompute == Recompute::full ? 2 * one : 0);
+  // Sequence parallelism keeps the layer inputs scattered and all-gathers them again for the weight gradients
+  // (Korthikanti §4.2.2).
+  out.block_tp_bwd_s = 2 * one + (s.sp ? 2 * gather : 0) + (s.recompute == Recompute::full ? 2 * one : 0);
 }
 
 // Final norm, LM head and cross-entropy on the last stage; token embedding on the first.
@@ -141,7 +145,7 @@ void ends_compute(const ModelSpec& m, const Strategy& s, const ClusterSpec& c, c
 MicrobatchCosts microbatch_costs(const ModelSpec& m, const Strategy& s, const ClusterSpec& c) {
   const Dims d = dims_of(m, s);
   MicrobatchCosts out;
-  block_compute(m, s, c.gpu, d, out);
+  block_compute(m, s, c.gpu, framework_traits(s.framework), d, out);
   block_tp_comm(s, c, d, out);
   ends_compute(m, s, c, d, out);
   return out;
