@@ -23,12 +23,19 @@ double kv_width_per_token(const ModelSpec& m, const Strategy& s) {
   return heads_per_rank * static_cast<double>(model_head_dim(m)) * s.tp;  // ×tp: terms are divided by tp later
 }
 
-void add_attention_terms(std::vector<ActTerm>& out, const ModelSpec& m, const Strategy& s, double a) {
+// What a norm keeps of its input: the input itself, or (eager RMSNorm) its fp32 upcast.
+double norm_input_bytes(const ModelSpec& m, const FrameworkTraits& fw, double a) {
+  const bool fp32_copy = m.norm == NormKind::rmsnorm && fw.rmsnorm_saves_fp32_input;
+  return (fp32_copy ? std::max(a, 4.0) : a) * static_cast<double>(m.hidden);
+}
+
+void add_attention_terms(std::vector<ActTerm>& out, const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw,
+                         double a) {
   const double h = static_cast<double>(m.hidden), q = static_cast<double>(model_q_width(m));
   const double kv = kv_width_per_token(m, s);
   const double heads = static_cast<double>(m.heads), seq = static_cast<double>(s.seq);
   // Korthikanti Table 1 / §4.1, attention block: 11sbh + 5as²b, plus its LayerNorm's 2sbh.
-  out.push_back({"norm1 input", a * h, ActSplit::sequence, false});
+  out.push_back({"norm1 input", norm_input_bytes(m, fw, a), ActSplit::sequence, false});
   out.push_back({"qkv input", a * h, ActSplit::sequence, false});
   out.push_back({"q, k (for q·kᵀ)", a * (q + kv), ActSplit::tensor, false});
   out.push_back({"v", a * kv, ActSplit::tensor, false});
@@ -49,7 +56,7 @@ void add_attention_terms(std::vector<ActTerm>& out, const ModelSpec& m, const St
 void add_mlp_terms(std::vector<ActTerm>& out, const ModelSpec& m, const FrameworkTraits& fw, double a) {
   const double h = static_cast<double>(m.hidden), f = static_cast<double>(m.ffn_hidden);
   // Korthikanti §4.1, MLP block: 19sbh for a 4h GELU MLP, plus its LayerNorm's 2sbh.
-  out.push_back({"norm2 input", a * h, ActSplit::sequence, false});
+  out.push_back({"norm2 input", norm_input_bytes(m, fw, a), ActSplit::sequence, false});
   out.push_back({"mlp input", a * h, ActSplit::sequence, false});
   if (m.mlp == MlpKind::gelu) {
     out.push_back({"GELU input", a * f, ActSplit::tensor, false});
@@ -80,7 +87,7 @@ double activation_dtype_bytes(const Strategy& s) {
 std::vector<ActTerm> block_activation_terms(const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw) {
   const double a = activation_dtype_bytes(s);
   std::vector<ActTerm> terms;
-  add_attention_terms(terms, m, s, a);
+  add_attention_terms(terms, m, s, fw, a);
   add_mlp_terms(terms, m, fw, a);
   return terms;
 }

@@ -29,6 +29,8 @@ FrameworkTraits pytorch_base() {
   // SiLU·up is two kernels (10 bytes/element against 6); rotary embedding through complex views ~4 passes.
   // Weighted by their share of a Llama block's traffic, about 4× the fused minimum.
   t.elementwise_traffic_factor = 4;
+  // x.float() * rsqrt(x.float().pow(2).mean(-1) + eps): the multiply saves the fp32 copy (torchtitan, HF Llama).
+  t.rmsnorm_saves_fp32_input = true;
   return t;
 }
 
@@ -48,7 +50,13 @@ FrameworkTraits fsdp_traits() {
   t.zero2_keeps_shard_copy = true;
   // torch.optim.AdamW(foreach=True), the default on CUDA: one intermediate per parameter (denominator) in fp32.
   t.optimizer_temp_bytes_per_param = 4;
-  t.default_grad_sync = GradSync::per_step;  // no_sync under gradient accumulation
+  // PyTorch FSDP reduces every backward unless the loop opts into no_sync (the seed article does; torchtitan and
+  // Composer do not, since no_sync keeps unsharded gradients): --grad-sync step models no_sync.
+  t.default_grad_sync = GradSync::per_micro;
+  // torchtitan's selective activation checkpointing (apply_ac, "op" mode, the FSDP2 reference): saves the outputs
+  // of every other matmul and of attention, recomputes the other matmuls and every elementwise op.
+  t.selective_recompute_gemm_share = 0.5;
+  t.selective_recomputes_elementwise = true;
   return t;
 }
 

@@ -39,6 +39,13 @@ struct FrameworkTraits {
   // Memory traffic of a block's elementwise work (norms, residual adds, activation, rotary, dropout) relative to
   // fully fused kernels that read and write each tensor once (see framework.cpp for the kernel counts).
   double elementwise_traffic_factor = 1;
+  // What --recompute selective repeats beyond the attention core (Korthikanti §5): the share of a block's forward
+  // GEMMs, and whether all elementwise work is recomputed too (PyTorch's op-level selective checkpointing).
+  double selective_recompute_gemm_share = 0;
+  bool selective_recomputes_elementwise = false;
+  // Eager RMSNorm keeps its fp32 upcast of the input for backward (4 B/element) where a fused norm keeps the
+  // input itself.
+  bool rmsnorm_saves_fp32_input = false;
 
   // --- optimizer ---------------------------------------------------------------------------------------
   double optimizer_temp_bytes_per_param = 0;  // temporaries of the step, per local (sharded) parameter

@@ -90,12 +90,17 @@ void block_compute(const ModelSpec& m, const Strategy& s, const GpuSpec& g, cons
   const LinearTime down = linear_time(g, dt, T, h, f_r);
   const LinearTime core = attention_time(g, dt, s, d, m.dropout);
   const double elementwise = memory_bound_time_s(g, fw.elementwise_traffic_factor * block_elementwise_bytes(m, s, d));
-  out.block_fwd_s = qkv.fwd + proj.fwd + up.fwd + down.fwd + core.fwd + elementwise;
+  const double gemm_fwd = qkv.fwd + proj.fwd + up.fwd + down.fwd;
+  out.block_fwd_s = gemm_fwd + core.fwd + elementwise;
   out.block_bwd_s = qkv.bwd + proj.bwd + up.bwd + down.bwd + core.bwd + 2 * elementwise;
   switch (s.recompute) {
     case Recompute::none: out.block_recompute_s = 0; break;
-    // Korthikanti §5: selective recomputation repeats the attention core's forward.
-    case Recompute::selective: out.block_recompute_s = s.flash_attn ? 0 : core.fwd; break;
+    // Korthikanti §5: selective recomputation repeats the attention core's forward (which flash attention
+    // recomputes inside its own backward anyway); frameworks with op-level policies repeat more (framework.hpp).
+    case Recompute::selective:
+      out.block_recompute_s = (s.flash_attn ? 0 : core.fwd) + fw.selective_recompute_gemm_share * gemm_fwd +
+                              (fw.selective_recomputes_elementwise ? elementwise : 0);
+      break;
     case Recompute::full: out.block_recompute_s = out.block_fwd_s; break;
   }
 }

@@ -80,8 +80,9 @@ TEST_SUITE("activations") {
     s.precision = Precision::amp_bf16;
     const FrameworkTraits fsdp = framework_traits(Framework::fsdp);
     const double tokens = 8192.0, h = 4096, f = 14336, kv = 1024;
-    // norm/qkv/norm/mlp inputs 4·2h, q and k 2(h + kv), v 2kv, lse 4·heads, attention output 2h, SwiGLU 4·2f.
-    const double expected = tokens * (8 * h + 2 * (h + kv) + 2 * kv + 4 * 32 + 2 * h + 4 * 2 * f);
+    // Eager RMSNorm keeps its fp32 upcast: norm inputs 2·4h, qkv and mlp inputs 2·2h, q and k 2(h + kv), v 2kv,
+    // lse 4·heads, attention output 2h, SwiGLU 4·2f.
+    const double expected = tokens * (8 * h + 4 * h + 2 * (h + kv) + 2 * kv + 4 * 32 + 2 * h + 4 * 2 * f);
     CHECK(block_activation_bytes(m, s, fsdp) == doctest::Approx(expected).epsilon(1e-12));
   }
   TEST_CASE("pipeline in-flight micro-batches") {

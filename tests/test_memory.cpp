@@ -96,8 +96,11 @@ TEST_SUITE("memory") {
     Strategy s = data_parallel(8, 3, Precision::pure_bf16);
     s.global_batch = 32;  // 4 micro-batches per replica
     const double psi = static_cast<double>(count_params(m).total);
+    s.grad_sync = GradSync::per_step;
     CHECK(predict(m, s, c).memory.peak_stage().peak.grads == doctest::Approx(2 * psi));
     s.grad_sync = GradSync::per_micro;
+    CHECK(predict(m, s, c).memory.peak_stage().peak.grads == doctest::Approx(2 * psi / 8));
+    s.grad_sync.reset();  // PyTorch FSDP's own default: reduce every micro-batch
     CHECK(predict(m, s, c).memory.peak_stage().peak.grads == doctest::Approx(2 * psi / 8));
     s.grad_sync.reset();
     s.framework = Framework::deepspeed;
