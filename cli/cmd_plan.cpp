@@ -34,7 +34,7 @@ SearchSpace search_space(const PlanOptions& o, const ModelSpec& m, const Cluster
   b.flash_attn = f.flash_attn;
   b.gpus = f.gpus.value_or(c.gpus_per_node);
   b.seq = f.seq.value_or(m.seq);
-  b.global_batch = f.global_batch.value_or(default_global_batch(b.seq));
+  b.global_batch = f.global_batch.value_or(default_global_batch(b.seq, b.gpus));
   for (auto [flag, v] : {std::pair{"--gpus", b.gpus}, {"--seq", b.seq}, {"--global-batch", b.global_batch}})
     if (v < 1) throw InputError(fmt::format("{} must be at least 1, got {}", flag, v));
   auto positive = [](const char* flag, const std::optional<int64_t>& v) {

@@ -37,12 +37,12 @@ std::string header(const PlanReport& r) {
 }
 
 std::string ranked_table(const PlanReport& r) {
-  std::string out = fmt::format("  {:<3}{:<16}{:<26}{:>4}{:>11}{:>9}{:>6}{:>9}{:>11}{:>7}\n", "#", "strategy", "layout",
+  std::string out = fmt::format("  {:<3}{:<24}{:<34}{:>4}{:>11}{:>9}{:>6}{:>9}{:>11}{:>7}\n", "#", "strategy", "layout",
                                 "mb", "recompute", "peak GB", "HBM%", "step s", "tok/s/GPU", "MFU");
   for (size_t i = 0; i < r.top.size(); ++i) {
     const Prediction& p = r.top[i];
     const Strategy& s = p.strategy;
-    out += fmt::format("{}{:<3}{:<16}{:<26}{:>4}{:>11}{:>9.1f}{:>5.0f}%{:>9.2f}{:>11.0f}{:>6.1f}%\n", i == r.recommended ? "→ " : "  ", i + 1,
+    out += fmt::format("{}{:<3}{:<24}{:<34}{:>4}{:>11}{:>9.1f}{:>5.0f}%{:>9.2f}{:>11.0f}{:>6.1f}%\n", i == r.recommended ? "→ " : "  ", i + 1,
                        family_of(s), layout(s), s.micro_batch, to_string(s.recompute), p.peak_bytes() / kGB,
                        100.0 * static_cast<double>(p.peak_bytes()) / static_cast<double>(p.memory.capacity_bytes),
                        p.time.step_s, p.throughput.tokens_per_s_per_gpu, 100 * p.throughput.mfu);

@@ -29,7 +29,16 @@ double norm_input_bytes(const ModelSpec& m, const FrameworkTraits& fw, double a)
   return (fp32_copy ? std::max(a, 4.0) : a) * static_cast<double>(m.hidden);
 }
 
-void add_attention_terms(std::vector<ActTerm>& out, const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw,
+// A block's terms in fixed storage: the search's inner loop computes them without allocating.
+struct TermList {
+  ActTerm items[16];
+  int n = 0;
+  void push_back(const ActTerm& t) { items[n++] = t; }
+  const ActTerm* begin() const { return items; }
+  const ActTerm* end() const { return items + n; }
+};
+
+void add_attention_terms(TermList& out, const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw,
                          double a) {
   const double h = static_cast<double>(m.hidden), q = static_cast<double>(model_q_width(m));
   const double kv = kv_width_per_token(m, s);
@@ -53,7 +62,7 @@ void add_attention_terms(std::vector<ActTerm>& out, const ModelSpec& m, const St
   if (m.dropout) out.push_back({"attention residual dropout mask", kMaskBytes * h, ActSplit::sequence, false});
 }
 
-void add_mlp_terms(std::vector<ActTerm>& out, const ModelSpec& m, const FrameworkTraits& fw, double a) {
+void add_mlp_terms(TermList& out, const ModelSpec& m, const FrameworkTraits& fw, double a) {
   const double h = static_cast<double>(m.hidden), f = static_cast<double>(m.ffn_hidden);
   // Korthikanti §4.1, MLP block: 19sbh for a 4h GELU MLP, plus its LayerNorm's 2sbh.
   out.push_back({"norm2 input", norm_input_bytes(m, fw, a), ActSplit::sequence, false});
@@ -69,7 +78,7 @@ void add_mlp_terms(std::vector<ActTerm>& out, const ModelSpec& m, const Framewor
   if (m.dropout) out.push_back({"mlp residual dropout mask", kMaskBytes * h, ActSplit::sequence, false});
 }
 
-double sum_terms(const std::vector<ActTerm>& terms, const Strategy& s, bool skip_selective) {
+double sum_terms(const TermList& terms, const Strategy& s, bool skip_selective) {
   double per_token = 0;
   for (const ActTerm& t : terms) {
     if (skip_selective && t.dropped_by_selective) continue;
@@ -82,24 +91,29 @@ double activation_dtype_bytes(const Strategy& s) {
   return static_cast<double>(dtype_bytes(precision_compute_dtype(s.precision)));
 }
 
-}  // namespace
-
-std::vector<ActTerm> block_activation_terms(const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw) {
+TermList block_terms(const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw) {
   const double a = activation_dtype_bytes(s);
-  std::vector<ActTerm> terms;
+  TermList terms;
   add_attention_terms(terms, m, s, fw, a);
   add_mlp_terms(terms, m, fw, a);
   return terms;
 }
 
+}  // namespace
+
+std::vector<ActTerm> block_activation_terms(const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw) {
+  const TermList terms = block_terms(m, s, fw);
+  return {terms.begin(), terms.end()};
+}
+
 double block_working_set_bytes(const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw) {
-  return sum_terms(block_activation_terms(m, s, fw), s, false);
+  return sum_terms(block_terms(m, s, fw), s, false);
 }
 
 double block_activation_bytes(const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw) {
   switch (s.recompute) {
     case Recompute::none: return block_working_set_bytes(m, s, fw);
-    case Recompute::selective: return sum_terms(block_activation_terms(m, s, fw), s, true);
+    case Recompute::selective: return sum_terms(block_terms(m, s, fw), s, true);
     case Recompute::full: {
       // Korthikanti §4.2: full recomputation keeps only the block input, 2sbh (divided by t under SP).
       const ActTerm input{"block input", activation_dtype_bytes(s) * static_cast<double>(m.hidden),

@@ -21,7 +21,7 @@ enum class ActSplit {
 
 // One saved tensor of a block, per token of one micro-batch on one rank before the split.
 struct ActTerm {
-  std::string name;
+  const char* name = "";
   double bytes_per_token = 0;
   ActSplit split = ActSplit::tensor;
   bool dropped_by_selective = false;  // recomputed under selective recomputation (the s² attention terms)

@@ -56,5 +56,8 @@ struct FrameworkTraits {
 FrameworkTraits framework_traits(Framework f);
 // The strategy's --grad-sync, or the framework's default.
 GradSync effective_grad_sync(const Strategy& s);
+inline GradSync effective_grad_sync(const Strategy& s, const FrameworkTraits& fw) {
+  return s.grad_sync.value_or(fw.default_grad_sync);
+}
 
 }  // namespace shardplan

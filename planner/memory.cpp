@@ -237,7 +237,7 @@ StageInputs stage_inputs(const ModelSpec& m, const Strategy& s, const FrameworkT
   in.state = precision_state_bytes(s.precision);
   in.compute_bytes = static_cast<double>(dtype_bytes(precision_compute_dtype(s.precision)));
   in.keeps_unsharded_grads =
-      s.zero >= 2 && in.shard > 1 && grad_accum_steps(s) > 1 && effective_grad_sync(s) == GradSync::per_step;
+      s.zero >= 2 && in.shard > 1 && grad_accum_steps(s) > 1 && effective_grad_sync(s, fw) == GradSync::per_step;
   return in;
 }
 

@@ -18,9 +18,11 @@ std::optional<Objective> parse_objective(const std::string& s) {
 }
 const char* to_string(Objective o) { return o == Objective::memory ? "memory" : "throughput"; }
 
-int64_t default_global_batch(int64_t seq) {
-  const int64_t tokens = int64_t{1} << 22;
-  return std::max<int64_t>(1, (tokens + seq - 1) / seq);
+int64_t default_global_batch(int64_t seq, int64_t gpus) {
+  const int64_t tokens = std::max<int64_t>(int64_t{1} << 22, gpus * 1024);
+  int64_t sequences = 1;
+  while (sequences * seq < tokens) sequences *= 2;
+  return sequences;
 }
 
 std::string family_of(const Strategy& s) {
@@ -204,7 +206,7 @@ SearchResult search_strategies(const ModelSpec& m, const ClusterSpec& c, const S
             s.recompute = rc;
             const MicrobatchCosts costs = microbatch_costs(m, s, c);
             for (int64_t vpp : vpp_options) {
-              if (vpp > 1 && (pp < 2 || m.layers % (pp * vpp) != 0)) continue;
+              if (vpp > 1 && (pp < 2 || m.layers % (pp * vpp) != 0 || (per_replica / mb) % pp != 0)) continue;
               s.vpp = vpp;
               s.schedule = space.schedule.value_or(vpp > 1 ? Schedule::interleaved : Schedule::one_f_one_b);
               if ((s.schedule == Schedule::interleaved) != (vpp > 1)) continue;

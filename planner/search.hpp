@@ -67,8 +67,9 @@ SearchResult search_strategies(const ModelSpec& m, const ClusterSpec& c, const S
 // 85.9 GB"), in one line.
 std::string why_not_fit(const Candidate& c);
 
-// Default global batch when none is given: about 4 M tokens per step (Llama 2 and 3 pre-training, Touvron et al.
-// 2023 §2.2; Dubey et al. 2024 §3.4), in sequences of `seq` tokens.
-int64_t default_global_batch(int64_t seq);
+// Default global batch when none is given, in sequences of `seq` tokens: 4 M tokens per step (Llama 2 pre-training,
+// Touvron et al. 2023 §2.2), or 1024 tokens per GPU on large clusters (Llama 3 405B: 16 M tokens on 16 K GPUs,
+// Dubey et al. 2024 §3.4), rounded up to a power of two.
+int64_t default_global_batch(int64_t seq, int64_t gpus);
 
 }  // namespace shardplan

@@ -71,7 +71,7 @@ DpTraffic dp_traffic(const Strategy& s, const ClusterSpec& c, const FrameworkTra
   const double root = static_cast<double>(sc.params.root_unit());
   const double psi = static_cast<double>(sc.params.total());
   const double ga = static_cast<double>(grad_accum_steps(s));
-  const double syncs = effective_grad_sync(s) == GradSync::per_step ? 1.0 : ga;
+  const double syncs = effective_grad_sync(s, fw) == GradSync::per_step ? 1.0 : ga;
   auto ag = [&](double bytes) { return collective_time_s(c, Collective::all_gather, bytes, shard); };
   auto rs = [&](double bytes) { return collective_time_s(c, Collective::reduce_scatter, bytes, shard); };
   auto ar = [&](double bytes, const GroupLayout& g) { return collective_time_s(c, Collective::all_reduce, bytes, g); };

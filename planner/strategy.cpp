@@ -83,6 +83,12 @@ static void validate_batch(const Strategy& s) {
   if (per_replica % s.micro_batch != 0)
     throw InputError(fmt::format("--micro-batch {} must divide the per-replica batch {} (= global-batch {} / dp {})",
                                  s.micro_batch, per_replica, s.global_batch, s.dp));
+  // Megatron's interleaved schedule needs the micro-batches in groups of pp (its check in schedules.py); with
+  // fewer, the interleaving cannot fill the pipeline.
+  if (s.schedule == Schedule::interleaved && grad_accum_steps(s) % s.pp != 0)
+    throw InputError(fmt::format("--schedule interleaved needs the micro-batches per step ({}) to be a multiple of "
+                                 "--pp {}; raise --global-batch or lower --micro-batch",
+                                 grad_accum_steps(s), s.pp));
   if (s.sp && s.seq % s.tp != 0)
     throw InputError(fmt::format("--seq {} must be divisible by --tp {} with sequence parallelism", s.seq, s.tp));
 }
