@@ -108,6 +108,10 @@ Strategy strategy_of(const Row& r, const ModelSpec& m, std::vector<std::string>&
   } else {
     s.precision = contains(zero, "PURE") ? Precision::pure_bf16 : Precision::amp_bf16;
   }
+  // MLM20 ran PyTorch DDP (gradient all-reduce overlapping backward); K22 §6.3 says its runs did not overlap,
+  // which is Megatron's default; N21 does not say.
+  if (src == "MLM20") s.overlap_grad_reduce = true;
+  if (src.rfind("N21", 0) == 0 && s.dp > 1 && s.zero == 0) assumptions.push_back("gradient reduce not overlapped (Megatron default)");
   if (contains(notes, "interleaved")) {
     // The sources name the schedule, not always the chunk count; K22 says 3 stages per chunk set.
     s.schedule = Schedule::interleaved;

@@ -32,6 +32,7 @@ SearchSpace search_space(const PlanOptions& o, const ModelSpec& m, const Cluster
   b.loss = parse_loss_flag(f.loss);
   if (!f.grad_sync.empty()) b.grad_sync = parse_grad_sync_flag(f.grad_sync);
   b.flash_attn = f.flash_attn;
+  b.overlap_grad_reduce = f.overlap_grad_reduce;
   b.gpus = f.gpus.value_or(c.gpus_per_node);
   b.seq = f.seq.value_or(m.seq);
   b.global_batch = f.global_batch.value_or(default_global_batch(b.seq, b.gpus));

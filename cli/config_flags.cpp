@@ -38,6 +38,10 @@ void add_config_flags(CLI::App& cmd, ConfigFlags& f) {
   cmd.add_option("--grad-sync", f.grad_sync,
                  "Gradient reduction under accumulation: step (no_sync) | micro (every micro-batch); "
                  "default: the framework's");
+  cmd.add_flag_function(
+      "--overlap-grad-reduce,!--no-overlap-grad-reduce",
+      [&f](int64_t count) { f.overlap_grad_reduce = count > 0; },
+      "DDP/ZeRO-1/2 gradient reduction during backward (default: the framework's; Megatron and DeepSpeed: off)");
 }
 
 namespace {
@@ -142,6 +146,7 @@ ResolvedConfig resolve_config(const ConfigFlags& f, const PresetStore& store) {
     s.dp = s.gpus / (s.tp * s.pp);
   }
   s.sp = f.sp;
+  s.overlap_grad_reduce = f.overlap_grad_reduce;
   s.zero = f.zero.value_or(s.framework == Framework::megatron ? 0 : 3);
   s.hsdp = f.hsdp.value_or(0);
   if (f.hsdp && *f.hsdp < 1) throw InputError(fmt::format("--hsdp must be at least 1, got {}", *f.hsdp));

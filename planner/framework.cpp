@@ -71,6 +71,9 @@ FrameworkTraits deepspeed_traits() {
   t.reduce_bucket_elements = 500'000'000;
   // FusedAdam (multi-tensor apply) makes no per-parameter temporaries.
   t.optimizer_temp_bytes_per_param = 0;
+  // zero_optimization.overlap_comm defaults to false for stages 1 and 2 (DeepSpeed config docs; stage 3 overlaps
+  // its own way, modelled per unit).
+  t.overlap_grad_reduce = false;
   // DeepSpeed reduces every micro-batch's gradients (into its partition) rather than keeping them unsharded.
   t.default_grad_sync = GradSync::per_micro;
   return t;
@@ -91,6 +94,10 @@ FrameworkTraits megatron_traits() {
   t.elementwise_traffic_factor = 1.5;
   t.optimizer_temp_bytes_per_param = 0;  // FusedAdam
   t.default_grad_sync = GradSync::per_step;  // main-grad buffer accumulates locally
+  // DistributedDataParallelConfig: overlap_grad_reduce and overlap_param_gather default to False; the runs of
+  // Narayanan et al. 2021 and Korthikanti et al. 2022 reduce after backward ("no grad overlap", K22 §6.3).
+  t.overlap_grad_reduce = false;
+  t.overlap_param_gather = false;
   return t;
 }
 

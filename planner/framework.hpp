@@ -25,6 +25,11 @@ struct FrameworkTraits {
   bool zero3_root_stays_gathered = false; // the root unit (embedding, final norm, LM head) stays unsharded
   int64_t unsharded_grad_units = 0;       // unit gradients alive before their reduce-scatter completes
 
+  // Whether the bucketed gradient reduction (DDP, ZeRO-1/2) runs while backward computes, and whether ZeRO-1/2's
+  // parameter all-gather after the step runs while the next forward computes.
+  bool overlap_grad_reduce = true;
+  bool overlap_param_gather = false;
+
   // --- ZeRO-0/1/2 gradient reduction buffers ---------------------------------------------------------------
   bool ddp_bucket_copy = false;           // DDP buckets hold a second copy of every gradient
   int64_t reduce_bucket_elements = 0;     // DeepSpeed reduce_bucket_size

@@ -106,13 +106,14 @@ DpTraffic dp_traffic(const Strategy& s, const ClusterSpec& c, const FrameworkTra
   const double buckets = std::ceil(psi * grad_b / bucket);
   const double per_bucket = reduce_scatter ? rs(bucket) + replica_ar(bucket / grad_b) : ar(bucket, shard);
   const double bwd_compute = sc.bwd + sc.tp / 2;
-  out.exposed = syncs * pipelined_exposure(buckets, per_bucket, bwd_compute / buckets);
   out.total = syncs * buckets * per_bucket;
+  const bool overlap = s.overlap_grad_reduce.value_or(fw.overlap_grad_reduce);
+  out.exposed = overlap ? syncs * pipelined_exposure(buckets, per_bucket, bwd_compute / buckets)
+                                       : out.total;
   if (reduce_scatter) {
     const double gather = ag(psi * sb.params);
-    // Megatron overlaps the parameter all-gather with the next forward (overlap_param_gather); others wait.
-    out.exposed += fw.framework == Framework::megatron ? pipelined_exposure(buckets, gather / buckets, (sc.fwd + sc.tp / 2) / buckets)
-                                                       : gather;
+    const double fwd_compute = sc.fwd + sc.tp / 2;
+    out.exposed += fw.overlap_param_gather ? pipelined_exposure(buckets, gather / buckets, fwd_compute / buckets) : gather;
     out.total += gather;
   }
   return out;

@@ -40,6 +40,7 @@ struct Strategy {
   bool offload_optimizer = false;
   LossKind loss = LossKind::standard;
   std::optional<GradSync> grad_sync;  // unset: the framework's default (framework_traits)
+  std::optional<bool> overlap_grad_reduce;  // DDP/ZeRO-1/2 reduction during backward; unset: the framework's default
   bool operator==(const Strategy&) const = default;
 };
 
