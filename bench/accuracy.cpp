@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <iostream>
 #include <sstream>
 #include <string>
@@ -190,6 +191,7 @@ int main(int argc, char** argv) {
                                  "|---|---|---:|---|---|---:|---:|---:|---|\n"
                                : "";
   std::vector<std::string> skipped;
+  std::map<std::string, std::pair<double, int>> by_source;  // source family → (Σ|error|, rows)
   while (std::getline(in, line)) {
     if (line.empty()) continue;
     Case c;
@@ -217,6 +219,11 @@ int main(int argc, char** argv) {
     sum_abs += std::fabs(err);
     worst = std::max(worst, std::fabs(err));
     ++counted;
+    const std::string family = c.row.source().substr(0, c.row.source().find_first_of("-"));
+    const bool ds_zero3 = c.strategy.zero == 3 && c.strategy.framework == Framework::deepspeed;
+    auto& [family_sum, family_rows] = by_source[family + (ds_zero3 ? " DeepSpeed ZeRO-3" : "")];
+    family_sum += std::fabs(err);
+    ++family_rows;
     const std::string layout = fmt::format("tp{} pp{} dp{} z{} mb{} {}{}", c.strategy.tp, c.strategy.pp, c.strategy.dp,
                                            c.strategy.zero, c.strategy.micro_batch, to_string(c.strategy.recompute),
                                            c.strategy.sp ? " sp" : "");
@@ -233,6 +240,9 @@ int main(int argc, char** argv) {
   std::cout << table;
   std::cout << fmt::format("\n{} rows predicted; mean absolute error {:.1f} %, worst {:.1f} %\n", counted,
                            counted ? 100 * sum_abs / counted : 0.0, 100 * worst);
+  for (const auto& [family, acc] : by_source)
+    std::cout << fmt::format("  {:<22} {:>2} rows, mean absolute error {:5.1f} %\n", family, acc.second,
+                             100 * acc.first / acc.second);
   for (const std::string& s : skipped) std::cout << "skipped: " << s << "\n";
   return 0;
 }
