@@ -240,13 +240,15 @@ SearchResult search_strategies(const ModelSpec& m, const ClusterSpec& c, const S
     }
   }
   if (!any_layout)
-    throw InputError(fmt::format("no tensor/pipeline/data-parallel layout of {} GPUs suits {} (tp must divide heads "
-                                 "{} and be at most {} GPUs per node, pp at most {} layers); try another --gpus",
-                                 base.gpus, m.name, m.heads, c.gpus_per_node, m.layers));
+    throw InputError(fmt::format("no layout of {} GPUs suits {}: tp must divide the GPUs, the heads ({}) and ffn_hidden "
+                                 "and be at most {} (GPUs per node), pp at most {} (layers){}; try another --gpus",
+                                 base.gpus, m.name, m.heads, c.gpus_per_node, m.layers,
+                                 space.tp || space.pp || space.dp ? ", within the --tp/--pp/--dp given" : ""));
   if (result.evaluated == 0)
-    throw InputError(fmt::format("--global-batch {} is divisible by none of the data-parallel degrees possible on {} "
-                                 "GPUs; choose a multiple of the data-parallel degree you want",
-                                 base.global_batch, base.gpus));
+    throw InputError(fmt::format("no layout of {} GPUs has a data-parallel degree gpus/(tp·pp) that divides the global "
+                                 "batch of {} sequences (tp ≤ {}, pp ≤ {}): more GPUs than this batch can use, or a "
+                                 "batch that does not split evenly; change --gpus or --global-batch",
+                                 base.gpus, base.global_batch, c.gpus_per_node, m.layers));
   result.ranked = ranked.take();
   result.tight = tight.take();
   for (auto& f : families)
