@@ -110,10 +110,36 @@ double block_working_set_bytes(const ModelSpec& m, const Strategy& s, const Fram
   return sum_terms(block_terms(m, s, fw), s, false);
 }
 
+namespace {
+
+// Op-level selective checkpointing (torchtitan's "op" policy): the block input, the attention output and its
+// log-sum-exp, and the outputs of the GEMMs it does not recompute; everything elementwise is recomputed.
+double op_level_selective_bytes(const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw) {
+  const double a = activation_dtype_bytes(s);
+  const double h = static_cast<double>(m.hidden), q = static_cast<double>(model_q_width(m));
+  const double kv = kv_width_per_token(m, s), f = static_cast<double>(m.ffn_hidden);
+  const double kept = 1 - fw.selective_recompute_gemm_share;
+  // GEMM outputs of a block: q, k, v, attention projection (h, a sequence-boundary tensor), up (and gate),
+  // down (h).
+  const double split_outputs = q + 2 * kv + static_cast<double>(model_mlp_matrices(m) - 1) * f;
+  const double boundary_outputs = 2 * h;
+  TermList terms;
+  terms.push_back({"block input", a * h, ActSplit::sequence, false});
+  terms.push_back({"attention output and log-sum-exp", a * q + 4 * static_cast<double>(m.heads), ActSplit::tensor, false});
+  terms.push_back({"kept GEMM outputs (tensor-parallel)", kept * a * split_outputs, ActSplit::tensor, false});
+  terms.push_back({"kept GEMM outputs (block boundary)", kept * a * boundary_outputs, ActSplit::sequence, false});
+  return sum_terms(terms, s, false);
+}
+
+}  // namespace
+
 double block_activation_bytes(const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw) {
   switch (s.recompute) {
     case Recompute::none: return block_working_set_bytes(m, s, fw);
-    case Recompute::selective: return sum_terms(block_terms(m, s, fw), s, true);
+    case Recompute::selective:
+      if (fw.selective_recompute_gemm_share > 0 || fw.selective_recomputes_elementwise)
+        return std::min(op_level_selective_bytes(m, s, fw), block_working_set_bytes(m, s, fw));
+      return sum_terms(block_terms(m, s, fw), s, true);
     case Recompute::full: {
       // Korthikanti §4.2: full recomputation keeps only the block input, 2sbh (divided by t under SP).
       const ActTerm input{"block input", activation_dtype_bytes(s) * static_cast<double>(m.hidden),

@@ -195,8 +195,10 @@ SearchResult search_strategies(const ModelSpec& m, const ClusterSpec& c, const S
         for (int64_t mb : fixed_or(space.micro_batch, divisors(per_replica, per_replica))) {
           if (per_replica % mb != 0) continue;
           for (Recompute rc : dims.recomputes) {
-            // With flash attention there is no s² tensor for selective recomputation to drop: same as none.
-            if (rc == Recompute::selective && base.flash_attn && !space.recompute) continue;
+            // Korthikanti's selective recomputation with flash attention: no s² tensor to drop, same as none.
+            if (rc == Recompute::selective && base.flash_attn && !space.recompute &&
+                fw.selective_recompute_gemm_share == 0 && !fw.selective_recomputes_elementwise)
+              continue;
             Strategy s = base;
             s.tp = tp;
             s.sp = sp;
@@ -211,6 +213,8 @@ SearchResult search_strategies(const ModelSpec& m, const ClusterSpec& c, const S
               s.schedule = space.schedule.value_or(vpp > 1 ? Schedule::interleaved : Schedule::one_f_one_b);
               if ((s.schedule == Schedule::interleaved) != (vpp > 1)) continue;
               for (int zero : dims.zeros) {
+                // One data-parallel rank shards nothing: every ZeRO stage is DDP.
+                if (dp == 1 && zero > 0 && !space.zero) continue;
                 s.zero = zero;
                 for (int64_t hsdp : zero >= 2 ? hsdp_options : no_hsdp) {
                   if (hsdp > 0 && (zero < 2 || dp % hsdp != 0 || hsdp >= dp)) continue;

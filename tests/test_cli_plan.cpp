@@ -1,0 +1,174 @@
+// `shardplan plan` end to end: the seed's case as a table and as the contract's JSON, one error line for what
+// cannot be planned, and deterministic output.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <sstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/cli_runner.hpp"
+
+using shardplan::test::is_one_error_line;
+using shardplan::test::run_cli;
+
+namespace {
+
+// The output without the line that carries the (timing-dependent) "search_ms".
+std::string without_search_ms(const std::string& text) {
+  std::istringstream in(text);
+  std::string line, out;
+  while (std::getline(in, line))
+    if (line.find("\"search_ms\"") == std::string::npos) out += line + "\n";
+  return out;
+}
+
+// The line of a table output that starts (after spaces) with `prefix`.
+std::string line_starting(const std::string& text, const std::string& prefix) {
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    const auto first = line.find_first_not_of(' ');
+    if (first != std::string::npos && line.compare(first, prefix.size(), prefix) == 0) return line;
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_SUITE("cli plan") {
+  TEST_CASE("the seed's case as a table: a recommendation, and DDP does not fit") {
+    const auto r = run_cli("plan --preset 8b --gpus 8");
+    REQUIRE(r.exit_code == 0);
+    CHECK(r.out.find("Recommended:") != std::string::npos);
+    const std::string ddp = line_starting(r.out, "DDP:");
+    CAPTURE(r.out);
+    REQUIRE_FALSE(ddp.empty());
+    CHECK(ddp.find("does not fit") != std::string::npos);
+    CHECK(ddp.find("model states") != std::string::npos);
+    // No cluster given: the a800x8 default is announced.
+    CHECK(r.out.find("a800x8") != std::string::npos);
+  }
+
+  TEST_CASE("the seed's case as JSON: the contract's fields") {
+    const auto r = run_cli("plan --preset 8b --gpus 8 --cluster a800x8 --precision pure-bf16 --format json");
+    REQUIRE(r.exit_code == 0);
+    const auto j = nlohmann::json::parse(r.out);
+    REQUIRE(j.contains("candidates"));
+    REQUIRE(j["candidates"].is_array());
+    REQUIRE_FALSE(j["candidates"].empty());
+    double previous_tokens = INFINITY;
+    for (const auto& c : j["candidates"]) {
+      REQUIRE(c.is_object());
+      const int64_t peak = c["memory"]["peak_bytes"].get<int64_t>();
+      const int64_t capacity = c["memory"]["capacity_bytes"].get<int64_t>();
+      CHECK(peak > 0);
+      CHECK(static_cast<double>(peak) <= 0.80 * static_cast<double>(capacity));  // ranked: under the safety line
+      CHECK(c["memory"]["fits"] == true);
+      int64_t sum = 0;
+      for (const auto& [name, bytes] : c["memory"]["components"].items()) sum += bytes.get<int64_t>();
+      CHECK(sum == peak);
+      CHECK(c["time"]["step_s"].get<double>() > 0);
+      const double mfu = c["throughput"]["mfu"].get<double>();
+      CHECK(mfu > 0);
+      CHECK(mfu <= 1);
+      // 2048 sequences × 2048 tokens per step (the default global batch: about 4 M tokens).
+      CHECK(c["config"]["global_batch"] == 2048);
+      CHECK(c["throughput"]["tokens_per_s"].get<double>() * c["time"]["step_s"].get<double>() ==
+            doctest::Approx(2048.0 * 2048));
+      CHECK(c["config"]["tp"].get<int64_t>() * c["config"]["pp"].get<int64_t>() * c["config"]["dp"].get<int64_t>() == 8);
+      // Best first.
+      const double tokens = c["throughput"]["tokens_per_s"].get<double>();
+      CHECK(tokens <= previous_tokens);
+      previous_tokens = tokens;
+    }
+    REQUIRE(j["recommended"].is_number_integer());
+    const auto rec = j["recommended"].get<int64_t>();
+    REQUIRE(rec >= 0);
+    REQUIRE(rec < static_cast<int64_t>(j["candidates"].size()));
+    const auto& chosen = j["candidates"][rec]["config"];
+    CHECK(chosen["zero"].get<int>() >= 2);
+    CHECK(chosen["tp"] == 1);
+    CHECK(chosen["pp"] == 1);
+    // Within 2 % of the fastest.
+    CHECK(j["candidates"][rec]["throughput"]["tokens_per_s"].get<double>() >=
+          0.98 * j["candidates"][0]["throughput"]["tokens_per_s"].get<double>());
+    REQUIRE(j["rejected"].is_array());
+    bool ddp_rejected = false;
+    for (const auto& x : j["rejected"]) {
+      CHECK(x.contains("config"));
+      CHECK(x["reason"].is_string());
+      CHECK_FALSE(x["reason"].get<std::string>().empty());
+      if (x["config"]["zero"] == 0 && x["config"]["tp"] == 1 && x["config"]["pp"] == 1 && x["config"]["hsdp"] == 0) {
+        ddp_rejected = true;
+        CHECK(x["reason"].get<std::string>().find("model states") != std::string::npos);
+      }
+    }
+    CHECK(ddp_rejected);
+  }
+
+  TEST_CASE("nothing fits: one error line that says so") {
+    const auto r = run_cli("plan --preset llama3-405b --gpus 8");
+    CAPTURE(r.err);
+    CHECK(is_one_error_line(r));
+    CHECK(r.err.find("fits") != std::string::npos);
+    CHECK(r.out.empty());
+  }
+
+  TEST_CASE("bad --objective: one error line naming the flag") {
+    const auto r = run_cli("plan --preset 8b --gpus 8 --objective speed");
+    CAPTURE(r.err);
+    CHECK(is_one_error_line(r));
+    CHECK(r.err.find("--objective") != std::string::npos);
+  }
+
+  TEST_CASE("a global batch no fixed dp divides: one error line naming --global-batch") {
+    const auto r = run_cli("plan --preset 8b --gpus 8 --dp 8 --global-batch 3");
+    CAPTURE(r.err);
+    CHECK(is_one_error_line(r));
+    CHECK(r.err.find("--global-batch") != std::string::npos);
+  }
+
+  TEST_CASE("7 GPUs, 7 sequences: only tp 1 and pp·dp = 7 layouts, and one is recommended") {
+    // 7 is prime and divides neither the 32 heads nor anything else: tp must be 1, (pp, dp) is (1, 7) or (7, 1).
+    const auto r = run_cli("plan --preset 8b --gpus 7 --global-batch 7 --cluster a800x8 --format json");
+    CAPTURE(r.err);
+    REQUIRE(r.exit_code == 0);
+    const auto j = nlohmann::json::parse(r.out);
+    REQUIRE_FALSE(j["candidates"].empty());
+    for (const auto& c : j["candidates"]) {
+      const auto& cfg = c["config"];
+      CHECK(cfg["gpus"] == 7);
+      CHECK(cfg["tp"] == 1);
+      const int64_t pp = cfg["pp"].get<int64_t>(), dp = cfg["dp"].get<int64_t>();
+      CHECK(((pp == 1 && dp == 7) || (pp == 7 && dp == 1)));
+      CHECK(cfg["global_batch"] == 7);
+    }
+    const auto rec = j["recommended"].get<int64_t>();
+    REQUIRE(rec < static_cast<int64_t>(j["candidates"].size()));
+    // 16 B × 8.32 B / 7 ≈ 19 GB of ZeRO-3 states: plain sharded data parallelism fits and needs no pipeline.
+    CHECK(j["candidates"][rec]["config"]["pp"] == 1);
+    CHECK(j["candidates"][rec]["config"]["dp"] == 7);
+  }
+
+  TEST_CASE("deterministic: the same plan twice gives the same JSON (but for search_ms)") {
+    const std::string cmd = "plan --preset llama3-8b --gpus 16 --cluster dgx-h100 --global-batch 64 --format json";
+    const auto a = run_cli(cmd), b = run_cli(cmd);
+    REQUIRE(a.exit_code == 0);
+    REQUIRE(b.exit_code == 0);
+    CHECK(a.out.find("\"search_ms\"") != std::string::npos);
+    CHECK(without_search_ms(a.out) == without_search_ms(b.out));
+    CHECK(without_search_ms(a.out).size() > 1000);
+    // The table is deterministic too, but for its "searched … in X ms" line.
+    const auto ta = run_cli("plan --preset 8b --gpus 8"), tb = run_cli("plan --preset 8b --gpus 8");
+    auto strip = [](const std::string& t) {
+      std::istringstream in(t);
+      std::string line, out;
+      while (std::getline(in, line))
+        if (line.find(" ms;") == std::string::npos) out += line + "\n";
+      return out;
+    };
+    CHECK(strip(ta.out) == strip(tb.out));
+  }
+}
