@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs, from Debian 12's packages, whatever shardplan needs to build and test that is not there yet.
 set -euo pipefail
-packages=(cmake g++ make libcli11-dev libfmt-dev libyaml-cpp-dev libeigen3-dev doctest-dev nlohmann-json3-dev)
+packages=(cmake g++ make libcli11-dev libfmt-dev libyaml-cpp-dev libeigen3-dev doctest-dev nlohmann-json3-dev
+          libopenmpi-dev openmpi-bin)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
