@@ -19,26 +19,94 @@ std::string where(const std::string& origin, const YAML::Node& node) {
   return where(origin, node.Mark());
 }
 
+namespace {
+
+// Length of the UTF-8 sequence starting at text[i], or 0 when it is not valid UTF-8 (RFC 3629: no overlong forms,
+// no surrogates, nothing past U+10FFFF).
+size_t utf8_sequence_length(const std::string& text, size_t i) {
+  const auto byte = [&](size_t k) { return static_cast<unsigned char>(text[k]); };
+  const unsigned char b0 = byte(i);
+  if (b0 < 0x80) return 1;
+  size_t n = 0;
+  unsigned char lo = 0x80, hi = 0xBF;
+  if (b0 >= 0xC2 && b0 <= 0xDF) n = 2;
+  else if (b0 >= 0xE0 && b0 <= 0xEF) {
+    n = 3;
+    if (b0 == 0xE0) lo = 0xA0;
+    if (b0 == 0xED) hi = 0x9F;
+  } else if (b0 >= 0xF0 && b0 <= 0xF4) {
+    n = 4;
+    if (b0 == 0xF0) lo = 0x90;
+    if (b0 == 0xF4) hi = 0x8F;
+  } else {
+    return 0;
+  }
+  if (i + n > text.size()) return 0;
+  if (byte(i + 1) < lo || byte(i + 1) > hi) return 0;
+  for (size_t k = 2; k < n; ++k)
+    if (byte(i + k) < 0x80 || byte(i + k) > 0xBF) return 0;
+  return n;
+}
+
+// yaml-cpp 0.7 can loop for minutes on invalid UTF-8 and control bytes (found by fuzz/fuzz_cluster_yaml): only
+// text that is valid UTF-8 without control characters other than tab, newline and carriage return reaches it.
+void require_plain_text(const std::string& text, const std::string& origin) {
+  int64_t line = 1;
+  for (size_t i = 0; i < text.size();) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    const size_t n = utf8_sequence_length(text, i);
+    const bool control = c < 0x20 && c != '\t' && c != '\n' && c != '\r';
+    if (n == 0 || control || c == 0x7F)
+      throw InputError(fmt::format("{}:{}: byte 0x{:02X} is not UTF-8 text; presets and profiles are UTF-8 YAML",
+                                   origin, line, c));
+    if (c == '\n') ++line;
+    i += n;
+  }
+}
+
+// Line (1-based) of a second document's "---" marker, or 0: a marker after content starts another document.
+int64_t second_document_line(const std::string& text) {
+  bool content = false;
+  int64_t line = 0;
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    const size_t end = std::min(text.find('\n', pos), text.size());
+    const std::string_view l(text.data() + pos, end - pos);
+    ++line;
+    const bool marker = l.substr(0, 3) == "---" && (l.size() == 3 || l[3] == ' ' || l[3] == '\t' || l[3] == '\r');
+    if (marker && content) return line;
+    const size_t first = l.find_first_not_of(" \t\r");
+    if (!marker && first != std::string_view::npos && l[first] != '#' && l[first] != '%') content = true;
+    pos = end + 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
 YAML::Node load_document(const std::string& text, const std::string& origin) {
-  std::vector<YAML::Node> documents;
+  require_plain_text(text, origin);
+  // One preset per file: a second document would otherwise be silently ignored.
+  if (const int64_t line = second_document_line(text))
+    throw InputError(fmt::format("{}:{}: more than one YAML document ('---'); put one preset per file", origin, line));
+  // YAML::Load, not LoadAll: yaml-cpp 0.7's LoadAll never returns on a stray top-level ',' (found by
+  // fuzz/fuzz_cluster_yaml: the 3-byte input ",ne").
+  YAML::Node document;
   try {
-    documents = YAML::LoadAll(text);
+    document = YAML::Load(text);
   } catch (const YAML::Exception& e) {
     throw InputError(fmt::format("{}: malformed YAML: {}", where(origin, e.mark), e.msg));
   }
-  // A second document would otherwise be silently ignored: one preset per file.
-  if (documents.size() > 1) {
-    throw InputError(fmt::format("{}: more than one YAML document ('---'); put one preset per file",
-                                 where(origin, documents[1])));
+  if (!document.IsDefined() || document.IsNull()) {
+    throw InputError(fmt::format("{}: no YAML mapping found (empty, or not a 'key: value' file); expected a "
+                                 "mapping such as 'name: ...'",
+                                 origin));
   }
-  if (documents.empty() || documents[0].IsNull()) {
-    throw InputError(fmt::format("{}: the file is empty; expected a mapping such as 'name: ...'", origin));
+  if (!document.IsMap()) {
+    throw InputError(fmt::format("{}: expected a mapping of keys ('name: ...'), got {}", where(origin, document),
+                                 describe(document)));
   }
-  if (!documents[0].IsMap()) {
-    throw InputError(fmt::format("{}: expected a mapping of keys ('name: ...'), got {}",
-                                 where(origin, documents[0]), describe(documents[0])));
-  }
-  return documents[0];
+  return document;
 }
 
 std::optional<int64_t> parse_strict_int(std::string_view text) {

@@ -27,7 +27,10 @@ static void validate_layout(const Strategy& s, const ModelSpec& m) {
   require_at_least("--pp", s.pp, 1);
   require_at_least("--dp", s.dp, 1);
   require_at_least("--vpp", s.vpp, 1);
-  if (s.gpus > (int64_t{1} << 24)) throw InputError(fmt::format("--gpus {} is implausibly large", s.gpus));
+  // Bounds before any product: tp·pp·dp of absurd degrees would overflow.
+  constexpr int64_t kMaxRanks = int64_t{1} << 24;
+  for (auto [flag, v] : {std::pair{"--gpus", s.gpus}, {"--tp", s.tp}, {"--pp", s.pp}, {"--dp", s.dp}, {"--vpp", s.vpp}})
+    if (v > kMaxRanks) throw InputError(fmt::format("{} {} is implausibly large (at most {})", flag, v, kMaxRanks));
   if (s.tp * s.pp * s.dp != s.gpus)
     throw InputError(fmt::format("--gpus ({}) must equal tp·pp·dp = {}·{}·{} = {}; change --dp or omit it to derive "
                                  "it",
@@ -75,6 +78,11 @@ static void validate_batch(const Strategy& s) {
   require_at_least("--micro-batch", s.micro_batch, 1);
   require_at_least("--global-batch", s.global_batch, 1);
   require_at_least("--seq", s.seq, 1);
+  // Tokens per step and per micro-batch stay far below 2^63 with these bounds.
+  if (s.global_batch > (int64_t{1} << 32) || s.micro_batch > s.global_batch)
+    throw InputError(fmt::format("--global-batch {} / --micro-batch {}: the global batch must be at most 2^32 sequences "
+                                 "and at least one micro-batch",
+                                 s.global_batch, s.micro_batch));
   if (s.seq > (int64_t{1} << 26)) throw InputError(fmt::format("--seq {} is implausibly large", s.seq));
   const int64_t per_replica = s.global_batch % s.dp == 0 ? s.global_batch / s.dp : 0;
   if (per_replica == 0)
