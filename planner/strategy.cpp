@@ -31,10 +31,11 @@ static void validate_layout(const Strategy& s, const ModelSpec& m) {
   constexpr int64_t kMaxRanks = int64_t{1} << 24;
   for (auto [flag, v] : {std::pair{"--gpus", s.gpus}, {"--tp", s.tp}, {"--pp", s.pp}, {"--dp", s.dp}, {"--vpp", s.vpp}})
     if (v > kMaxRanks) throw InputError(fmt::format("{} {} is implausibly large (at most {})", flag, v, kMaxRanks));
-  if (s.tp * s.pp * s.dp != s.gpus)
-    throw InputError(fmt::format("--gpus ({}) must equal tp·pp·dp = {}·{}·{} = {}; change --dp or omit it to derive "
-                                 "it",
-                                 s.gpus, s.tp, s.pp, s.dp, s.tp * s.pp * s.dp));
+  int64_t ranks = 0;
+  const bool overflow = __builtin_mul_overflow(s.tp, s.pp, &ranks) || __builtin_mul_overflow(ranks, s.dp, &ranks);
+  if (overflow || ranks != s.gpus)
+    throw InputError(fmt::format("--gpus ({}) must equal tp·pp·dp = {}·{}·{}{}; change --dp or omit it to derive it",
+                                 s.gpus, s.tp, s.pp, s.dp, overflow ? "" : fmt::format(" = {}", ranks)));
   if (m.heads % s.tp != 0)
     throw InputError(fmt::format("--tp {} must divide the model's heads ({}); choose a divisor of {}", s.tp, m.heads,
                                  m.heads));

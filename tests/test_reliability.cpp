@@ -5,6 +5,7 @@
 
 #include "io/preset_store.hpp"
 #include "planner/error.hpp"
+#include "planner/strategy.hpp"
 #include "tests/cli_runner.hpp"
 
 using namespace shardplan;
@@ -34,6 +35,21 @@ TEST_SUITE("reliability") {
     CHECK_THROWS_AS(parse_cluster_yaml(",ne", "comma.yaml", PresetStore::builtin()), InputError);
     CHECK_THROWS_AS(parse_model_yaml(",", "comma.yaml"), InputError);
     CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(1));
+  }
+
+  TEST_CASE("fuzz: parallel degrees whose product overflows int64 are refused, not multiplied") {
+    // Found by fuzz/fuzz_strategy: tp·pp = 1099505336329, × dp 16777213 overflowed.
+    const PresetStore store = PresetStore::builtin();
+    Strategy s;
+    s.tp = 1048575;
+    s.pp = 1048575;
+    s.dp = 16777213;
+    s.gpus = 8;
+    s.global_batch = 8;
+    s.seq = 2048;
+    CHECK_THROWS_AS(validate_strategy(s, store.model("8b"), store.cluster("a800x8")), InputError);
+    const auto r = test::run_cli("predict --preset 8b --gpus 16777216 --tp 16777216 --pp 16777216 --dp 16777216");
+    CHECK(test::is_one_error_line(r));
   }
 
   TEST_CASE("control characters and a NUL byte are refused; UTF-8 text (comments in Chinese) is accepted") {
