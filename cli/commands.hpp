@@ -20,5 +20,6 @@ PresetStore load_presets(const GlobalOptions& global);
 void add_presets_command(CLI::App& app, const GlobalOptions& global);
 void add_predict_command(CLI::App& app, const GlobalOptions& global);
 void add_plan_command(CLI::App& app, const GlobalOptions& global);
+void add_simulate_command(CLI::App& app, const GlobalOptions& global);
 
 }  // namespace shardplan::cli

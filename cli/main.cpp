@@ -35,6 +35,7 @@ int main(int argc, char** argv) {
   cli::add_presets_command(app, global);
   cli::add_predict_command(app, global);
   cli::add_plan_command(app, global);
+  cli::add_simulate_command(app, global);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -1,0 +1,172 @@
+// A configuration's step as the simulator plays it, costed by the planner: the same micro-batch costs
+// (planner/microbatch_costs.cpp), the same collectives on the same process groups as planner/step_time.cpp's
+// dp_traffic, the same activation and model-state bytes as planner/memory.cpp.
+#include <algorithm>
+#include <cmath>
+
+#include "planner/activations.hpp"
+#include "planner/comm_cost.hpp"
+#include "planner/framework.hpp"
+#include "planner/groups.hpp"
+#include "planner/memory.hpp"
+#include "planner/partition.hpp"
+#include "planner/precision.hpp"
+#include "planner/step_time.hpp"
+#include "sim/step_plan.hpp"
+
+namespace shardplan::sim {
+
+namespace {
+
+// Compute of one micro-batch on a stage, as step_time.cpp's stage_compute adds it up (the slowest stage sets the
+// analytic optimizer time, which the simulator scales to each stage's parameters).
+double stage_total(const MicrobatchCosts& mb, const StageParams& sp) {
+  const auto layers = static_cast<double>(sp.layers);
+  return layers * (mb.block_fwd_s + mb.block_bwd_s + mb.block_recompute_s + mb.block_tp_fwd_s + mb.block_tp_bwd_s) +
+         (sp.first ? mb.embed_fwd_s + mb.embed_bwd_s : 0) + (sp.last ? mb.head_fwd_s + mb.head_bwd_s : 0);
+}
+
+// The reducer's bucket, as step_time.cpp's gradient_bucket_bytes chooses it: DeepSpeed reduce_bucket_size
+// elements, Megatron's 40 M parameters, else PyTorch DDP's 25 MiB.
+double gradient_bucket_bytes(const FrameworkTraits& fw, double grad_bytes) {
+  if (fw.reduce_bucket_elements > 0) return static_cast<double>(fw.reduce_bucket_elements) * grad_bytes;
+  if (fw.framework == Framework::megatron) return 40e6 * grad_bytes;
+  return kDdpBucketBytes;
+}
+
+void add_static(StageCosts& sc, MemKind k, double bytes) {
+  if (bytes > 0) sc.static_bytes.emplace_back(k, bytes);
+}
+
+}  // namespace
+
+StepPlan plan_step(const ModelSpec& m, const Strategy& s, const ClusterSpec& c) {
+  validate_model(m);
+  validate_cluster(c);
+  validate_strategy(s, m, c);
+  const FrameworkTraits fw = framework_traits(s.framework);
+  const MicrobatchCosts mb = microbatch_costs(m, s, c);
+  const StepTime analytic = step_time_from_costs(m, s, c, fw, mb);
+  const MemoryEstimate mem = estimate_memory(m, s, c);
+
+  StepPlan plan;
+  plan.pp = s.pp;
+  plan.vpp = s.vpp;
+  plan.micro_batches = grad_accum_steps(s);
+  plan.schedule = s.schedule;
+  plan.send = pipeline_send_s(m, s, c);
+  plan.overlap_slowdown = kOverlapComputeSlowdown;
+  const int64_t n = shard_degree(s);
+  const bool per_step = effective_grad_sync(s, fw) == GradSync::per_step;
+  plan.sync_every_micro = !per_step;
+  if (s.dp > 1)
+    plan.dp_mode = s.zero >= 2 && n > 1 && (fw.framework == Framework::fsdp || fw.framework == Framework::reference || s.zero == 3)
+                       ? DpMode::units
+                       : DpMode::buckets;
+  plan.keeps_unsharded_grads = s.zero >= 2 && n > 1 && plan.micro_batches > 1 && per_step;
+  plan.overlap_buckets = s.overlap_grad_reduce.value_or(fw.overlap_grad_reduce);
+
+  const GroupLayout shard = shard_group(s, c);
+  const GroupLayout repl = replicate_group(s, c);
+  const StateBytes sb = precision_state_bytes(s.precision);
+  const double param_b = static_cast<double>(dtype_bytes(precision_compute_dtype(s.precision)));
+  const double grad_b = sb.grads;
+  auto ag = [&](double bytes) { return collective_time_s(c, Collective::all_gather, bytes, shard); };
+  auto rs = [&](double bytes) { return collective_time_s(c, Collective::reduce_scatter, bytes, shard); };
+  auto ar = [&](double bytes, const GroupLayout& g) { return collective_time_s(c, Collective::all_reduce, bytes, g); };
+  auto replica_ar = [&](double params) { return repl.size > 1 ? ar(params * grad_b / static_cast<double>(n), repl) : 0.0; };
+  if (plan.dp_mode == DpMode::units && fw.zero3_prefetch_elements > 0)
+    plan.prefetch_units = std::max<int64_t>(1, fw.zero3_prefetch_elements / std::max<int64_t>(1, block_params_per_tp_rank(m, s.tp)));
+  else
+    plan.prefetch_units = std::max<int64_t>(1, fw.zero3_prefetch_units);
+
+  // The stage whose compute step_time.cpp calls the slowest: its optimizer time is the analytic one.
+  int64_t cands[3];
+  const int nc = candidate_peak_stages(m, s, cands);
+  StageParams slowest = stage_params(m, s, cands[0]);
+  for (int i = 1; i < nc; ++i) {
+    const StageParams sp = stage_params(m, s, cands[i]);
+    if (stage_total(mb, sp) > stage_total(mb, slowest)) slowest = sp;
+  }
+  // The gradient norm: one fp32 all-reduce across every rank (Megatron clip_grad_norm; FSDP clip_grad_norm_).
+  const GroupLayout world{s.gpus, std::min(s.gpus, c.gpus_per_node), 1};
+  const double grad_norm = ar(4, world);
+
+  for (int64_t i = 0; i < s.pp; ++i) {
+    const StageParams sp = stage_params(m, s, i);
+    StageCosts sc;
+    for (int64_t k = 0; k < s.vpp; ++k) sc.chunk_layers.push_back(sp.layers / s.vpp + (k < sp.layers % s.vpp ? 1 : 0));
+    sc.first = sp.first;
+    sc.last = sp.last;
+    sc.block_fwd = mb.block_fwd_s;
+    sc.block_bwd = mb.block_bwd_s + mb.block_recompute_s;
+    sc.tp_fwd = mb.block_tp_fwd_s;
+    sc.tp_bwd = mb.block_tp_bwd_s;
+    if (sp.first) sc.embed_fwd = mb.embed_fwd_s, sc.embed_bwd = mb.embed_bwd_s;
+    if (sp.last) sc.head_fwd = mb.head_fwd_s, sc.head_bwd = mb.head_bwd_s;
+    const double psi = static_cast<double>(sp.total());
+    // AdamW is memory-bound on the local shard, linear in its parameters (step_time.cpp optimizer_time).
+    sc.optimizer = analytic.optimizer_s * psi / std::max(1.0, static_cast<double>(slowest.total()));
+    sc.grad_norm = grad_norm;
+    const double block = static_cast<double>(sp.block_params), root = static_cast<double>(sp.root_unit());
+    sc.block_params = block;
+    sc.root_params = root;
+    sc.embed_params = static_cast<double>(sp.embedding);
+    sc.head_params = static_cast<double>(sp.lm_head + sp.final_norm);
+
+    // Data-parallel traffic (step_time.cpp dp_traffic; Rajbhandari et al. 2020 §7).
+    if (plan.dp_mode == DpMode::units) {
+      sc.gather_block = ag(block * param_b);
+      sc.gather_root = ag(root * param_b);
+      sc.gather_block_bwd = s.zero == 3 ? sc.gather_block : 0;
+      sc.reduce_block = rs(block * grad_b) + replica_ar(block);
+      sc.reduce_root = rs(root * grad_b) + replica_ar(root);
+    } else if (plan.dp_mode == DpMode::buckets) {
+      const bool reduce_scatter = s.zero >= 1 && n > 1;
+      const double bucket = std::min(gradient_bucket_bytes(fw, grad_b), psi * grad_b);
+      sc.buckets = static_cast<int64_t>(std::ceil(psi * grad_b / bucket));
+      sc.reduce_bucket = reduce_scatter ? rs(bucket) + replica_ar(bucket / grad_b) : ar(bucket, shard);
+      if (reduce_scatter) sc.param_gather = ag(psi * sb.params);
+    }
+
+    // Memory (planner/memory.cpp): model states, runtime and fixed buffers live all step; the rest comes and goes.
+    const MemoryComponents ms = model_states(psi, s.precision, s.zero, n);
+    add_static(sc, MemKind::params, ms.params);
+    if (!plan.keeps_unsharded_grads) add_static(sc, MemKind::grads, ms.grads);
+    else if (plan.dp_mode == DpMode::units) sc.sharded_grads = ms.grads;
+    else add_static(sc, MemKind::unsharded_grads, psi * grad_b);
+    if (!s.offload_optimizer) {
+      add_static(sc, MemKind::master, ms.master);
+      add_static(sc, MemKind::optimizer, ms.optimizer);
+      sc.optimizer_temps = (s.zero >= 1 ? psi / static_cast<double>(n) : psi) * fw.optimizer_temp_bytes_per_param;
+    }
+    add_static(sc, MemKind::runtime, mem.stages[static_cast<size_t>(i)].peak.runtime);
+    if (n > 1 || s.dp > 1) {
+      if (fw.reduce_bucket_elements > 0)
+        add_static(sc, MemKind::reduce_buffers, std::min(static_cast<double>(fw.reduce_bucket_elements), psi) * grad_b);
+      else if (s.zero <= 1 && fw.ddp_bucket_copy && s.dp > 1)
+        add_static(sc, MemKind::reduce_buffers, psi * grad_b);  // DDP buckets: a second copy of the gradients
+      if (fw.reduce_bucket_elements == 0 && s.zero == 2 && fw.zero2_keeps_shard_copy)
+        add_static(sc, MemKind::reduce_buffers, psi * sb.params / static_cast<double>(n));
+    }
+    const double boundary = param_b * static_cast<double>(s.seq * s.micro_batch * m.hidden) / static_cast<double>(s.sp ? s.tp : 1);
+    if (s.pp > 1) add_static(sc, MemKind::pipeline_buffers, 2 * boundary);
+    if (s.sp) add_static(sc, MemKind::sp_buffer, boundary * static_cast<double>(s.tp));
+    sc.activations_per_block = block_activation_bytes(m, s, fw);
+    if (s.recompute == Recompute::full) sc.recompute_working_set = block_working_set_bytes(m, s, fw);
+    if (sp.first) sc.first_extra = first_stage_extra_bytes(m, s);
+    if (sp.last) sc.last_extra = last_stage_extra_bytes(m, s), sc.logits = logits_bytes(m, s, fw);
+    if (plan.dp_mode == DpMode::units) {
+      if (s.zero == 3) {
+        sc.gathered_block = block * param_b;
+        if (fw.zero3_root_stays_gathered) sc.gathered_root = root * param_b;
+      }
+      sc.unit_grads = block * grad_b;
+      sc.root_grads = root * grad_b;
+    }
+    plan.stages.push_back(std::move(sc));
+  }
+  return plan;
+}
+
+}  // namespace shardplan::sim

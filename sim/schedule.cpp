@@ -1,0 +1,420 @@
+// The step as ops on streams: Megatron's pipeline schedules, FSDP's per-unit gathers and reductions with their
+// prefetch limit, DDP's buckets, TP on the critical path, blocking point-to-point transfers, gradient
+// accumulation, the grad-norm all-reduce and the optimizer.
+#include <algorithm>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "planner/error.hpp"
+#include "sim/step_plan.hpp"
+
+namespace shardplan::sim {
+
+std::vector<PassRef> pass_order(const StepPlan& plan, int64_t stage) {
+  const int64_t p = plan.pp, v = plan.vpp, m = plan.micro_batches;
+  std::vector<PassRef> order;
+  order.reserve(static_cast<size_t>(2 * m * v));
+  auto fwd = [&](int64_t mb, int64_t c) { order.push_back({true, static_cast<int32_t>(mb), static_cast<int32_t>(c)}); };
+  auto bwd = [&](int64_t mb, int64_t c) { order.push_back({false, static_cast<int32_t>(mb), static_cast<int32_t>(c)}); };
+  if (p == 1 || plan.schedule == Schedule::gpipe) {
+    if (v != 1) throw InputError("--vpp > 1 needs --schedule interleaved");
+    if (p == 1) {
+      // Gradient accumulation: one micro-batch after another.
+      for (int64_t mb = 0; mb < m; ++mb) fwd(mb, 0), bwd(mb, 0);
+      return order;
+    }
+    // GPipe (Huang et al. 2019): every forward, then every backward.
+    for (int64_t mb = 0; mb < m; ++mb) fwd(mb, 0);
+    for (int64_t mb = 0; mb < m; ++mb) bwd(mb, 0);
+    return order;
+  }
+  if (plan.schedule == Schedule::one_f_one_b) {
+    if (v != 1) throw InputError("--vpp > 1 needs --schedule interleaved");
+    // Narayanan et al. 2021 §2.2.1: stage i warms up with p − i − 1 forwards.
+    const int64_t warmup = std::min(p - stage - 1, m);
+    for (int64_t k = 0; k < warmup; ++k) fwd(k, 0);
+    for (int64_t k = 0; k < m - warmup; ++k) fwd(warmup + k, 0), bwd(k, 0);
+    for (int64_t k = m - warmup; k < m; ++k) bwd(k, 0);
+    return order;
+  }
+  // Interleaved 1F1B (Narayanan et al. 2021 §2.2.2; Megatron schedules.py
+  // forward_backward_pipelining_with_interleaving).
+  if (v < 2) throw InputError("--schedule interleaved needs --vpp of at least 2");
+  if (m % p != 0)
+    throw InputError(fmt::format("--schedule interleaved needs the micro-batches per step ({}) to be a multiple of --pp {}; "
+                                 "raise --global-batch or lower --micro-batch", m, p));
+  const int64_t total = m * v;
+  const int64_t warmup = std::min((p - stage - 1) * 2 + (v - 1) * p, total);
+  auto micro_of = [&](int64_t k) { return (k / (p * v)) * p + k % p; };
+  auto chunk_fwd = [&](int64_t k) { return (k % (p * v)) / p; };
+  auto chunk_bwd = [&](int64_t k) { return v - 1 - (k % (p * v)) / p; };
+  for (int64_t k = 0; k < warmup; ++k) fwd(micro_of(k), chunk_fwd(k));
+  for (int64_t k = 0; k < total - warmup; ++k) {
+    fwd(micro_of(warmup + k), chunk_fwd(warmup + k));
+    bwd(micro_of(k), chunk_bwd(k));
+  }
+  for (int64_t k = total - warmup; k < total; ++k) bwd(micro_of(k), chunk_bwd(k));
+  return order;
+}
+
+namespace {
+
+constexpr int32_t kNone = -1;
+
+struct StageStreams {
+  int32_t compute = kNone, tp = kNone, pp = kNone, gather = kNone, reduce = kNone, bucket = kNone;
+};
+
+// Per stage, what the cross-stage edges and the step's tail need.
+struct StageOps {
+  std::vector<int32_t> fwd_entry, bwd_entry;   // [mb·v + c] first compute op of the pass (waits for its input)
+  std::vector<int32_t> bwd_entry_gather;       // [mb·v + c] first all-gather of a backward pass (issued on input)
+  std::vector<int32_t> send_act, send_grad;    // [mb·v + c] transfers to the next / previous stage
+};
+
+class StageBuilder {
+ public:
+  StageBuilder(const StepPlan& plan, int64_t stage, Engine& e, const StageStreams& st)
+      : plan_(plan), c_(plan.stages[static_cast<size_t>(stage)]), e_(e), st_(st) {
+    const auto passes = static_cast<size_t>(plan.micro_batches * plan.vpp);
+    ops_.fwd_entry.assign(passes, kNone);
+    ops_.bwd_entry.assign(passes, kNone);
+    ops_.bwd_entry_gather.assign(passes, kNone);
+    ops_.send_act.assign(passes, kNone);
+    ops_.send_grad.assign(passes, kNone);
+    chunk_offset_.assign(c_.chunk_layers.size() + 1, 0);
+    for (size_t k = 0; k < c_.chunk_layers.size(); ++k) chunk_offset_[k + 1] = chunk_offset_[k] + c_.chunk_layers[k];
+    const auto layers = static_cast<size_t>(c_.layers());
+    grads_alive_.assign(layers + 1, false);
+    if (plan.dp_mode == DpMode::buckets && c_.buckets > 0) {
+      const double total = c_.root_params + c_.block_params * static_cast<double>(c_.layers());
+      bucket_params_ = total / static_cast<double>(c_.buckets);
+    }
+  }
+
+  void add_pass(const PassRef& p) {
+    if (p.forward) forward(p.micro, p.chunk);
+    else backward(p.micro, p.chunk);
+  }
+
+  StageOps& ops() { return ops_; }
+  // Ops each other stage's grad-norm waits for: the last op of every stream of this stage.
+  std::vector<int32_t> tail() const { return {last_compute_, last_reduce_, last_gather_}; }
+  int32_t add_grad_norm() {
+    const int32_t op = e_.add_op(st_.bucket, OpKind::grad_norm, c_.grad_norm);
+    return op;
+  }
+  int32_t add_optimizer(int32_t grad_norm) {
+    const int32_t opt = e_.add_op(st_.compute, OpKind::optimizer, c_.optimizer);
+    e_.add_dep(opt, grad_norm);
+    e_.alloc_at_start(opt, MemKind::optimizer_temps, c_.optimizer_temps);
+    e_.free_at_end(opt, MemKind::optimizer_temps, c_.optimizer_temps);
+    if (c_.param_gather <= 0) return opt;
+    const int32_t g = e_.add_op(st_.bucket, OpKind::param_gather, c_.param_gather);
+    e_.add_dep(g, opt);
+    return g;
+  }
+
+ private:
+  bool syncs(int32_t mb) const { return plan_.sync_every_micro || mb == plan_.micro_batches - 1; }
+  size_t pass_index(int32_t mb, int32_t c) const { return static_cast<size_t>(mb * plan_.vpp + c); }
+  bool has_root() const { return c_.gather_root > 0 || c_.gathered_root > 0 || c_.reduce_root > 0 || c_.root_grads > 0; }
+  bool units() const { return plan_.dp_mode == DpMode::units; }
+
+  // A compute op that waits for the gate (the last TP collective or blocking transfer) before it starts.
+  int32_t compute(OpKind kind, double seconds, int32_t mb, int32_t chunk, int32_t layer) {
+    const int32_t op = e_.add_op(st_.compute, kind, seconds, mb, chunk, layer);
+    e_.add_dep(op, gate_);
+    gate_ = kNone;
+    last_compute_ = op;
+    return op;
+  }
+
+  // A backward compute op that produces `params` gradients; under DDP-style buckets with overlap it is split at
+  // bucket boundaries and each filled bucket is reduced at once. Returns {first, last} op.
+  std::pair<int32_t, int32_t> backward_compute(OpKind kind, double seconds, double params, int32_t mb, int32_t chunk,
+                                               int32_t layer) {
+    if (plan_.dp_mode != DpMode::buckets || !plan_.overlap_buckets || !syncs(mb) || bucket_params_ <= 0 ||
+        params <= 0) {
+      const int32_t op = compute(kind, seconds, mb, chunk, layer);
+      return {op, op};
+    }
+    int32_t first = kNone, last = kNone;
+    double left = params;
+    while (left > 0) {
+      const double room = bucket_params_ - bucket_fill_;
+      const double take = std::min(room, left);
+      last = compute(kind, seconds * take / params, mb, chunk, layer);
+      if (first == kNone) first = last;
+      left -= take;
+      bucket_fill_ += take;
+      if (bucket_fill_ >= bucket_params_ * (1 - 1e-9)) reduce_bucket(last, mb), bucket_fill_ = 0;
+    }
+    return {first, last};
+  }
+
+  void reduce_bucket(int32_t after, int32_t mb) {
+    const int32_t op = e_.add_op(st_.bucket, OpKind::reduce_bucket, c_.reduce_bucket, mb);
+    e_.add_dep(op, after);
+    last_reduce_ = op;
+  }
+
+  // An all-gather of the next gathered unit, at most prefetch_units ahead of the unit computing (FSDP's
+  // limit_all_gathers: pytorch PR #98354; FSDP2 keeps current + prefetch).
+  int32_t gather(OpKind kind, double seconds, double bytes, int32_t mb, int32_t chunk, int32_t layer) {
+    const int32_t op = e_.add_op(st_.gather, kind, seconds, mb, chunk, layer);
+    const auto k = static_cast<int64_t>(gathered_compute_.size());
+    const int64_t free_slot = k - 1 - plan_.prefetch_units;
+    if (free_slot >= 0) e_.add_dep(op, gathered_compute_[static_cast<size_t>(free_slot)]);
+    e_.alloc_at_start(op, MemKind::gathered_block, bytes);
+    last_gather_ = op;
+    return op;
+  }
+
+  void send(bool activation, int32_t mb, int32_t chunk, int32_t after) {
+    const int32_t op = e_.add_op(st_.pp, activation ? OpKind::send_act : OpKind::send_grad, plan_.send, mb, chunk);
+    e_.add_dep(op, after);
+    (activation ? ops_.send_act : ops_.send_grad)[pass_index(mb, chunk)] = op;
+    gate_ = op;  // Megatron's p2p is blocking: the rank waits for its transfer (send_forward_recv_backward)
+  }
+
+  void forward(int32_t mb, int32_t chunk) {
+    const bool first_chunk = c_.first && chunk == 0;
+    const bool last_chunk = c_.last && chunk == plan_.vpp - 1;
+    if (units() && chunk == 0 && has_root()) {
+      // FSDP's root unit is gathered as the forward starts and stays gathered until the backward ends.
+      root_gather_ = e_.add_op(st_.gather, OpKind::gather_root, c_.gather_root, mb);
+      e_.alloc_at_start(root_gather_, MemKind::gathered_root, c_.gathered_root);
+    }
+    int32_t entry = kNone;
+    if (first_chunk) {
+      entry = compute(OpKind::embed_fwd, c_.embed_fwd, mb, chunk, -1);
+      if (units()) e_.add_dep(entry, root_gather_);
+      e_.alloc_at_start(entry, MemKind::boundary_activations, c_.first_extra);
+    }
+    int32_t out = entry;
+    for (int64_t l = chunk_offset_[static_cast<size_t>(chunk)]; l < chunk_offset_[static_cast<size_t>(chunk) + 1]; ++l) {
+      const auto layer = static_cast<int32_t>(l);
+      int32_t ag = kNone;
+      if (units()) ag = gather(OpKind::gather_fwd, c_.gather_block, c_.gathered_block, mb, chunk, layer);
+      const int32_t op = compute(OpKind::forward, c_.block_fwd, mb, chunk, layer);
+      if (entry == kNone) entry = op;
+      e_.add_dep(op, ag);
+      if (units()) {
+        gathered_compute_.push_back(op);
+        e_.free_at_end(op, MemKind::gathered_block, c_.gathered_block);  // reshard after forward
+      }
+      e_.alloc_at_start(op, MemKind::activations, c_.activations_per_block);
+      out = op;
+      if (c_.tp_fwd > 0) {
+        out = e_.add_op(st_.tp, OpKind::tp_fwd, c_.tp_fwd, mb, chunk, layer);
+        e_.add_dep(out, op);
+        gate_ = out;
+      }
+    }
+    if (last_chunk) {
+      const int32_t op = compute(OpKind::head_fwd, c_.head_fwd, mb, chunk, -1);
+      if (entry == kNone) entry = op;
+      if (units()) e_.add_dep(op, root_gather_);
+      e_.alloc_at_start(op, MemKind::boundary_activations, c_.last_extra);
+      e_.alloc_at_start(op, MemKind::logits, c_.logits);
+      out = op;
+    }
+    ops_.fwd_entry[pass_index(mb, chunk)] = entry;
+    if (!last_chunk) send(true, mb, chunk, out);
+  }
+
+  void backward(int32_t mb, int32_t chunk) {
+    const bool first_chunk = c_.first && chunk == 0;
+    const bool last_chunk = c_.last && chunk == plan_.vpp - 1;
+    const bool sync = syncs(mb);
+    int32_t entry = kNone, out = kNone;
+    if (last_chunk) {
+      const auto [a, b] = backward_compute(OpKind::head_bwd, c_.head_bwd, c_.head_params, mb, chunk, -1);
+      entry = a;
+      out = b;
+      e_.free_at_end(b, MemKind::boundary_activations, c_.last_extra);
+      e_.free_at_end(b, MemKind::logits, c_.logits);
+      alloc_root_grads(a);
+    }
+    for (int64_t l = chunk_offset_[static_cast<size_t>(chunk) + 1] - 1; l >= chunk_offset_[static_cast<size_t>(chunk)]; --l) {
+      const auto layer = static_cast<int32_t>(l);
+      int32_t ag = kNone;
+      if (units() && c_.gather_block_bwd > 0) {
+        ag = gather(OpKind::gather_bwd, c_.gather_block_bwd, c_.gathered_block, mb, chunk, layer);
+        // The pass's first all-gather is issued when the backward reaches the unit (FSDP's pre-backward hook fires
+        // on the gradient of its output): after the incoming gradient, or after the head's backward.
+        if (l == chunk_offset_[static_cast<size_t>(chunk) + 1] - 1) {
+          if (entry == kNone) ops_.bwd_entry_gather[pass_index(mb, chunk)] = ag;
+          else e_.add_dep(ag, out);
+        }
+      }
+      const auto [a, b] = backward_compute(OpKind::backward, c_.block_bwd, c_.block_params, mb, chunk, layer);
+      if (entry == kNone) entry = a;
+      e_.add_dep(a, ag);
+      if (units() && c_.gather_block_bwd > 0) {
+        gathered_compute_.push_back(b);
+        e_.free_at_end(b, MemKind::gathered_block, c_.gathered_block);
+      }
+      e_.free_at_end(b, MemKind::activations, c_.activations_per_block);
+      e_.alloc_at_start(a, MemKind::recompute_working_set, c_.recompute_working_set);
+      e_.free_at_end(b, MemKind::recompute_working_set, c_.recompute_working_set);
+      out = b;
+      if (units()) unit_gradients(a, b, mb, chunk, layer, sync);
+      if (c_.tp_bwd > 0) {
+        out = e_.add_op(st_.tp, OpKind::tp_bwd, c_.tp_bwd, mb, chunk, layer);
+        e_.add_dep(out, b);
+        gate_ = out;
+      }
+    }
+    if (first_chunk) {
+      const auto [a, b] = backward_compute(OpKind::embed_bwd, c_.embed_bwd, c_.embed_params, mb, chunk, -1);
+      if (entry == kNone) entry = a;
+      e_.free_at_end(b, MemKind::boundary_activations, c_.first_extra);
+      if (!c_.last) alloc_root_grads(a);
+      out = b;
+    }
+    ops_.bwd_entry[pass_index(mb, chunk)] = entry;
+    if (chunk == 0) end_of_micro_batch(mb, out, sync);
+    if (!first_chunk) send(false, mb, chunk, out);
+  }
+
+  // Unsharded gradients of one unit: reduce-scattered as soon as its backward ends (syncing micro-batches), or
+  // kept across micro-batches under no_sync.
+  void unit_gradients(int32_t first, int32_t last, int32_t mb, int32_t chunk, int32_t layer, bool sync) {
+    const auto u = static_cast<size_t>(layer);
+    const MemKind kind = plan_.keeps_unsharded_grads ? MemKind::unsharded_grads : MemKind::unit_grads;
+    if (!grads_alive_[u]) {
+      e_.alloc_at_start(first, kind, c_.unit_grads);
+      grads_alive_[u] = true;
+    }
+    if (!sync) return;
+    const int32_t rs = e_.add_op(st_.reduce, OpKind::reduce_unit, c_.reduce_block, mb, chunk, layer);
+    e_.add_dep(rs, last);
+    sharded_grads_appear(rs, c_.block_params);
+    e_.free_at_end(rs, kind, c_.unit_grads);
+    grads_alive_[u] = false;
+    last_reduce_ = rs;
+  }
+
+  void alloc_root_grads(int32_t op) {
+    if (!units() || grads_alive_.back()) return;
+    e_.alloc_at_start(op, plan_.keeps_unsharded_grads ? MemKind::unsharded_grads : MemKind::root_grads, c_.root_grads);
+    grads_alive_.back() = true;
+  }
+
+  // no_sync: each unit's sharded gradient appears with its first reduce-scatter (set_to_none zero_grad freed it).
+  void sharded_grads_appear(int32_t rs, double unit_params) {
+    if (!plan_.keeps_unsharded_grads) return;
+    const double all = c_.block_params * static_cast<double>(c_.layers()) + c_.root_params;
+    if (all > 0) e_.alloc_at_start(rs, MemKind::grads, c_.sharded_grads * unit_params / all);
+  }
+
+  // After the micro-batch's last backward pass on this stage: the root unit is reduced and resharded (FSDP reduces
+  // the root last, in its post-backward callback); DDP without overlap reduces every bucket now.
+  void end_of_micro_batch(int32_t mb, int32_t last, bool sync) {
+    if (units() && has_root()) {
+      e_.free_at_end(last, MemKind::gathered_root, c_.gathered_root);
+      if (sync) {
+        const int32_t rs = e_.add_op(st_.reduce, OpKind::reduce_root, c_.reduce_root, mb);
+        e_.add_dep(rs, last);
+        sharded_grads_appear(rs, c_.root_params);
+        e_.free_at_end(rs, plan_.keeps_unsharded_grads ? MemKind::unsharded_grads : MemKind::root_grads, c_.root_grads);
+        grads_alive_.back() = false;
+        last_reduce_ = rs;
+      }
+    }
+    if (plan_.dp_mode == DpMode::buckets && sync && c_.buckets > 0) {
+      if (!plan_.overlap_buckets) {
+        const int32_t op = e_.add_op(st_.bucket, OpKind::reduce_bucket,
+                                     c_.reduce_bucket * static_cast<double>(c_.buckets), mb);
+        e_.add_dep(op, last);
+        last_reduce_ = op;
+      } else if (bucket_fill_ > 0) {
+        reduce_bucket(last, mb);  // the partly filled last bucket
+        bucket_fill_ = 0;
+      }
+    }
+  }
+
+  const StepPlan& plan_;
+  const StageCosts& c_;
+  Engine& e_;
+  StageStreams st_;
+  StageOps ops_;
+  std::vector<int64_t> chunk_offset_;
+  std::vector<int32_t> gathered_compute_;  // [k] the compute op that uses the k-th gathered unit
+  std::vector<bool> grads_alive_;          // [layer], and the root last
+  int32_t gate_ = kNone, root_gather_ = kNone;
+  int32_t last_compute_ = kNone, last_reduce_ = kNone, last_gather_ = kNone;
+  double bucket_params_ = 0, bucket_fill_ = 0;
+};
+
+}  // namespace
+
+BuiltStep build_step(const StepPlan& plan, Engine& e) {
+  const int64_t p = plan.pp, v = plan.vpp;
+  if (p < 1 || v < 1 || plan.micro_batches < 1 || static_cast<int64_t>(plan.stages.size()) != p)
+    throw InputError("the step needs pp ≥ 1 stages, vpp ≥ 1 and at least one micro-batch");
+  for (const StageCosts& c : plan.stages)
+    if (static_cast<int64_t>(c.chunk_layers.size()) != v)
+      throw InputError("every stage needs one layer count per model chunk (vpp)");
+  std::vector<std::vector<PassRef>> orders;
+  for (int64_t i = 0; i < p; ++i) orders.push_back(pass_order(plan, i));
+
+  BuiltStep out;
+  std::vector<StageStreams> streams(static_cast<size_t>(p));
+  std::vector<StageBuilder> builders;
+  builders.reserve(static_cast<size_t>(p));
+  for (int64_t i = 0; i < p; ++i) {
+    const auto rank = static_cast<int32_t>(i);
+    const StageCosts& c = plan.stages[static_cast<size_t>(i)];
+    StageStreams& st = streams[static_cast<size_t>(i)];
+    st.compute = e.add_stream(rank, StreamKind::compute);
+    if (c.tp_fwd > 0 || c.tp_bwd > 0) st.tp = e.add_stream(rank, StreamKind::tp);
+    if (p > 1) st.pp = e.add_stream(rank, StreamKind::pp);
+    if (plan.dp_mode == DpMode::units) {
+      st.gather = e.add_stream(rank, StreamKind::dp_gather);
+      st.reduce = e.add_stream(rank, StreamKind::dp_reduce);
+    }
+    st.bucket = e.add_stream(rank, StreamKind::dp_bucket);
+    for (const auto& [kind, bytes] : c.static_bytes) e.alloc_static(rank, kind, bytes);
+    out.compute_stream.push_back(st.compute);
+    builders.emplace_back(plan, i, e, st);
+    for (const PassRef& pass : orders[static_cast<size_t>(i)]) builders.back().add_pass(pass);
+  }
+  // Cross-stage edges: a forward waits for the activation from the previous stage (or, interleaved, from the last
+  // stage's previous chunk); a backward for the gradient from the next stage (or the first stage's next chunk).
+  for (int64_t i = 0; i < p; ++i) {
+    StageOps& ops = builders[static_cast<size_t>(i)].ops();
+    for (int64_t mb = 0; mb < plan.micro_batches; ++mb)
+      for (int64_t c = 0; c < v; ++c) {
+        const auto k = static_cast<size_t>(mb * v + c);
+        int32_t act = kNone;
+        if (i > 0) act = builders[static_cast<size_t>(i - 1)].ops().send_act[k];
+        else if (c > 0) act = builders[static_cast<size_t>(p - 1)].ops().send_act[k - 1];
+        e.add_dep(ops.fwd_entry[k], act);
+        int32_t grad = kNone;
+        if (i < p - 1) grad = builders[static_cast<size_t>(i + 1)].ops().send_grad[k];
+        else if (c < v - 1) grad = builders[0].ops().send_grad[k + 1];
+        e.add_dep(ops.bwd_entry[k], grad);
+
+        e.add_dep(ops.bwd_entry_gather[k], grad);
+        // The last chunk's backward on the last stage starts from its own loss: its first gather waits for it.
+        if (grad == kNone) e.add_dep(ops.bwd_entry_gather[k], ops.fwd_entry[k]);
+      }
+  }
+  // The gradient norm needs every stage's reduced gradients (clip_grad_norm across model-parallel ranks); each
+  // stage's optimizer waits for it.
+  std::vector<int32_t> norms;
+  for (int64_t i = 0; i < p; ++i) norms.push_back(builders[static_cast<size_t>(i)].add_grad_norm());
+  for (int64_t i = 0; i < p; ++i)
+    for (int64_t j = 0; j < p; ++j)
+      for (int32_t dep : builders[static_cast<size_t>(j)].tail()) e.add_dep(norms[static_cast<size_t>(i)], dep);
+  for (int64_t i = 0; i < p; ++i)
+    out.last_op.push_back(builders[static_cast<size_t>(i)].add_optimizer(norms[static_cast<size_t>(i)]));
+  return out;
+}
+
+}  // namespace shardplan::sim

@@ -1,0 +1,92 @@
+#pragma once
+// What the simulator plays out: per pipeline stage, the duration of every op and the bytes of every allocation,
+// plus the schedule. plan_step() fills it from the planner's cost functions for a configuration; tests build small
+// ones by hand with known answers.
+#include <cstdint>
+#include <vector>
+
+#include "planner/hardware.hpp"
+#include "planner/model.hpp"
+#include "planner/strategy.hpp"
+#include "sim/engine.hpp"
+
+namespace shardplan::sim {
+
+// How data-parallel gradients and parameters move.
+enum class DpMode : uint8_t {
+  none,        // dp = 1 (nothing to reduce)
+  units,       // FSDP / ZeRO-3 (and FSDP SHARD_GRAD_OP): per-unit all-gather before compute, reduce-scatter after
+  buckets,     // DDP, ZeRO-1 and DeepSpeed ZeRO-2: gradient buckets reduced as backward fills them
+};
+
+struct StageCosts {
+  // Structure.
+  std::vector<int64_t> chunk_layers;  // blocks of each model chunk on this stage (vpp entries)
+  bool first = false, last = false;   // embedding / LM head
+  // Compute of one micro-batch, seconds (planner/microbatch_costs.cpp).
+  double block_fwd = 0, block_bwd = 0;  // bwd includes recomputation
+  double tp_fwd = 0, tp_bwd = 0;        // TP collectives of one block (critical path)
+  double embed_fwd = 0, embed_bwd = 0, head_fwd = 0, head_bwd = 0;
+  double optimizer = 0;                 // the optimizer step
+  // Data-parallel communication, seconds (the collectives of planner/step_time.cpp dp_traffic).
+  double gather_block = 0, gather_root = 0;      // DpMode::units: all-gather of one block / the root unit
+  double gather_block_bwd = 0;                   // ZeRO-3 gathers again before backward (0 for SHARD_GRAD_OP)
+  double reduce_block = 0, reduce_root = 0;      // reduce-scatter (+ HSDP replica all-reduce) of a unit's grads
+  int64_t buckets = 0;                           // DpMode::buckets
+  double reduce_bucket = 0;                      // one bucket's reduction
+  double param_gather = 0;                       // ZeRO-1/2: all-gather of the updated parameters after the step
+  double grad_norm = 0;                          // all-reduce of the gradient norm across all ranks
+  // Parameters this rank holds (after TP), by part, for bucket filling order.
+  double block_params = 0, root_params = 0, embed_params = 0, head_params = 0;
+  // Memory, bytes.
+  std::vector<std::pair<MemKind, double>> static_bytes;  // alive all step: model states, runtime, fixed buffers
+  double activations_per_block = 0;    // saved by one block for one micro-batch
+  double recompute_working_set = 0;    // one block's full working set while it is recomputed (full recompute)
+  double first_extra = 0, last_extra = 0, logits = 0;  // per micro-batch
+  double gathered_block = 0, gathered_root = 0;  // DpMode::units with ZeRO-3: compute-dtype copies
+  double unit_grads = 0, root_grads = 0;         // unsharded gradients of one unit / the root before reduction
+  double sharded_grads = 0;                      // no_sync: the sharded gradients appear at the first reduction
+  double optimizer_temps = 0;
+  int64_t layers() const {
+    int64_t n = 0;
+    for (int64_t l : chunk_layers) n += l;
+    return n;
+  }
+};
+
+struct StepPlan {
+  int64_t pp = 1, vpp = 1, micro_batches = 1;
+  Schedule schedule = Schedule::one_f_one_b;
+  DpMode dp_mode = DpMode::none;
+  bool overlap_buckets = true;       // DDP-style reduction during backward (else after it)
+  bool sync_every_micro = true;      // reduce every micro-batch (else only the last: no_sync)
+  bool keeps_unsharded_grads = false;  // no_sync with ZeRO-2/3: unit gradients stay until the last micro-batch
+  int64_t prefetch_units = 1;        // all-gathers in flight ahead of the computing unit
+  double send = 0;                   // one activation (or gradient) between consecutive stages
+  double overlap_slowdown = 0;       // compute slowdown while data-parallel traffic runs
+  std::vector<StageCosts> stages;    // pp entries
+};
+
+// The configuration's costs from the planner (validates the configuration first: InputError on bad input).
+StepPlan plan_step(const ModelSpec& m, const Strategy& s, const ClusterSpec& c);
+
+// One stage's order of forward and backward passes: (is_forward, micro-batch, chunk).
+struct PassRef {
+  bool forward;
+  int32_t micro;
+  int32_t chunk;
+};
+// Megatron-LM's schedules (megatron/core/pipeline_parallel/schedules.py): GPipe (all forwards, then all
+// backwards), 1F1B (warm-up p − i − 1 forwards, steady one-forward-one-backward, cool-down), interleaved 1F1B
+// (warm-up (p − i − 1)·2 + (v − 1)·p model chunks; chunk of virtual micro-batch k is (k mod p·v) / p).
+// Throws InputError for schedules that cannot run (interleaving with micro-batches not in groups of pp).
+std::vector<PassRef> pass_order(const StepPlan& plan, int64_t stage);
+
+// Adds the step's streams and ops to `engine`: one rank per stage. Returns, per stage, its compute stream id.
+struct BuiltStep {
+  std::vector<int32_t> compute_stream;  // [stage]
+  std::vector<int32_t> last_op;         // [stage] the op that ends the stage's step
+};
+BuiltStep build_step(const StepPlan& plan, Engine& engine);
+
+}  // namespace shardplan::sim

@@ -1,0 +1,95 @@
+// Chrome trace event format (the "JSON Object Format" of the Trace Event Format document; opens in
+// chrome://tracing and ui.perfetto.dev): pid = pipeline stage, tid = stream, "X" complete events for ops, "C"
+// counter events for allocated memory, "M" metadata naming processes and threads. Times in microseconds.
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <stdexcept>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "sim/simulate.hpp"
+
+namespace shardplan::sim {
+
+namespace {
+
+void append_ops(std::string& out, const Engine& e) {
+  for (size_t i = 0; i < e.ops().size(); ++i) {
+    const OpInfo& op = e.ops()[i];
+    const StreamInfo& st = e.streams()[static_cast<size_t>(op.stream)];
+    const double a = e.start(static_cast<int32_t>(i)), b = e.end(static_cast<int32_t>(i));
+    fmt::format_to(std::back_inserter(out),
+                   ",\n{{\"name\":\"{}\",\"cat\":\"{}\",\"ph\":\"X\",\"ts\":{:.3f},\"dur\":{:.3f},\"pid\":{},\"tid\":{},"
+                   "\"args\":{{\"micro_batch\":{},\"chunk\":{},\"layer\":{},\"nominal_us\":{:.3f}}}}}",
+                   op_name(op), to_string(st.kind), a * 1e6, (b - a) * 1e6, st.rank, op.stream, op.micro, op.chunk,
+                   op.layer, op.work * 1e6);
+  }
+}
+
+void append_memory(std::string& out, const Engine& e) {
+  for (int32_t r = 0; r < e.ranks(); ++r)
+    for (const MemorySample& s : e.memory_timeline(r))
+      fmt::format_to(std::back_inserter(out),
+                     ",\n{{\"name\":\"memory allocated (GiB)\",\"ph\":\"C\",\"ts\":{:.3f},\"pid\":{},\"args\":{{\"GiB\":{:.6f}}}}}",
+                     s.t * 1e6, r, s.bytes / (1024.0 * 1024.0 * 1024.0));
+}
+
+std::string trace_text(const SimResult& r) {
+  const Engine& e = *r.engine;
+  std::string out = "{\"displayTimeUnit\":\"ms\",";
+  fmt::format_to(std::back_inserter(out),
+                 "\"otherData\":{{\"step_s\":{:.9g},\"analytic_step_s\":{:.9g},\"stages\":{},\"ops\":{}}},\n\"traceEvents\":[",
+                 r.step_s, r.analytic.time.step_s, e.ranks(), e.ops().size());
+  bool first = true;
+  for (int32_t rank = 0; rank < e.ranks(); ++rank) {
+    fmt::format_to(std::back_inserter(out), "{}\n{{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":{},\"args\":{{\"name\":\"stage {}\"}}}}",
+                   first ? "" : ",", rank, rank);
+    first = false;
+    fmt::format_to(std::back_inserter(out), ",\n{{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":{},\"args\":{{\"sort_index\":{}}}}}",
+                   rank, rank);
+  }
+  for (size_t i = 0; i < e.streams().size(); ++i) {
+    const StreamInfo& st = e.streams()[i];
+    fmt::format_to(std::back_inserter(out),
+                   ",\n{{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":{},\"tid\":{},\"args\":{{\"name\":\"{}\"}}}}"
+                   ",\n{{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":{},\"tid\":{},\"args\":{{\"sort_index\":{}}}}}",
+                   st.rank, i, to_string(st.kind), st.rank, i, static_cast<int>(st.kind));
+  }
+  append_ops(out, e);
+  append_memory(out, e);
+  out += "\n]}\n";
+  return out;
+}
+
+}  // namespace
+
+void write_trace(const SimResult& r, const std::string& path) {
+  namespace fs = std::filesystem;
+  if (!r.engine) throw std::runtime_error("no simulated schedule to write");
+  const std::string text = trace_text(r);
+  // Written beside the target and renamed, so that the target is either the whole trace or untouched.
+  const std::string tmp = path + fmt::format(".tmp-{}", static_cast<long>(::getpid()));
+  std::FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (!f) throw std::runtime_error(fmt::format("cannot write --trace {}: {}", path, std::strerror(errno)));
+  const bool written = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  const int err = errno;
+  const bool closed = std::fclose(f) == 0;
+  std::error_code ec;
+  if (!written || !closed) {
+    fs::remove(tmp, ec);
+    throw std::runtime_error(fmt::format("cannot write --trace {}: {}", path, std::strerror(written ? errno : err)));
+  }
+  fs::rename(tmp, path, ec);
+  if (ec) {
+    std::error_code ignore;
+    fs::remove(tmp, ignore);
+    throw std::runtime_error(fmt::format("cannot write --trace {}: {}", path, ec.message()));
+  }
+}
+
+}  // namespace shardplan::sim
