@@ -8,7 +8,10 @@
 
 #include "cli/commands.hpp"
 #include "cli/config_flags.hpp"
+#include "cli/emit_launch.hpp"
+#include "cli/render_prediction.hpp"
 #include "cli/render_plan.hpp"
+#include "cli/report_option.hpp"
 #include "planner/error.hpp"
 
 namespace shardplan::cli {
@@ -19,6 +22,8 @@ struct PlanOptions {
   ConfigFlags config;
   std::string format = "table";
   std::string objective = "throughput";
+  std::string report;    // --report FILE.md|FILE.html (cli/report_option.hpp)
+  std::string emit_dir;  // --emit DIR: launch files for the recommendation (cli/emit_launch.hpp)
   bool all = false;
   size_t top = 5;
 };
@@ -55,7 +60,8 @@ SearchSpace search_space(const PlanOptions& o, const ModelSpec& m, const Cluster
   if (f.sp) sp.sp = true;
   sp.offload_optimizer = f.offload_optimizer;
   const auto objective = parse_objective(o.objective);
-  if (!objective) throw InputError(fmt::format("--objective '{}' is not one of: throughput, memory", o.objective));
+  if (!objective)
+    throw InputError(fmt::format("--objective '{}' is not one of: throughput, memory, cost", o.objective));
   sp.objective = *objective;
   return sp;
 }
@@ -77,15 +83,23 @@ void add_plan_command(CLI::App& app, const GlobalOptions& global) {
   CLI::App* cmd = app.add_subcommand("plan", "Search every valid strategy and recommend one, with reasons");
   add_config_flags(*cmd, opts->config);
   cmd->add_option("--format", opts->format, "table | json | yaml | csv | markdown (default table)");
-  cmd->add_option("--objective", opts->objective, "throughput (default) | memory");
+  cmd->add_option("--objective", opts->objective,
+                  "throughput (default) | memory | cost (fewest GPU-hours for --tokens; the cheapest is recommended)");
+  cmd->add_option("--emit", opts->emit_dir,
+                  "Write launch files for the recommendation into DIR: torchrun + FSDP2, Accelerate, DeepSpeed, "
+                  "Megatron-LM, torchtitan");
   cmd->add_flag("--all", opts->all, "Show the best candidate of every strategy family, including those that do not fit");
   cmd->add_option("--top", opts->top, "How many ranked candidates to show (default 5)")->check(CLI::Range(1, 1000));
+  add_report_option(*cmd, opts->report);
   cmd->callback([opts, &global] {
     const PresetStore store = load_presets(global);
     PlanReport r;
     r.model = resolve_model(opts->config, store);
     r.cluster = resolve_cluster(opts->config, store, r.cluster_defaulted);
     r.space = search_space(*opts, r.model, r.cluster);
+    r.training = resolve_training_goal(opts->config);
+    if (r.space.objective == Objective::cost && !r.training)
+      throw InputError("--objective cost needs --tokens (the training budget to price, e.g. --tokens 2T)");
     r.show_all = opts->all;
     const auto start = std::chrono::steady_clock::now();
     r.result = search_strategies(r.model, r.cluster, r.space, opts->top);
@@ -96,7 +110,18 @@ void add_plan_command(CLI::App& app, const GlobalOptions& global) {
     auto it = std::find_if(r.top.begin(), r.top.end(), [&](const Prediction& p) { return p.strategy == chosen; });
     if (it == r.top.end()) it = r.top.insert(r.top.end(), predict(r.model, chosen, r.cluster));
     r.recommended = static_cast<size_t>(it - r.top.begin());
-    std::cout << render_plan(r, opts->format);
+    const std::string text = render_plan(r, opts->format);  // a bad --format fails before anything is written
+    write_report_option(opts->report, plan_json(r));
+    std::string emitted;
+    if (!opts->emit_dir.empty()) {
+      LaunchPlan launch{r.top[r.recommended], std::nullopt, prediction_training(r.top[r.recommended], r.training)};
+      if (!opts->config.hf_config.empty()) launch.hf = load_hf_config(opts->config.hf_config);
+      const std::vector<EmittedFile> files = launch_files(launch);
+      write_files_atomically(opts->emit_dir, files);
+      emitted = fmt::format("wrote {} launch files for the recommendation to {}", files.size(), opts->emit_dir);
+    }
+    std::cout << text;
+    if (!emitted.empty()) (opts->format == "table" ? std::cout : std::cerr) << "\n" << emitted << "\n";
   });
 }
 

@@ -5,6 +5,7 @@
 #include "cli/commands.hpp"
 #include "cli/config_flags.hpp"
 #include "cli/render_prediction.hpp"
+#include "cli/report_option.hpp"
 #include "planner/predict.hpp"
 
 namespace shardplan::cli {
@@ -13,18 +14,21 @@ void add_predict_command(CLI::App& app, const GlobalOptions& global) {
   struct Options {
     ConfigFlags config;
     std::string format = "table";
+    std::string report;  // --report FILE.md|FILE.html (cli/report_option.hpp)
   };
   auto opts = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand("predict", "Evaluate one fully given configuration: memory (and FLOPs) per GPU");
   add_config_flags(*cmd, opts->config);
   cmd->add_option("--format", opts->format, "table | json | yaml | csv | markdown (default table)");
+  add_report_option(*cmd, opts->report);
   cmd->callback([opts, &global] {
     const PresetStore store = load_presets(global);
     const ResolvedConfig cfg = resolve_config(opts->config, store);
     const Prediction p = predict(cfg.model, cfg.strategy, cfg.cluster);
-    std::string text = render_prediction(p, opts->format);
+    std::string text = render_prediction(p, opts->format, resolve_training_goal(opts->config));
     if (cfg.cluster_defaulted && opts->format == "table")
       text = "note: no --cluster or --gpu given; using " + std::string(kDefaultCluster) + "\n" + text;
+    write_report_option(opts->report, prediction_json(p, resolve_training_goal(opts->config)));
     std::cout << text;
   });
 }

@@ -20,6 +20,8 @@ PresetStore load_presets(const GlobalOptions& global);
 void add_presets_command(CLI::App& app, const GlobalOptions& global);
 void add_predict_command(CLI::App& app, const GlobalOptions& global);
 void add_plan_command(CLI::App& app, const GlobalOptions& global);
+void add_calibrate_command(CLI::App& app, const GlobalOptions& global);
 void add_simulate_command(CLI::App& app, const GlobalOptions& global);
+void add_report_command(CLI::App& app, const GlobalOptions& global);
 
 }  // namespace shardplan::cli

@@ -1,7 +1,10 @@
 #include "cli/config_flags.hpp"
 
+#include <cmath>
+
 #include <fmt/format.h>
 
+#include "io/hf_config.hpp"
 #include "planner/error.hpp"
 
 namespace shardplan::cli {
@@ -9,6 +12,8 @@ namespace shardplan::cli {
 void add_config_flags(CLI::App& cmd, ConfigFlags& f) {
   cmd.add_option("--preset", f.preset, "Model preset name (see `shardplan presets models`)");
   cmd.add_option("--model", f.model_file, "Model YAML file (schema: presets/README.md)");
+  cmd.add_option("--hf-config", f.hf_config,
+                 "Hugging Face config.json (llama, mistral, qwen2, gemma, gpt_neox, gpt2, falcon)");
   cmd.add_option("--cluster", f.cluster, "Cluster preset name or cluster YAML file");
   cmd.add_option("--gpu", f.gpu, "GPU preset, when no --cluster is given (8 per node, its usual interconnect)");
   cmd.add_option("--gpus-per-node", f.gpus_per_node, "Override the cluster's GPUs per node");
@@ -42,6 +47,8 @@ void add_config_flags(CLI::App& cmd, ConfigFlags& f) {
       "--overlap-grad-reduce,!--no-overlap-grad-reduce",
       [&f](int64_t count) { f.overlap_grad_reduce = count > 0; },
       "DDP/ZeRO-1/2 gradient reduction during backward (default: the framework's; Megatron and DeepSpeed: off)");
+  cmd.add_option("--tokens", f.tokens, "Training tokens to price: adds days, GPU-hours (and cost) (e.g. 2T, 300B)");
+  cmd.add_option("--gpu-hour-price", f.gpu_hour_price, "Price of one GPU-hour, for the cost of --tokens");
 }
 
 namespace {
@@ -74,11 +81,28 @@ GradSync parse_grad_sync_flag(const std::string& v) {
 }
 
 ModelSpec resolve_model(const ConfigFlags& f, const PresetStore& store) {
-  if (!f.preset.empty() && !f.model_file.empty())
-    throw InputError("give either --preset or --model, not both");
+  if (!f.preset.empty() + !f.model_file.empty() + !f.hf_config.empty() > 1)
+    throw InputError("give only one of --preset, --model and --hf-config");
   if (!f.preset.empty()) return store.model(f.preset);
   if (!f.model_file.empty()) return store.model_file(f.model_file);
-  throw InputError("no model given: pass --preset NAME (see `shardplan presets models`) or --model FILE.yaml");
+  if (!f.hf_config.empty()) return load_hf_config(f.hf_config).spec;
+  throw InputError("no model given: pass --preset NAME (see `shardplan presets models`), --model FILE.yaml or "
+                   "--hf-config config.json");
+}
+
+std::optional<TrainingGoal> resolve_training_goal(const ConfigFlags& f) {
+  if (f.gpu_hour_price && !(*f.gpu_hour_price > 0 && std::isfinite(*f.gpu_hour_price)))
+    throw InputError(fmt::format("--gpu-hour-price must be a positive number, got {}", *f.gpu_hour_price));
+  if (f.tokens.empty()) {
+    if (f.gpu_hour_price) throw InputError("--gpu-hour-price needs --tokens (the cost is GPU-hours for those tokens × price)");
+    return std::nullopt;
+  }
+  const auto tokens = parse_token_count(f.tokens);
+  if (!tokens)
+    throw InputError(fmt::format("--tokens '{}' is not a token count: write a positive number with an optional "
+                                 "suffix K, M, B or T (2T = 2e12)",
+                                 f.tokens));
+  return TrainingGoal{*tokens, f.gpu_hour_price};
 }
 
 ClusterSpec resolve_cluster(const ConfigFlags& f, const PresetStore& store, bool& defaulted) {
@@ -137,6 +161,8 @@ ResolvedConfig resolve_config(const ConfigFlags& f, const PresetStore& store) {
   } else {
     s.schedule = parse_schedule_flag(f.schedule);
   }
+  if (s.tp > s.gpus || s.pp > s.gpus)
+    throw InputError(fmt::format("--tp {} · --pp {} exceeds --gpus {}", s.tp, s.pp, s.gpus));
   if (f.dp) {
     s.dp = positive("--dp", f.dp, 1);
   } else {

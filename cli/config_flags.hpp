@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 
 #include "io/preset_store.hpp"
+#include "planner/cost.hpp"
 #include "planner/hardware.hpp"
 #include "planner/model.hpp"
 #include "planner/strategy.hpp"
@@ -16,6 +17,9 @@ namespace shardplan::cli {
 // The flags as typed; unset optionals take defaults from the model, the cluster or the framework.
 struct ConfigFlags {
   std::string preset, model_file, cluster, gpu;
+  std::string hf_config;  // --hf-config config.json
+  std::string tokens;     // --tokens 2T (parsed by resolve_training_goal)
+  std::optional<double> gpu_hour_price;
   std::optional<int64_t> gpus_per_node;
   std::optional<double> inter_node_gbps;
   std::optional<int64_t> gpus, tp, pp, dp, vpp, hsdp, micro_batch, global_batch, seq;
@@ -44,6 +48,8 @@ ResolvedConfig resolve_config(const ConfigFlags& flags, const PresetStore& store
 // The model and the cluster only (plan resolves the strategy itself); `cluster_defaulted` as in ResolvedConfig.
 ModelSpec resolve_model(const ConfigFlags& flags, const PresetStore& store);
 ClusterSpec resolve_cluster(const ConfigFlags& flags, const PresetStore& store, bool& cluster_defaulted);
+// --tokens and --gpu-hour-price; nullopt without --tokens (a price alone is an InputError).
+std::optional<TrainingGoal> resolve_training_goal(const ConfigFlags& flags);
 
 // Choice flags, parsed or InputError naming the flag and the choices.
 Precision parse_precision_flag(const std::string& value);

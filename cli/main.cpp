@@ -35,7 +35,9 @@ int main(int argc, char** argv) {
   cli::add_presets_command(app, global);
   cli::add_predict_command(app, global);
   cli::add_plan_command(app, global);
+  cli::add_calibrate_command(app, global);
   cli::add_simulate_command(app, global);
+  cli::add_report_command(app, global);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -37,15 +37,18 @@ std::string header(const PlanReport& r) {
 }
 
 std::string ranked_table(const PlanReport& r) {
-  std::string out = fmt::format("  {:<3}{:<24}{:<34}{:>4}{:>11}{:>9}{:>6}{:>9}{:>11}{:>7}\n", "#", "strategy", "layout",
+  std::string out = fmt::format("  {:<3}{:<24}{:<34}{:>4}{:>11}{:>9}{:>6}{:>9}{:>11}{:>7}", "#", "strategy", "layout",
                                 "mb", "recompute", "peak GB", "HBM%", "step s", "tok/s/GPU", "MFU");
+  out += r.training ? fmt::format("{:>9}\n", "days") : "\n";
   for (size_t i = 0; i < r.top.size(); ++i) {
     const Prediction& p = r.top[i];
     const Strategy& s = p.strategy;
-    out += fmt::format("{}{:<3}{:<24}{:<34}{:>4}{:>11}{:>9.1f}{:>5.0f}%{:>9.2f}{:>11.0f}{:>6.1f}%\n", i == r.recommended ? "→ " : "  ", i + 1,
+    out += fmt::format("{}{:<3}{:<24}{:<34}{:>4}{:>11}{:>9.1f}{:>5.0f}%{:>9.2f}{:>11.0f}{:>6.1f}%", i == r.recommended ? "→ " : "  ", i + 1,
                        family_of(s), layout(s), s.micro_batch, to_string(s.recompute), p.peak_bytes() / kGB,
                        100.0 * static_cast<double>(p.peak_bytes()) / static_cast<double>(p.memory.capacity_bytes),
                        p.time.step_s, p.throughput.tokens_per_s_per_gpu, 100 * p.throughput.mfu);
+    const auto e = prediction_training(p, r.training);
+    out += e ? fmt::format("{:>9.1f}\n", e->days) : "\n";
   }
   return out;
 }
@@ -82,6 +85,7 @@ std::string recommendation(const PlanReport& r) {
       best.throughput.tokens_per_s_per_gpu, 100 * best.throughput.mfu, best.time.step_s, best.peak_bytes() / kGB,
       best.memory.capacity_bytes / kGB, 100.0 * best.peak_bytes() / static_cast<double>(best.memory.capacity_bytes),
       100 * best.time.compute_s / best.time.step_s, main_overhead(best.time));
+  if (const auto e = prediction_training(best, r.training)) out += "  Training " + training_line(*e) + ".\n";
   return out;
 }
 
@@ -116,6 +120,13 @@ std::string why_others_lose(const PlanReport& r) {
   return out;
 }
 
+// A candidate's peak by component, rounded as predict's memory.components.
+json components_json(const MemoryComponents& m) {
+  json out = json::object();
+  for (const NamedBytes& nb : component_bytes(m)) out[nb.name] = nb.bytes;
+  return out;
+}
+
 json family_json(const Candidate& c) {
   return {{"family", family_of(c.strategy)},
           {"fits", c.within_safety()},
@@ -128,14 +139,15 @@ json family_json(const Candidate& c) {
           {"hsdp", c.strategy.hsdp},
           {"micro_batch", c.strategy.micro_batch},
           {"recompute", to_string(c.strategy.recompute)},
-          {"reason", c.within_safety() ? "" : why_not_fit(c)}};
+          {"reason", c.within_safety() ? "" : why_not_fit(c)},
+          {"components", components_json(c.memory.peak)}};  // the peak by component (reports chart it)
 }
 
 }  // namespace
 
 json plan_json(const PlanReport& r) {
   json candidates = json::array();
-  for (const Prediction& p : r.top) candidates.push_back(prediction_json(p));
+  for (const Prediction& p : r.top) candidates.push_back(prediction_json(p, r.training));
   json rejected = json::array(), families = json::array();
   for (const Candidate& c : r.result.families) {
     families.push_back(family_json(c));

@@ -1,9 +1,11 @@
 #pragma once
 // A search result rendered: the ranked table, the recommendation in words, why each other family loses.
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
+#include "planner/cost.hpp"
 #include "planner/predict.hpp"
 #include "planner/search.hpp"
 
@@ -20,6 +22,7 @@ struct PlanReport {
   double search_ms = 0;
   bool show_all = false;        // --all: every family, fitting or not
   bool cluster_defaulted = false;
+  std::optional<TrainingGoal> training;  // --tokens (--gpu-hour-price): days, GPU-hours and cost per candidate
 };
 
 // CONTRACT.md `plan --format json`: {"candidates": [predict objects], "recommended": 0, "rejected": [...]}.

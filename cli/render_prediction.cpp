@@ -123,10 +123,46 @@ json flops_json(const Prediction& p) {
 
 }  // namespace
 
-json prediction_json(const Prediction& p) {
+std::optional<TrainingEstimate> prediction_training(const Prediction& p, const std::optional<TrainingGoal>& goal) {
+  if (!goal || !p.time.modelled) return std::nullopt;
+  return estimate_training(*goal, p.throughput.tokens_per_s, p.strategy.gpus, p.strategy.global_batch * p.strategy.seq);
+}
+
+namespace {
+
+json training_json(const TrainingEstimate& e) {
+  return {{"tokens", e.tokens},
+          {"tokens_per_s", e.tokens_per_s},
+          {"gpus", e.gpus},
+          {"seconds", e.seconds},
+          {"days", e.days},
+          {"gpu_hours", e.gpu_hours},
+          {"steps", e.steps},
+          {"gpu_hour_price", e.gpu_hour_price ? json(*e.gpu_hour_price) : json(nullptr)},
+          {"cost", e.cost ? json(*e.cost) : json(nullptr)}};
+}
+
+// 2e12 → "2 T", 3e11 → "300 B", 1234 → "1234".
+std::string token_count(double tokens) {
+  const std::pair<double, const char*> units[] = {{1e12, "T"}, {1e9, "B"}, {1e6, "M"}, {1e3, "K"}};
+  for (const auto& [scale, unit] : units)
+    if (tokens >= scale) return fmt::format("{:.4g} {}", tokens / scale, unit);
+  return fmt::format("{:.0f}", tokens);
+}
+
+}  // namespace
+
+std::string training_line(const TrainingEstimate& e) {
+  std::string out = fmt::format("{} tokens: {:.1f} days on {} GPUs, {:.0f} GPU-hours", token_count(e.tokens), e.days,
+                                e.gpus, e.gpu_hours);
+  if (e.cost) out += fmt::format(", cost {:.2f} at {:.2f} per GPU-hour", *e.cost, *e.gpu_hour_price);
+  return out;
+}
+
+json prediction_json(const Prediction& p, const std::optional<TrainingGoal>& goal) {
   const StepTime& t = p.time;
   const Throughput& r = p.throughput;
-  return {{"config", config_json(p)},
+  json out = {{"config", config_json(p)},
           {"model", model_json(p)},
           {"memory", memory_json(p)},
           {"flops", flops_json(p)},
@@ -147,6 +183,8 @@ json prediction_json(const Prediction& p) {
             {"hardware_tflops_per_gpu", r.hardware_tflops_per_gpu},
             {"mfu", r.mfu},
             {"hfu", r.hfu}}}};
+  if (const auto e = prediction_training(p, goal)) out["training"] = training_json(*e);
+  return out;
 }
 
 namespace {
@@ -244,11 +282,13 @@ std::string flops_and_time(const Prediction& p) {
 
 }  // namespace
 
-std::string render_prediction_table(const Prediction& p) {
-  return headline(p) + memory_table(p) + zero_comparison(p) + flops_and_time(p);
+std::string render_prediction_table(const Prediction& p, const std::optional<TrainingGoal>& goal) {
+  std::string out = headline(p) + memory_table(p) + zero_comparison(p) + flops_and_time(p);
+  if (const auto e = prediction_training(p, goal)) out += "\nTime to train " + training_line(*e) + "\n";
+  return out;
 }
 
-std::string render_prediction_markdown(const Prediction& p) {
+std::string render_prediction_markdown(const Prediction& p, const std::optional<TrainingGoal>& goal) {
   const StageMemory& st = p.memory.peak_stage();
   std::string out = fmt::format("### {} on {} × {}\n\n", p.model.name, p.strategy.gpus, p.cluster.gpu.name);
   out += "| component | what | GB |\n|---|---|---:|\n";
@@ -257,6 +297,7 @@ std::string render_prediction_markdown(const Prediction& p) {
                      gb(static_cast<double>(p.peak_bytes())));
   out += fmt::format("| capacity | {} | {} |\n", p.fits() ? "fits" : "does not fit",
                      gb(static_cast<double>(p.memory.capacity_bytes)));
+  if (const auto e = prediction_training(p, goal)) out += "\nTime to train " + training_line(*e) + ".\n";
   return out;
 }
 
@@ -320,12 +361,12 @@ std::string json_to_csv(const json& j) {
   return out;
 }
 
-std::string render_prediction(const Prediction& p, const std::string& format) {
-  if (format == "table") return render_prediction_table(p);
-  if (format == "json") return prediction_json(p).dump(2) + "\n";
-  if (format == "yaml") return json_to_yaml(prediction_json(p));
-  if (format == "csv") return json_to_csv(prediction_json(p));
-  if (format == "markdown") return render_prediction_markdown(p);
+std::string render_prediction(const Prediction& p, const std::string& format, const std::optional<TrainingGoal>& goal) {
+  if (format == "table") return render_prediction_table(p, goal);
+  if (format == "json") return prediction_json(p, goal).dump(2) + "\n";
+  if (format == "yaml") return json_to_yaml(prediction_json(p, goal));
+  if (format == "csv") return json_to_csv(prediction_json(p, goal));
+  if (format == "markdown") return render_prediction_markdown(p, goal);
   throw InputError(fmt::format("--format '{}' is not one of: table, json, yaml, csv, markdown", format));
 }
 

@@ -33,6 +33,9 @@ GpuSpec parse_gpu_yaml(const std::string& text, const std::string& origin);
 // The cluster's `gpu:` is resolved through `store`.
 class PresetStore;
 ClusterSpec parse_cluster_yaml(const std::string& text, const std::string& origin, const PresetStore& store);
+// A calibration profile (`shardplan calibrate`, schema in calibrate/README.md): its base_cluster preset with the
+// measured collectives (ClusterSpec::comm_calibration) and GEMM table / copy bandwidth (GpuSpec::gemm_calibration).
+ClusterSpec parse_profile_yaml(const std::string& text, const std::string& origin, const PresetStore& store);
 
 // Reads a whole file; throws InputError "cannot read FILE: reason" when it cannot.
 std::string read_text_file(const std::string& path);

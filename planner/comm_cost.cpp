@@ -69,6 +69,61 @@ void ring_steps(Collective op, const Layout& l, double& steps, double& inter_ste
   }
 }
 
+// ---- measured collectives (calibration profile) ---------------------------------------------------------------
+
+// The fitted segment that covers S: the first below the table, the last above it.
+const CollectiveFitSegment& segment_at(const CollectiveCalibration& e, double bytes) {
+  for (const CollectiveFitSegment& seg : e.fit)
+    if (bytes <= seg.to_bytes) return seg;
+  return e.fit.back();
+}
+
+// The measured group time at S: inside the measured range the medians interpolated linearly in log(S)-log(t)
+// (exact at every measured size), outside it the fitted line α + β·S (calibrate/README.md).
+double measured_time_s(const CollectiveCalibration& e, double bytes) {
+  const std::vector<double>& x = e.bytes;
+  const std::vector<double>& y = e.seconds;
+  if (x.size() >= 2 && bytes >= x.front() && bytes <= x.back()) {
+    std::size_t i = 1;
+    while (i + 1 < x.size() && x[i] < bytes) ++i;
+    const double f = std::log(bytes / x[i - 1]) / std::log(x[i] / x[i - 1]);
+    return std::exp(std::log(y[i - 1]) + f * std::log(y[i] / y[i - 1]));
+  }
+  const CollectiveFitSegment& seg = segment_at(e, bytes);
+  return seg.alpha_s + seg.beta_s_per_byte * bytes;
+}
+
+// Measured entry for this collective and layout: the same op, within one node or across nodes like the group;
+// among those the same ranks per node, then the nearest group size (in log). Null when none was measured.
+const CollectiveCalibration* find_calibration(const CommCalibration& cal, Collective op, const Layout& l) {
+  const CollectiveCalibration* best = nullptr;
+  double best_score = HUGE_VAL;
+  for (const CollectiveCalibration& e : cal.collectives) {
+    if (e.op != op || e.fit.empty() || e.ranks < 2) continue;
+    const int64_t nodes = (e.ranks + std::max<int64_t>(e.ranks_per_node, 1) - 1) / std::max<int64_t>(e.ranks_per_node, 1);
+    if ((nodes > 1) != (l.nodes > 1)) continue;
+    const double score = (e.ranks_per_node == l.r ? 0.0 : 100.0) +
+                         std::abs(std::log(static_cast<double>(l.n) / static_cast<double>(e.ranks)));
+    if (score < best_score) {
+      best_score = score;
+      best = &e;
+    }
+  }
+  return best;
+}
+
+// Measured time rescaled from the measured group of m ranks to this one of n: the latency α by the ring's step
+// count, (n−1)/(m−1) (NCCL tuning.cc), the bandwidth part t − α by the nccl-tests bus factor, which is the
+// share of S each rank sends (nccl-tests doc/PERFORMANCE.md).
+double calibrated_time_s(const CollectiveCalibration& e, Collective op, double bytes, const Layout& l) {
+  const double t = measured_time_s(e, bytes);
+  if (e.ranks == l.n) return t;
+  const double alpha = std::min(segment_at(e, bytes).alpha_s, t);
+  const double steps = static_cast<double>(l.n - 1) / static_cast<double>(e.ranks - 1);
+  const double factor = bus_factor(op, l.n) / bus_factor(op, e.ranks);
+  return alpha * steps + (t - alpha) * factor;
+}
+
 }  // namespace
 
 const char* to_string(Collective c) {
@@ -135,6 +190,10 @@ double network_bytes_per_s_per_gpu(const ClusterSpec& c, const GroupLayout& g) {
 double collective_time_s(const ClusterSpec& c, Collective op, double bytes, const GroupLayout& g) {
   const Layout l = normalise(g);
   if (l.n <= 1 || !(bytes > 0) || !std::isfinite(bytes)) return 0.0;
+  if (c.comm_calibration) {
+    if (const CollectiveCalibration* e = find_calibration(*c.comm_calibration, op, l))
+      return calibrated_time_s(*e, op, bytes, l);
+  }
   const double intra_lat = std::max(c.intra.latency_us, 0.0) * 1e-6;
   const double inter_lat = std::max(c.inter.latency_us, 0.0) * 1e-6;
   const double bw_intra = intra_node_bytes_per_s(c);

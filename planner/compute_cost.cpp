@@ -94,8 +94,54 @@ double gemm_base_efficiency(const GpuSpec& g, DType) {
   return hopper_class(g) ? kHopperGemmEfficiency : kOtherGemmEfficiency;
 }
 
+namespace {
+
+// Measured throughput at shape s, interpolated in log(M, N, K) (calibrate/README.md): the inverse-distance
+// weighted mean of log(FLOP/s) over the 4 nearest measured shapes, exact at a measured shape; beyond the table
+// the nearest shapes dominate (no extrapolation of the trend).
+double calibrated_gemm_flops_per_s(const GemmCalibration& cal, const GemmShape& s) {
+  constexpr std::size_t kNeighbours = 4;
+  const double lm = std::log(static_cast<double>(s.m)), ln = std::log(static_cast<double>(s.n));
+  const double lk = std::log(static_cast<double>(s.k));
+  // (squared distance, log throughput) of the kNeighbours nearest, kept sorted: a plain insertion, no allocation.
+  std::pair<double, double> near[kNeighbours];
+  std::size_t count = 0;
+  for (const GemmCalibrationPoint& p : cal.points) {
+    const double dm = lm - std::log(static_cast<double>(p.m)), dn = ln - std::log(static_cast<double>(p.n));
+    const double dk = lk - std::log(static_cast<double>(p.k));
+    const std::pair<double, double> item{dm * dm + dn * dn + dk * dk, std::log(p.flops_per_s)};
+    if (item.first < 1e-12) return p.flops_per_s;
+    std::size_t i = count < kNeighbours ? count++ : kNeighbours;
+    if (i == kNeighbours) {
+      if (item.first >= near[kNeighbours - 1].first) continue;
+      i = kNeighbours - 1;
+    }
+    while (i > 0 && near[i - 1].first > item.first) {
+      near[i] = near[i - 1];
+      --i;
+    }
+    near[i] = item;
+  }
+  double weight = 0, sum = 0;
+  for (std::size_t i = 0; i < count; ++i) {
+    weight += 1.0 / near[i].first;
+    sum += near[i].second / near[i].first;
+  }
+  return std::exp(sum / weight);
+}
+
+}  // namespace
+
 double gemm_time_s(const GpuSpec& g, DType d, const GemmShape& s) {
   if (s.m <= 0 || s.n <= 0 || s.k <= 0) return 0.0;
+  if (g.gemm_calibration && !g.gemm_calibration->points.empty()) {
+    // A measured table. CPU ranks run every dtype at their measured speed; a GPU table measured in another dtype
+    // gives the efficiency (measured / the device's peak), applied to the peak of the dtype asked for.
+    const GemmCalibration& cal = *g.gemm_calibration;
+    const double measured = calibrated_gemm_flops_per_s(cal, s);
+    if (cal.cpu || cal.dtype == d || !(cal.peak_flops_per_s > 0)) return s.flops() / measured;
+    return s.flops() / (measured / cal.peak_flops_per_s * peak_flops(g, d));
+  }
   const double peak = peak_flops(g, d) * gemm_base_efficiency(g, d);
   const double hbm = std::max(g.hbm_gbps, 1.0) * kGB * kHbmEfficiency;
   const double sms = static_cast<double>(std::max<int64_t>(g.sm_count, 1));
@@ -181,6 +227,9 @@ double flash_attention_backward_s(const GpuSpec& g, DType d, int64_t batch, int6
 
 double memory_bound_time_s(const GpuSpec& g, double bytes) {
   if (!(bytes > 0) || !std::isfinite(bytes)) return 0.0;
+  // A measured large copy already is the achievable bandwidth (no efficiency factor on top).
+  if (g.gemm_calibration && g.gemm_calibration->memory_bytes_per_s > 0)
+    return bytes / g.gemm_calibration->memory_bytes_per_s;
   return bytes / (std::max(g.hbm_gbps, 1.0) * kGB * kHbmEfficiency);
 }
 

@@ -1,9 +1,52 @@
 #pragma once
 // GPUs and clusters: the hardware figures the memory and time models need.
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <vector>
 
 namespace shardplan {
+
+enum class Collective;  // planner/comm_cost.hpp
+enum class DType;       // planner/precision.hpp
+
+// ---- Measured figures from a calibration profile (`shardplan calibrate`, schema in calibrate/README.md) -------
+// The io layer fills these when --cluster names a profile; the cost models use them instead of the presets'.
+
+// One line t = alpha + beta·S of a collective's time, fitted on sizes [from_bytes, to_bytes].
+struct CollectiveFitSegment {
+  double from_bytes = 0, to_bytes = 0;
+  double alpha_s = 0;          // latency, s (>= 0)
+  double beta_s_per_byte = 0;  // 1 / algbw, s per byte of the nccl-tests buffer S
+};
+
+// One collective measured on one group shape: `ranks` ranks, `ranks_per_node` of them per node.
+struct CollectiveCalibration {
+  Collective op{};
+  int64_t ranks = 0, ranks_per_node = 0;
+  std::vector<CollectiveFitSegment> fit;  // ascending sizes, one or two segments (breakpoint)
+  std::vector<double> bytes;              // raw medians: S (ascending) ...
+  std::vector<double> seconds;            // ... and the slowest rank's median time
+};
+
+struct CommCalibration {
+  std::string origin;  // the profile file
+  std::vector<CollectiveCalibration> collectives;
+};
+
+// A measured GEMM: C[m×n] = A[m×k]·B[k×n] reached flops_per_s.
+struct GemmCalibrationPoint {
+  int64_t m = 0, n = 0, k = 0;
+  double flops_per_s = 0;
+};
+
+struct GemmCalibration {
+  DType dtype{};                  // what was measured (bf16 on GPU, fp32 on CPU)
+  bool cpu = false;               // measured on CPU ranks: the table is the device, whatever the dtype
+  double peak_flops_per_s = 0;    // the device's peak for dtype (GPU: the preset's; CPU: the best measured)
+  double memory_bytes_per_s = 0;  // measured large-copy bandwidth (read + write), 0 = not measured
+  std::vector<GemmCalibrationPoint> points;
+};
 
 struct GpuSpec {
   std::string name;
@@ -19,6 +62,8 @@ struct GpuSpec {
   double l2_mib = 0;
   double nvlink_gbps = 0;    // NVLink bandwidth per GPU, per direction, GB/s; 0 = no NVLink
   double pcie_gbps = 0;      // PCIe bandwidth per GPU, per direction, GB/s
+  // Measured GEMM throughput and copy bandwidth (calibration profile); null = the analytic model.
+  std::shared_ptr<const GemmCalibration> gemm_calibration;
 };
 
 enum class LinkKind { nvswitch, nvlink, pcie };
@@ -47,6 +92,8 @@ struct ClusterSpec {
   IntraNodeLink intra;
   InterNodeLink inter;
   double host_memory_gib = 0;  // per node; 0 = unknown
+  // Measured collective times (calibration profile); null = the analytic link model.
+  std::shared_ptr<const CommCalibration> comm_calibration;
 };
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "planner/cost.hpp"
 #include "planner/error.hpp"
 #include "planner/framework.hpp"
 #include "planner/precision.hpp"
@@ -14,9 +15,17 @@ namespace shardplan {
 std::optional<Objective> parse_objective(const std::string& s) {
   if (s == "throughput") return Objective::throughput;
   if (s == "memory") return Objective::memory;
+  if (s == "cost") return Objective::cost;
   return std::nullopt;
 }
-const char* to_string(Objective o) { return o == Objective::memory ? "memory" : "throughput"; }
+const char* to_string(Objective o) {
+  switch (o) {
+    case Objective::memory: return "memory";
+    case Objective::cost: return "cost";
+    case Objective::throughput: break;
+  }
+  return "throughput";
+}
 
 int64_t default_global_batch(int64_t seq, int64_t gpus) {
   const int64_t tokens = std::max<int64_t>(int64_t{1} << 22, gpus * 1024);
@@ -77,8 +86,15 @@ std::vector<T> fixed_or(const std::optional<T>& fixed, std::vector<T> all) {
   return all;
 }
 
-// Better by the objective: throughput first (then memory), or memory first (then throughput).
+// Better by the objective: throughput first (then memory), memory first (then throughput), or GPU-seconds per
+// token first (then memory).
 bool better(const Candidate& a, const Candidate& b, Objective o) {
+  if (o == Objective::cost) {
+    const double ca = gpu_seconds_per_token(a.tokens_per_s, a.strategy.gpus);
+    const double cb = gpu_seconds_per_token(b.tokens_per_s, b.strategy.gpus);
+    if (ca != cb) return ca < cb;
+    return a.peak_total() < b.peak_total();
+  }
   if (o == Objective::memory) {
     if (a.peak_total() != b.peak_total()) return a.peak_total() < b.peak_total();
     return a.tokens_per_s > b.tokens_per_s;

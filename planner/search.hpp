@@ -13,7 +13,10 @@
 
 namespace shardplan {
 
-enum class Objective { throughput, memory };
+// throughput: most tokens/s (the least complex family within kSimplicityTolerance is recommended);
+// memory: smallest peak; cost: fewest GPU-hours per trained token (planner/cost.hpp), the cheapest recommended
+// outright — at the fixed GPU count of one search it orders like throughput, but without the simplicity allowance.
+enum class Objective { throughput, memory, cost };
 std::optional<Objective> parse_objective(const std::string& s);
 const char* to_string(Objective o);
 

@@ -13,8 +13,9 @@ ctest --test-dir build --output-on-failure
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSHARDPLAN_SANITIZE=ON -DSHARDPLAN_TESTS=ON \
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g"
 cmake --build build-asan -j"$jobs"
+# The multi-rank tests run under mpirun in the Release pass only: OpenMPI's own allocations are reported as leaks.
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-  ctest --test-dir build-asan --output-on-failure
+  ctest --test-dir build-asan --output-on-failure -E '_mpi_'
 
 if command -v clang++ >/dev/null 2>&1; then
   cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ -DSHARDPLAN_FUZZ=ON \

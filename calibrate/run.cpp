@@ -1,0 +1,341 @@
+// `shardplan calibrate`: every rank of the mpirun job runs run_calibrate. Bad input is found identically on
+// every rank (same arguments) or on rank 0 and broadcast; rank 0 alone prints it, every rank exits 2.
+#include "calibrate/run.hpp"
+
+#include <mpi.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "calibrate/bench.hpp"
+#include "calibrate/coordinator.hpp"
+#include "calibrate/device.hpp"
+#include "calibrate/plan.hpp"
+#include "calibrate/profile.hpp"
+#include "comm/comm.hpp"
+#include "comm/groups.hpp"
+#include "planner/error.hpp"
+
+extern char** environ;
+
+namespace shardplan::calibrate {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+std::string utc_now() {
+  const std::time_t t = std::time(nullptr);
+  char text[32];
+  std::strftime(text, sizeof(text), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return text;
+}
+
+std::string step_name(const RawRecord& r) {
+  if (r.kind == "collective") return fmt::format("{} {} ({} ranks) {}", r.op, r.scope, r.ranks, human_bytes(r.bytes));
+  if (r.kind == "gemm") return fmt::format("gemm {} {}x{}x{}", r.op, r.m, r.n, r.k);
+  return fmt::format("copy {}", human_bytes(r.bytes));
+}
+
+// Every rank's string, gathered on rank 0 (fixed-size slots; blocking, used at start-up only).
+std::vector<std::string> gather_strings(const std::string& mine, int rank, int size) {
+  constexpr int kSlot = 256;
+  char slot[kSlot] = {};
+  std::snprintf(slot, kSlot, "%s", mine.c_str());
+  std::vector<char> all(rank == 0 ? static_cast<std::size_t>(kSlot * size) : 1);  // [size × kSlot] on rank 0
+  MPI_Gather(slot, kSlot, MPI_CHAR, all.data(), kSlot, MPI_CHAR, 0, MPI_COMM_WORLD);
+  std::vector<std::string> out;
+  if (rank == 0)
+    for (int r = 0; r < size; ++r) out.emplace_back(all.data() + static_cast<std::ptrdiff_t>(r) * kSlot);
+  return out;
+}
+
+// Rank 0's verdict ("" = fine) to everyone.
+std::string agree(const std::string& verdict_on_rank0, int rank) {
+  int64_t length = rank == 0 ? static_cast<int64_t>(verdict_on_rank0.size()) : 0;
+  MPI_Bcast(&length, 1, MPI_INT64_T, 0, MPI_COMM_WORLD);
+  std::string text = rank == 0 ? verdict_on_rank0 : std::string(static_cast<std::size_t>(length), ' ');
+  if (length > 0) MPI_Bcast(text.data(), static_cast<int>(length), MPI_CHAR, 0, MPI_COMM_WORLD);
+  return text;
+}
+
+// Can `path` be written (its folder exists and accepts a new file)? "" or the reason.
+std::string check_writable(const std::string& path, const char* flag) {
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) return fmt::format("{} {}: is a folder; give a file name such as {}/profile.yaml", flag, path, path);
+  const fs::path dir = fs::path(path).has_parent_path() ? fs::path(path).parent_path() : fs::path(".");
+  if (!fs::is_directory(dir, ec)) return fmt::format("{} {}: the folder {} does not exist; create it or choose another path", flag, path, dir.string());
+  const std::string probe = fmt::format("{}.probe.{}", path, static_cast<long>(::getpid()));
+  std::ofstream f(probe);
+  if (!f) return fmt::format("{} {}: cannot write in {} ({}); choose a writable path", flag, path, dir.string(), std::strerror(errno));
+  f.close();
+  fs::remove(probe, ec);
+  return "";
+}
+
+// The progress line: a bar with ETA on a terminal, plain lines otherwise; rank 0 only.
+class Progress {
+ public:
+  Progress(std::size_t total, bool enabled) : total_(total), enabled_(enabled), tty_(::isatty(2) != 0) {}
+  void step(std::size_t done, const std::string& what, bool measured) {
+    if (measured) ++measured_;
+    if (!enabled_) return;
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    const double eta = measured_ > 0 ? elapsed / static_cast<double>(measured_) * static_cast<double>(total_ - done) : 0;
+    if (tty_) {
+      const int width = 30, filled = static_cast<int>(width * done / std::max<std::size_t>(total_, 1));
+      std::fprintf(stderr, "\r[%s%s] %zu/%zu ETA %4.0fs  %-48.48s", std::string(static_cast<std::size_t>(filled), '#').c_str(),
+                   std::string(static_cast<std::size_t>(width - filled), ' ').c_str(), done, total_, eta, what.c_str());
+      if (done == total_) std::fputc('\n', stderr);
+    } else {
+      std::fprintf(stderr, "calibrate: %zu/%zu %s%s (ETA %.0f s)\n", done, total_, what.c_str(),
+                   measured ? "" : " [resumed]", eta);
+    }
+    std::fflush(stderr);
+  }
+
+ private:
+  std::size_t total_, measured_ = 0;
+  bool enabled_, tty_;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+};
+
+}  // namespace
+
+int run_calibrate(const CalibrateFlags& flags, const PresetStore& store, const std::string& command_line) {
+  comm::MpiSession mpi(nullptr, nullptr);
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  auto fail = [&](int code, const std::string& message) {
+    if (rank == 0) {
+      std::fprintf(stderr, "error: %s\n", message.c_str());
+      std::fflush(stderr);
+    }
+    return code;
+  };
+
+  RunPlan plan;
+  try {
+    plan = resolve_plan(flags, store, size);
+  } catch (const BadInputError& e) {
+    return fail(2, e.what());
+  } catch (const InputError& e) {
+    return fail(2, e.what());
+  }
+  // Files: rank 0 looks, everyone hears the verdict.
+  {
+    std::string verdict;
+    if (rank == 0) {
+      verdict = check_writable(plan.out, "--out");
+      if (verdict.empty()) verdict = check_writable(plan.raw, "--raw");
+      if (verdict.empty() && flags.resume && !fs::exists(plan.raw))
+        verdict = fmt::format("--resume: {} does not exist (run without --resume to start afresh)", plan.raw);
+    }
+    verdict = agree(verdict, rank);
+    if (!verdict.empty()) return fail(2, verdict);
+  }
+
+  const comm::WorldInfo world = comm::query_world();
+  int min_local = world.local_size, max_local = world.local_size;
+  MPI_Allreduce(MPI_IN_PLACE, &min_local, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  MPI_Allreduce(MPI_IN_PLACE, &max_local, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  if (min_local != max_local)
+    return fail(2, fmt::format("nodes run {} to {} ranks each; give every node the same number of ranks (mpirun "
+                               "-npernode N)", min_local, max_local));
+
+  std::string where = "start-up";
+  try {
+    Coordinator co(plan.timeout_s);
+    // NCCL first: it picks this rank's GPU, which the device then uses.
+    std::unique_ptr<comm::Communicator> world_comm = comm::make_world(plan.backend);
+    std::unique_ptr<Device> device = plan.backend == "nccl" ? make_gpu_device() : make_cpu_device();
+    if (plan.base_cluster.empty()) {
+      // GPU without --base-cluster: the first cluster preset whose GPU this is ("h200" in "NVIDIA H200").
+      std::string name = lower(device->description());
+      for (const std::string& c : store.names(PresetKind::cluster)) {
+        const ClusterSpec spec = store.cluster(c);
+        const std::string stem = lower(spec.gpu_name.substr(0, spec.gpu_name.find('-')));
+        if (name.find(stem) != std::string::npos) {
+          plan.base_cluster = c;
+          plan.preset_peak_flops = spec.gpu.bf16_tflops * 1e12;
+          break;
+        }
+      }
+      if (plan.base_cluster.empty())
+        return fail(2, fmt::format("no cluster preset has the GPU '{}': name the closest with --base-cluster NAME",
+                                   device->description()));
+    }
+    // Scopes: the world, and across several nodes also one node and the rails (one rank per node).
+    std::unique_ptr<comm::Communicator> intra, rail;
+    if (world.nodes > 1) {
+      const comm::SplitKey a = comm::intra_node_split(world), b = comm::rail_split(world);
+      intra = world_comm->split(a.color, a.key);
+      rail = world_comm->split(b.color, b.key);
+    }
+    std::vector<RawRecord> steps = plan_steps(plan, world, comm::element_bytes(device->dtype()));
+
+    // Resume: rank 0 reads the raw CSV, every rank parses the same text.
+    std::vector<RawRecord> done_records;
+    const std::string setup = fmt::format("backend={} ranks={} nodes={} ranks_per_node={} dtype={} quick={}", plan.backend,
+                                          world.size, world.nodes, world.local_size, comm::to_string(device->dtype()),
+                                          plan.quick ? 1 : 0);
+    if (flags.resume) {
+      std::string text;
+      if (rank == 0) {
+        std::ifstream in(plan.raw);
+        text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+      }
+      co.broadcast(text);
+      std::string old_setup;
+      try {
+        done_records = parse_csv(text, plan.raw, old_setup);
+      } catch (const std::runtime_error& e) {
+        return fail(2, fmt::format("--resume: {}", e.what()));
+      }
+      if (old_setup != setup)
+        return fail(2, fmt::format("--resume: {} was measured as '{}', this run is '{}'; run without --resume",
+                                   plan.raw, old_setup, setup));
+    }
+    std::set<std::string> done_keys;
+    for (const RawRecord& r : done_records) done_keys.insert(r.key());
+
+    // The raw CSV, written by rank 0 as measurements arrive (append + flush: a crash loses at most one line).
+    std::FILE* raw = nullptr;
+    if (rank == 0) {
+      if (flags.resume) {
+        // Rewrite what was kept (drops a partial last line), then append.
+        std::string text = csv_header(setup);
+        for (const RawRecord& r : done_records) text += csv_line(r);
+        write_file_atomically(plan.raw, text);
+        raw = std::fopen(plan.raw.c_str(), "a");
+      } else {
+        raw = std::fopen(plan.raw.c_str(), "w");
+        if (raw) std::fputs(csv_header(setup).c_str(), raw);
+      }
+      if (raw == nullptr) throw std::runtime_error(fmt::format("cannot write {}: {}", plan.raw, std::strerror(errno)));
+      std::fflush(raw);
+    }
+
+    // Fault injection for the time-out test: SHARDPLAN_CALIBRATE_FAULT=hang:R stops rank R before it measures.
+    int hang_rank = -1;
+    if (const char* fault = std::getenv("SHARDPLAN_CALIBRATE_FAULT"); fault && std::string(fault).rfind("hang:", 0) == 0)
+      hang_rank = std::atoi(fault + 5);
+
+    Progress progress(steps.size(), rank == 0 && !flags.quiet);
+    std::vector<RawRecord> records = done_records;
+    for (std::size_t i = 0; i < steps.size(); ++i) {
+      const RawRecord& step = steps[i];
+      where = step_name(step);
+      if (done_keys.count(step.key())) {
+        progress.step(i + 1, where, false);
+        continue;
+      }
+      if (rank == hang_rank)
+        while (true) std::this_thread::sleep_for(std::chrono::seconds(1));
+      co.checkin(where);
+      RawRecord r;
+      if (step.kind == "collective") {
+        comm::Communicator& group = step.scope == "world" ? *world_comm : step.scope == "intra_node" ? *intra : *rail;
+        r = measure_collective(co, group, *device, step, plan.collective_timing);
+      } else if (step.kind == "gemm") {
+        r = measure_gemm(co, *device, step, plan.gemm_timing);
+      } else {
+        r = measure_copy(co, *device, step, plan.gemm_timing);
+      }
+      records.push_back(r);
+      if (raw != nullptr) {
+        std::fputs(csv_line(r).c_str(), raw);
+        std::fflush(raw);
+      }
+      progress.step(i + 1, where, true);
+    }
+    if (raw != nullptr) std::fclose(raw);
+    where = "the profile";
+
+    // The environment, for the profile's meta.
+    char host[MPI_MAX_PROCESSOR_NAME] = {};
+    int host_length = 0;
+    MPI_Get_processor_name(host, &host_length);
+    const std::vector<std::string> hosts = gather_strings(host, rank, size);
+    const std::vector<std::string> devices = gather_strings(device->description(), rank, size);
+    std::string status;
+    if (rank == 0) {
+      ProfileMeta meta;
+      meta.name = fs::path(plan.out).stem().string();
+      meta.date = utc_now();
+      meta.command = command_line;
+      meta.backend = plan.backend;
+      meta.base_cluster = plan.base_cluster;
+      meta.dtype = comm::to_string(device->dtype());
+      meta.cpu = !device->gpu();
+      meta.quick = plan.quick;
+      meta.ranks = world.size;
+      meta.nodes = world.nodes;
+      meta.ranks_per_node = world.local_size;
+      for (const std::string& h : hosts)
+        if (std::find(meta.hostnames.begin(), meta.hostnames.end(), h) == meta.hostnames.end()) meta.hostnames.push_back(h);
+      for (const std::string& d : devices)
+        if (std::find(meta.devices.begin(), meta.devices.end(), d) == meta.devices.end()) meta.devices.push_back(d);
+      char library[MPI_MAX_LIBRARY_VERSION_STRING] = {};
+      int library_length = 0;
+      MPI_Get_library_version(library, &library_length);
+      std::string mpi_version(library);
+      mpi_version = mpi_version.substr(0, mpi_version.find_first_of(",\n"));
+      meta.versions.emplace_back("mpi", mpi_version);
+      if (!device->versions().empty()) meta.versions.emplace_back("cuda", device->versions());
+      for (char** e = environ; *e != nullptr; ++e) {
+        const std::string kv = *e;
+        // What a user sets to tune the transport (mpirun's own OMPI_MCA_orte_*/ess_* plumbing is left out).
+        bool tuning = kv.rfind("NCCL_", 0) == 0 || kv.rfind("UCX_", 0) == 0;
+        for (const char* p : {"OMPI_MCA_btl", "OMPI_MCA_pml", "OMPI_MCA_coll", "OMPI_MCA_mtl", "OMPI_MCA_osc"})
+          tuning = tuning || kv.rfind(p, 0) == 0;
+        if (tuning) {
+          const auto eq = kv.find('=');
+          meta.environment.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
+        }
+      }
+      std::sort(meta.environment.begin(), meta.environment.end());
+      meta.preset_peak_flops = plan.preset_peak_flops;
+      const Profile profile = build_profile(meta, records);
+      try {
+        write_file_atomically(plan.out, profile_yaml(profile));
+        std::fputs(summary_text(profile, plan.out, plan.raw).c_str(), stdout);
+        std::fflush(stdout);
+        if (profile.wrong > 0)
+          status = fmt::format("{} elements came back wrong from the collectives (see 'wrong' in {}): the "
+                               "communication library or the network is broken",
+                               profile.wrong, plan.out);
+      } catch (const std::runtime_error& e) {
+        status = e.what();
+      }
+    }
+    co.broadcast(status);
+    if (!status.empty()) return fail(1, status);
+  } catch (const std::exception& e) {
+    // A failed or hung rank: this rank says so (naming the rank when known) and ends every rank.
+    std::fprintf(stderr, "error: rank %d, during %s: %s\n", rank, where.c_str(), e.what());
+    std::fflush(stderr);
+    comm::MpiSession::abort_job(1);
+  }
+  return 0;
+}
+
+}  // namespace shardplan::calibrate

@@ -1,0 +1,75 @@
+#pragma once
+// `plan ... --emit DIR`: what is needed to run the recommended plan, one file per runtime:
+//   torchrun.sh              the torchrun command line (per node), launching train_fsdp2.py
+//   train_fsdp2.py           PyTorch FSDP2 loop: fully_shard per block, MixedPrecisionPolicy, activation checkpointing
+//   accelerate_config.yaml   Accelerate (FSDP2, DeepSpeed or Megatron-LM plugin, by the modelled framework)
+//   ds_config.json           DeepSpeed: ZeRO stage, offload, micro-batch, gradient accumulation, bf16
+//   megatron_args.sh         Megatron-LM arguments: TP, PP, virtual stages, SP, recompute, batches, distributed optimizer
+//   torchtitan.toml          torchtitan job config
+//   README.md                the plan, and what each file could not express (notes)
+// All are written atomically (emit_files.cpp): every file to a temporary name first, then renamed; on failure
+// nothing is left behind.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "io/hf_config.hpp"
+#include "planner/cost.hpp"
+#include "planner/predict.hpp"
+
+namespace shardplan::cli {
+
+struct LaunchPlan {
+  Prediction prediction;                     // the recommended candidate
+  std::optional<HfModel> hf;                 // when the model came from --hf-config
+  std::optional<TrainingEstimate> training;  // when --tokens was given (sets the step count)
+};
+
+// The plan's numbers as every writer needs them.
+struct LaunchFacts {
+  std::string model_name;
+  std::string model_ref;    // the folder holding config.json (--hf-config), else the model's name
+  std::string block_class;  // HF decoder layer class, "" when unknown (not from --hf-config)
+  int64_t gpus = 1, nodes = 1, procs_per_node = 1;
+  int64_t tp = 1, pp = 1, dp = 1, vpp = 1;
+  int64_t shard = 1, replicate = 1;  // data-parallel ranks that shard model states, and the replicas of those
+  int64_t micro_batch = 1, grad_accum = 1, global_batch = 1, seq = 1;
+  int64_t layers = 1, layers_per_virtual_stage = 1;
+  int zero = 3;
+  bool sp = false, offload = false, flash = true;
+  bool bf16 = true, fp16 = false, fp32_master = true;
+  Recompute recompute = Recompute::none;
+  Schedule schedule = Schedule::one_f_one_b;
+  Framework framework = Framework::fsdp;
+  std::optional<int64_t> steps;  // from --tokens
+};
+LaunchFacts launch_facts(const LaunchPlan& plan);
+
+struct EmittedFile {
+  std::string name;
+  std::string text;
+  bool executable = false;
+  std::vector<std::string> notes;  // what the file could not express, for README.md
+};
+
+// Every file of the plan, in memory (nothing is written).
+std::vector<EmittedFile> launch_files(const LaunchPlan& plan);
+
+// One writer per runtime (emit_torch.cpp, emit_frameworks.cpp).
+EmittedFile emit_torchrun(const LaunchPlan& plan, const LaunchFacts& f);
+EmittedFile emit_fsdp2_script(const LaunchPlan& plan, const LaunchFacts& f);
+EmittedFile emit_accelerate(const LaunchPlan& plan, const LaunchFacts& f);
+EmittedFile emit_deepspeed(const LaunchPlan& plan, const LaunchFacts& f);
+EmittedFile emit_megatron(const LaunchPlan& plan, const LaunchFacts& f);
+EmittedFile emit_torchtitan(const LaunchPlan& plan, const LaunchFacts& f);
+
+// Writes `files` into `dir` (created if missing) so that either all of them appear or none: each is written to a
+// hidden temporary name and fsynced, then all are renamed into place. Throws InputError naming DIR (and the reason)
+// when it cannot be written; whatever was created is removed first.
+void write_files_atomically(const std::string& dir, const std::vector<EmittedFile>& files);
+
+// Quoting helpers: a double-quoted literal valid in Python, TOML, YAML and JSON; a single-quoted shell word.
+std::string double_quoted(const std::string& s);
+std::string shell_quoted(const std::string& s);
+
+}  // namespace shardplan::cli

@@ -1,0 +1,86 @@
+// The backend-independent parts: MPI start-up and shutdown, the rank layout, backend selection.
+#include <mpi.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "comm/comm.hpp"
+#include "comm/mpi_util.hpp"
+
+namespace shardplan::comm {
+
+std::size_t element_bytes(DataType t) { return t == DataType::fp32 ? 4 : 2; }
+
+const char* to_string(DataType t) { return t == DataType::fp32 ? "fp32" : "bf16"; }
+
+void mpi_check(int code, const char* call) {
+  if (code == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  MPI_Error_string(code, text, &length);
+  throw CommError(fmt::format("{} failed: {}", call, std::string(text, static_cast<std::size_t>(length))));
+}
+
+MpiSession::MpiSession(int* argc, char*** argv) {
+  int provided = 0;
+  mpi_check(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided), "MPI_Init_thread");
+  // Errors come back as codes (mpi_check turns them into exceptions) instead of killing the job on the spot.
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+}
+
+MpiSession::~MpiSession() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Finalize();
+}
+
+void MpiSession::abort_job(int code) {
+  MPI_Abort(MPI_COMM_WORLD, code);
+  std::_Exit(code);  // MPI_Abort does not return; this is for the type system (and a broken MPI)
+}
+
+WorldInfo query_world() {
+  WorldInfo w;
+  MPI_Comm_rank(MPI_COMM_WORLD, &w.rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &w.size);
+  // Ranks of one node: those that can share memory (MPI-3 MPI_COMM_TYPE_SHARED).
+  MPI_Comm node_comm;
+  mpi_check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, w.rank, MPI_INFO_NULL, &node_comm),
+            "MPI_Comm_split_type");
+  MPI_Comm_rank(node_comm, &w.local_rank);
+  MPI_Comm_size(node_comm, &w.local_size);
+  // Node index: the lowest world rank of each node, ranked. leader[r] = lowest world rank on r's node.
+  int leader = w.rank;
+  mpi_check(MPI_Allreduce(MPI_IN_PLACE, &leader, 1, MPI_INT, MPI_MIN, node_comm), "MPI_Allreduce");
+  MPI_Comm_free(&node_comm);
+  std::vector<int> leaders(static_cast<std::size_t>(w.size));  // [size]
+  mpi_check(MPI_Allgather(&leader, 1, MPI_INT, leaders.data(), 1, MPI_INT, MPI_COMM_WORLD), "MPI_Allgather");
+  std::vector<int> distinct = leaders;
+  std::sort(distinct.begin(), distinct.end());
+  distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+  w.nodes = static_cast<int>(distinct.size());
+  w.node = static_cast<int>(std::lower_bound(distinct.begin(), distinct.end(), leader) - distinct.begin());
+  return w;
+}
+
+bool backend_available(const std::string& backend) {
+  if (backend == "mpi") return true;
+#if SHARDPLAN_HAVE_NCCL
+  if (backend == "nccl") return true;
+#endif
+  return false;
+}
+
+std::unique_ptr<Communicator> make_world(const std::string& backend) {
+  if (backend == "mpi") return make_mpi_world();
+#if SHARDPLAN_HAVE_NCCL
+  if (backend == "nccl") return make_nccl_world(query_world());
+#endif
+  if (backend == "nccl") throw CommError("this shardplan was built without the CUDA toolkit: no NCCL backend");
+  throw CommError(fmt::format("unknown backend '{}'", backend));
+}
+
+}  // namespace shardplan::comm

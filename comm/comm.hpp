@@ -1,0 +1,90 @@
+#pragma once
+// shardplan_comm: one small communication interface with two backends, MPI (CPU ranks, CI) and NCCL (one
+// process per GPU, compiled only when the CUDA toolkit is found). Ranks are started by mpirun in both cases.
+//
+// Buffers are device pointers for NCCL and host pointers for MPI; `count` is in elements of `dtype`.
+// Every operation is asynchronous and returns a Handle: wait() blocks until it is done (or throws CommError),
+// so communication overlaps whatever the caller does before waiting.
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+namespace shardplan::comm {
+
+enum class DataType { fp32, bf16 };
+std::size_t element_bytes(DataType t);
+const char* to_string(DataType t);
+
+// A communication failure or a time-out. `rank` names the rank at fault when known (else -1).
+class CommError : public std::runtime_error {
+ public:
+  CommError(const std::string& what, int rank = -1) : std::runtime_error(what), rank_(rank) {}
+  int rank() const { return rank_; }
+
+ private:
+  int rank_;
+};
+
+class Handle {
+ public:
+  virtual ~Handle() = default;
+  // Blocks until done. Throws CommError when the operation failed or did not finish within `timeout`.
+  virtual void wait(std::chrono::duration<double> timeout) = 0;
+  // Non-blocking: true when done (drives progress for backends without a progress thread, e.g. OpenMPI).
+  virtual bool test() = 0;
+};
+using HandlePtr = std::unique_ptr<Handle>;
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual const char* backend() const = 0;  // "mpi" | "nccl"
+
+  // recv[size·count] = concat over ranks of send[count].
+  virtual HandlePtr all_gather(const void* send, void* recv, std::size_t count, DataType t) = 0;
+  // recv[count] = sum over ranks of send[size·count], the rank-th block.
+  virtual HandlePtr reduce_scatter(const void* send, void* recv, std::size_t count, DataType t) = 0;
+  // recv[count] = sum over ranks of send[count] (send == recv allowed).
+  virtual HandlePtr all_reduce(const void* send, void* recv, std::size_t count, DataType t) = 0;
+  virtual HandlePtr broadcast(void* buffer, std::size_t count, DataType t, int root) = 0;
+  virtual HandlePtr send(const void* buffer, std::size_t count, DataType t, int peer) = 0;
+  virtual HandlePtr recv(void* buffer, std::size_t count, DataType t, int peer) = 0;
+  virtual HandlePtr barrier() = 0;
+
+  // A sub-communicator of the ranks passing the same color, ordered by key (MPI_Comm_split / ncclCommSplit).
+  // Collective over this communicator; every rank must call it.
+  virtual std::unique_ptr<Communicator> split(int color, int key) = 0;
+};
+
+// Rank layout of the MPI job: the world, this rank's node (ranks sharing memory) and its place there.
+struct WorldInfo {
+  int rank = 0, size = 1;
+  int local_rank = 0, local_size = 1;  // within the node
+  int node = 0, nodes = 1;             // node index (ordered by the lowest world rank on it)
+};
+
+// MPI must be initialised (see MpiSession). Collective over MPI_COMM_WORLD.
+WorldInfo query_world();
+
+// MPI_Init_thread on construction (MPI_THREAD_MULTIPLE when offered: the watchdog aborts from its own thread),
+// MPI_Finalize on destruction. One per process.
+class MpiSession {
+ public:
+  MpiSession(int* argc, char*** argv);
+  ~MpiSession();
+  MpiSession(const MpiSession&) = delete;
+  MpiSession& operator=(const MpiSession&) = delete;
+  // Ends every rank of the job now (MPI_Abort): the way out of a hang.
+  [[noreturn]] static void abort_job(int code);
+};
+
+// The world communicator of a backend: "mpi" or "nccl". Throws CommError when the backend is not compiled in
+// (nccl without the CUDA toolkit) or cannot start (no GPU). NCCL picks the GPU local_rank % visible GPUs.
+std::unique_ptr<Communicator> make_world(const std::string& backend);
+bool backend_available(const std::string& backend);
+
+}  // namespace shardplan::comm

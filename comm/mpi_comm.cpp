@@ -1,0 +1,131 @@
+// MPI backend of the communication interface (OpenMPI from Debian): non-blocking collectives (MPI-3) on host
+// buffers. OpenMPI has no asynchronous progress thread, so Handle::wait polls MPI_Test, which both drives
+// progress and lets it give up after a time-out instead of hanging.
+#include <mpi.h>
+
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "comm/comm.hpp"
+#include "comm/mpi_util.hpp"
+
+namespace shardplan::comm {
+
+namespace {
+
+MPI_Datatype mpi_type(DataType t) {
+  // bf16 has no MPI type; the MPI backend is the CPU path and always runs fp32 (bf16 buffers are rejected).
+  if (t != DataType::fp32) throw CommError("the MPI backend reduces fp32 only (bf16 is the NCCL backend's)");
+  return MPI_FLOAT;
+}
+
+int as_int(std::size_t count) {
+  if (count > static_cast<std::size_t>(INT32_MAX)) throw CommError(fmt::format("{} elements: too many for MPI", count));
+  return static_cast<int>(count);
+}
+
+class MpiHandle final : public Handle {
+ public:
+  MpiHandle(MPI_Request request, std::string what) : request_(request), what_(std::move(what)) {}
+  ~MpiHandle() override {
+    // A handle dropped unfinished must not leak a live request (the buffers may go away): finish it.
+    if (request_ != MPI_REQUEST_NULL) MPI_Wait(&request_, MPI_STATUS_IGNORE);
+  }
+  bool test() override {
+    if (request_ == MPI_REQUEST_NULL) return true;
+    int done = 0;
+    mpi_check(MPI_Test(&request_, &done, MPI_STATUS_IGNORE), what_.c_str());
+    return done != 0;
+  }
+  void wait(std::chrono::duration<double> timeout) override {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    int spins = 0;
+    while (!test()) {
+      // Spin briefly (latency), then yield the core (oversubscribed CPU runs need the other ranks to run).
+      if (++spins > 1000) std::this_thread::yield();
+      if (std::chrono::steady_clock::now() > deadline)
+        throw CommError(fmt::format("{} did not finish within {:.0f} s", what_, timeout.count()));
+    }
+  }
+
+ private:
+  MPI_Request request_;
+  std::string what_;
+};
+
+class MpiCommunicator final : public Communicator {
+ public:
+  MpiCommunicator(MPI_Comm comm, bool owned) : comm_(comm), owned_(owned) {
+    MPI_Comm_rank(comm_, &rank_);
+    MPI_Comm_size(comm_, &size_);
+  }
+  ~MpiCommunicator() override {
+    if (owned_) MPI_Comm_free(&comm_);
+  }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  const char* backend() const override { return "mpi"; }
+
+  HandlePtr all_gather(const void* send, void* recv, std::size_t count, DataType t) override {
+    MPI_Request r;
+    mpi_check(MPI_Iallgather(send, as_int(count), mpi_type(t), recv, as_int(count), mpi_type(t), comm_, &r),
+              "MPI_Iallgather");
+    return std::make_unique<MpiHandle>(r, "all_gather");
+  }
+  HandlePtr reduce_scatter(const void* send, void* recv, std::size_t count, DataType t) override {
+    MPI_Request r;
+    mpi_check(MPI_Ireduce_scatter_block(send, recv, as_int(count), mpi_type(t), MPI_SUM, comm_, &r),
+              "MPI_Ireduce_scatter_block");
+    return std::make_unique<MpiHandle>(r, "reduce_scatter");
+  }
+  HandlePtr all_reduce(const void* send, void* recv, std::size_t count, DataType t) override {
+    MPI_Request r;
+    mpi_check(MPI_Iallreduce(send == recv ? MPI_IN_PLACE : send, recv, as_int(count), mpi_type(t), MPI_SUM, comm_, &r),
+              "MPI_Iallreduce");
+    return std::make_unique<MpiHandle>(r, "all_reduce");
+  }
+  HandlePtr broadcast(void* buffer, std::size_t count, DataType t, int root) override {
+    MPI_Request r;
+    mpi_check(MPI_Ibcast(buffer, as_int(count), mpi_type(t), root, comm_, &r), "MPI_Ibcast");
+    return std::make_unique<MpiHandle>(r, "broadcast");
+  }
+  HandlePtr send(const void* buffer, std::size_t count, DataType t, int peer) override {
+    MPI_Request r;
+    mpi_check(MPI_Isend(buffer, as_int(count), mpi_type(t), peer, kTag, comm_, &r), "MPI_Isend");
+    return std::make_unique<MpiHandle>(r, fmt::format("send to rank {}", peer));
+  }
+  HandlePtr recv(void* buffer, std::size_t count, DataType t, int peer) override {
+    MPI_Request r;
+    mpi_check(MPI_Irecv(buffer, as_int(count), mpi_type(t), peer, kTag, comm_, &r), "MPI_Irecv");
+    return std::make_unique<MpiHandle>(r, fmt::format("receive from rank {}", peer));
+  }
+  HandlePtr barrier() override {
+    MPI_Request r;
+    mpi_check(MPI_Ibarrier(comm_, &r), "MPI_Ibarrier");
+    return std::make_unique<MpiHandle>(r, "barrier");
+  }
+  std::unique_ptr<Communicator> split(int color, int key) override {
+    MPI_Comm sub;
+    mpi_check(MPI_Comm_split(comm_, color, key, &sub), "MPI_Comm_split");
+    return std::make_unique<MpiCommunicator>(sub, true);
+  }
+
+ private:
+  static constexpr int kTag = 7;
+  MPI_Comm comm_;
+  bool owned_;
+  int rank_ = 0, size_ = 1;
+};
+
+}  // namespace
+
+std::unique_ptr<Communicator> make_mpi_world() {
+  MPI_Comm dup;
+  // A private copy of the world: our traffic never matches a message of the caller's own MPI use.
+  mpi_check(MPI_Comm_dup(MPI_COMM_WORLD, &dup), "MPI_Comm_dup");
+  return std::make_unique<MpiCommunicator>(dup, true);
+}
+
+}  // namespace shardplan::comm

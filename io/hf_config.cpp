@@ -1,0 +1,400 @@
+#include "io/hf_config.hpp"
+
+#include <cmath>
+#include <filesystem>
+#include <optional>
+#include <string_view>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "io/preset_store.hpp"
+#include "planner/error.hpp"
+
+namespace shardplan {
+
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+struct Family {
+  const char* name;
+  const char* architecture;  // the usual CausalLM class
+  const char* block_class;   // the decoder layer class
+};
+
+constexpr Family kFamilies[] = {
+    {"llama", "LlamaForCausalLM", "LlamaDecoderLayer"},
+    {"mistral", "MistralForCausalLM", "MistralDecoderLayer"},
+    {"qwen2", "Qwen2ForCausalLM", "Qwen2DecoderLayer"},
+    {"gemma", "GemmaForCausalLM", "GemmaDecoderLayer"},
+    {"gpt_neox", "GPTNeoXForCausalLM", "GPTNeoXLayer"},
+    {"gpt2", "GPT2LMHeadModel", "GPT2Block"},
+    {"falcon", "FalconForCausalLM", "FalconDecoderLayer"},
+};
+
+// model_type spellings (and old Falcon ones) → family.
+const Family* family_by_model_type(const std::string& t) {
+  for (const Family& f : kFamilies)
+    if (t == f.name) return &f;
+  if (t == "RefinedWeb" || t == "RefinedWebModel") return &kFamilies[6];
+  return nullptr;
+}
+
+const Family* family_by_architecture(const std::string& a) {
+  for (const Family& f : kFamilies)
+    if (a == f.architecture) return &f;
+  if (a == "RWForCausalLM") return &kFamilies[6];
+  if (a == "GPT2Model") return &kFamilies[5];
+  return nullptr;
+}
+
+std::string describe(const json& v) {
+  std::string s = v.dump();
+  if (s.size() > 40) s = s.substr(0, 37) + "...";
+  return s;
+}
+
+// Typed, strict access to the fields of the config object; every message names the file and the field.
+class Fields {
+ public:
+  Fields(const json& j, std::string origin, std::string family) : j_(j), origin_(std::move(origin)), family_(std::move(family)) {}
+
+  bool has(const char* key) const { return j_.contains(key) && !j_.at(key).is_null(); }
+
+  // The first of `keys` present (aliases: "num_hidden_layers" or GPT-2's "n_layer"), or nullopt.
+  std::optional<int64_t> integer_opt(std::initializer_list<const char*> keys) const {
+    for (const char* key : keys)
+      if (has(key)) return as_positive_integer(key, j_.at(key));
+    return std::nullopt;
+  }
+  int64_t integer(std::initializer_list<const char*> keys) const {
+    if (auto v = integer_opt(keys)) return *v;
+    throw missing(*keys.begin(), keys.size() > 1 ? *(keys.begin() + 1) : nullptr);
+  }
+  int64_t integer_or(std::initializer_list<const char*> keys, int64_t fallback) const {
+    return integer_opt(keys).value_or(fallback);
+  }
+
+  bool boolean_or(const char* key, bool fallback) const {
+    if (!has(key)) return fallback;
+    const json& v = j_.at(key);
+    if (!v.is_boolean())
+      throw InputError(fmt::format("{}: '{}' must be true or false, got {}", origin_, key, describe(v)));
+    return v.get<bool>();
+  }
+
+  double number_or(const char* key, double fallback) const {
+    if (!has(key)) return fallback;
+    const json& v = j_.at(key);
+    if (!v.is_number() || !std::isfinite(v.get<double>()))
+      throw InputError(fmt::format("{}: '{}' must be a number, got {}", origin_, key, describe(v)));
+    return v.get<double>();
+  }
+
+  std::string string_or(const char* key, const std::string& fallback) const {
+    if (!has(key)) return fallback;
+    const json& v = j_.at(key);
+    if (!v.is_string()) throw InputError(fmt::format("{}: '{}' must be a string, got {}", origin_, key, describe(v)));
+    return v.get<std::string>();
+  }
+
+  InputError missing(const char* key, const char* alias = nullptr) const {
+    return InputError(fmt::format("{}: '{}'{} is missing (needed to size a {} model); add it to the config", origin_,
+                                  key, alias ? fmt::format(" (or '{}')", alias) : std::string(), family_));
+  }
+
+  const std::string& origin() const { return origin_; }
+
+ private:
+  int64_t as_positive_integer(const char* key, const json& v) const {
+    std::optional<int64_t> value;
+    if (v.is_number_integer()) {
+      if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) value = std::nullopt;
+      else value = v.get<int64_t>();
+    } else if (v.is_number_float()) {
+      const double d = v.get<double>();
+      if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9e15) value = static_cast<int64_t>(d);
+    }
+    if (!value || *value <= 0)
+      throw InputError(fmt::format("{}: '{}' must be a positive integer, got {}", origin_, key, describe(v)));
+    return *value;
+  }
+
+  const json& j_;
+  std::string origin_;
+  std::string family_;
+};
+
+// "[json.exception.parse_error.101] parse error at line 3, column 5: syntax error ..." → "3:5: syntax error ...".
+std::string json_error_text(const json::parse_error& e) {
+  std::string what = e.what();
+  const auto bracket = what.find("] ");
+  if (bracket != std::string::npos) what = what.substr(bracket + 2);
+  const std::string prefix = "parse error at line ";
+  if (what.rfind(prefix, 0) == 0) {
+    // "parse error at line L, column C: reason"
+    const auto comma = what.find(", column ", prefix.size());
+    const auto colon = what.find(": ", prefix.size());
+    if (comma != std::string::npos && colon != std::string::npos && comma < colon) {
+      const std::string line = what.substr(prefix.size(), comma - prefix.size());
+      const std::string column = what.substr(comma + 9, colon - comma - 9);
+      return fmt::format("{}:{}: malformed JSON: {}", line, column, what.substr(colon + 2));
+    }
+  }
+  return "malformed JSON: " + what;
+}
+
+// Fields of configs this planner cannot represent faithfully: mixture-of-experts.
+void reject_moe(const json& j, const std::string& origin) {
+  for (const char* key : {"num_local_experts", "num_experts", "n_routed_experts", "moe_intermediate_size"}) {
+    if (j.contains(key) && !j.at(key).is_null() && !(j.at(key).is_number() && j.at(key).get<double>() <= 1)) {
+      throw InputError(fmt::format("{}: '{}' ({}) describes a mixture-of-experts model, which shardplan does not "
+                                   "model yet; describe a dense equivalent with --model FILE.yaml",
+                                   origin, key, describe(j.at(key))));
+    }
+  }
+}
+
+bool any_dropout(const Fields& f, std::initializer_list<const char*> keys, double fallback) {
+  for (const char* key : keys)
+    if (f.number_or(key, fallback) > 0) return true;
+  return false;
+}
+
+// Default sequence: max positions, capped for rotary/ALiBi models (see kHfDefaultSeqCap).
+int64_t default_seq(HfModel& out, int64_t max_positions, bool learned) {
+  if (learned || max_positions <= kHfDefaultSeqCap) return max_positions;
+  out.notes.push_back(fmt::format("max_position_embeddings is {}; the default --seq is capped at {}", max_positions,
+                                  kHfDefaultSeqCap));
+  return kHfDefaultSeqCap;
+}
+
+// Llama, Mistral, Qwen2 and Gemma: gated MLP (gate, up, down), RMSNorm, rotary, grouped-query attention.
+void read_llama_like(const Fields& f, HfModel& out) {
+  ModelSpec& m = out.spec;
+  m.hidden = f.integer({"hidden_size"});
+  m.layers = f.integer({"num_hidden_layers"});
+  m.heads = f.integer({"num_attention_heads"});
+  m.kv_heads = f.integer_or({"num_key_value_heads"}, m.heads);
+  m.ffn_hidden = f.integer({"intermediate_size"});
+  m.vocab = f.integer({"vocab_size"});
+  const bool gemma = out.family == "gemma";
+  if (gemma) {
+    m.head_dim = f.integer({"head_dim"});  // Gemma-7B: 256 with 16 heads and hidden 3072
+  } else {
+    m.head_dim = f.integer_or({"head_dim"}, 0);
+  }
+  if (m.head_dim > 0 && m.heads > 0 && m.head_dim * m.heads == m.hidden) m.head_dim = 0;  // the usual h / a
+  m.mlp = MlpKind::swiglu;  // three matrices (gate, up, down) whatever the activation
+  const std::string act = f.string_or(gemma ? "hidden_activation" : "hidden_act",
+                                      f.string_or("hidden_act", gemma ? "gelu_pytorch_tanh" : "silu"));
+  if (!gemma && act != "silu" && act != "swish")
+    out.notes.push_back(fmt::format("hidden_act '{}': the gated MLP is counted as SwiGLU (three matrices)", act));
+  m.norm = NormKind::rmsnorm;
+  m.norm_bias = false;
+  m.position = PositionKind::rotary;
+  m.tied_embeddings = f.boolean_or("tie_word_embeddings", gemma);
+  m.seq = default_seq(out, f.integer_or({"max_position_embeddings"}, gemma ? 8192 : 2048), false);
+  if (out.family == "qwen2") {
+    m.qkv_bias = true;  // Qwen2Attention: q/k/v with bias, o_proj without; no MLP biases
+    m.out_bias = false;
+  } else {
+    const bool attention_bias = f.boolean_or("attention_bias", false);
+    const bool mlp_bias = f.boolean_or("mlp_bias", false);
+    m.qkv_bias = attention_bias;
+    // The planner has one switch for the output projection's bias and the MLP's: follow the MLP.
+    m.out_bias = mlp_bias;
+    if (attention_bias && !mlp_bias)
+      out.notes.push_back("attention_bias without mlp_bias: the o_proj bias (hidden per layer) is not counted");
+    if (mlp_bias && !attention_bias)
+      out.notes.push_back("mlp_bias without attention_bias: an o_proj bias (hidden per layer) is counted");
+  }
+  m.dropout = any_dropout(f, {"attention_dropout"}, 0);
+}
+
+// GPT-NeoX (Pythia): LayerNorm with bias, GELU MLP with biases, rotary on part of each head, untied embed_out.
+void read_gpt_neox(const Fields& f, HfModel& out) {
+  ModelSpec& m = out.spec;
+  m.hidden = f.integer({"hidden_size"});
+  m.layers = f.integer({"num_hidden_layers"});
+  m.heads = f.integer({"num_attention_heads"});
+  m.kv_heads = m.heads;
+  m.ffn_hidden = f.integer({"intermediate_size"});
+  m.vocab = f.integer({"vocab_size"});
+  m.mlp = MlpKind::gelu;
+  m.norm = NormKind::layernorm;
+  m.norm_bias = true;
+  m.position = PositionKind::rotary;
+  m.tied_embeddings = f.boolean_or("tie_word_embeddings", false);
+  m.seq = default_seq(out, f.integer_or({"max_position_embeddings"}, 2048), false);
+  const bool attention_bias = f.boolean_or("attention_bias", true);  // query_key_value and dense
+  m.qkv_bias = attention_bias;
+  m.out_bias = true;  // dense_h_to_4h and dense_4h_to_h always have biases
+  if (!attention_bias)
+    out.notes.push_back("attention_bias false: the attention dense bias (hidden per layer) is still counted");
+  m.dropout = any_dropout(f, {"hidden_dropout", "attention_dropout"}, 0);
+  // use_parallel_residual: two LayerNorms per layer either way, so the count does not change.
+}
+
+// GPT-2: n_* names, learned positions, biases everywhere, Conv1D layers, tied LM head.
+void read_gpt2(const Fields& f, HfModel& out) {
+  ModelSpec& m = out.spec;
+  m.hidden = f.integer({"n_embd", "hidden_size"});
+  m.layers = f.integer({"n_layer", "num_hidden_layers"});
+  m.heads = f.integer({"n_head", "num_attention_heads"});
+  m.kv_heads = m.heads;
+  m.ffn_hidden = f.integer_or({"n_inner"}, 4 * m.hidden);  // null = 4·n_embd
+  m.vocab = f.integer({"vocab_size"});
+  m.mlp = MlpKind::gelu;
+  m.norm = NormKind::layernorm;
+  m.norm_bias = true;
+  m.position = PositionKind::learned;
+  m.tied_embeddings = f.boolean_or("tie_word_embeddings", true);
+  m.seq = f.integer({"n_positions", "n_ctx"});  // learned positions: the table has exactly this many rows
+  m.qkv_bias = true;
+  m.out_bias = true;
+  m.dropout = any_dropout(f, {"resid_pdrop", "embd_pdrop", "attn_pdrop"}, 0.1);  // GPT2Config defaults 0.1
+}
+
+// Falcon: fused query_key_value, multi-query (7B) or grouped KV heads (new decoder architecture: 40B, 180B).
+void read_falcon(const Fields& f, HfModel& out) {
+  ModelSpec& m = out.spec;
+  m.hidden = f.integer({"hidden_size", "n_embed"});
+  m.layers = f.integer({"num_hidden_layers", "n_layer"});
+  m.heads = f.integer({"num_attention_heads", "n_head"});
+  const bool new_arch = f.boolean_or("new_decoder_architecture", false);
+  const bool multi_query = f.boolean_or("multi_query", true);  // FalconConfig's default
+  if (new_arch) {
+    m.kv_heads = f.integer_or({"num_kv_heads", "n_head_kv"}, m.heads);
+  } else {
+    m.kv_heads = multi_query ? 1 : m.heads;
+  }
+  m.ffn_hidden = f.integer_or({"ffn_hidden_size"}, 4 * m.hidden);
+  m.vocab = f.integer({"vocab_size"});
+  m.mlp = MlpKind::gelu;
+  m.norm = NormKind::layernorm;
+  m.norm_bias = true;
+  const bool alibi = f.boolean_or("alibi", false);
+  m.position = alibi ? PositionKind::alibi : PositionKind::rotary;
+  m.tied_embeddings = f.boolean_or("tie_word_embeddings", true);
+  m.seq = default_seq(out, f.integer_or({"max_position_embeddings"}, 2048), false);
+  const bool bias = f.boolean_or("bias", false);
+  m.qkv_bias = bias;
+  m.out_bias = bias;
+  m.dropout = any_dropout(f, {"hidden_dropout", "attention_dropout"}, 0);
+  // One LayerNorm shared by attention and MLP (Falcon-7B: parallel_attn without the new architecture; Falcon2:
+  // num_ln_in_parallel_attn 1). The planner's blocks always have two norms.
+  const bool parallel = f.boolean_or("parallel_attn", true);
+  const int64_t norms = new_arch ? f.integer_or({"num_ln_in_parallel_attn"}, 2) : (parallel ? 1 : 2);
+  if (norms == 1)
+    out.notes.push_back(fmt::format("one LayerNorm per layer (parallel attention) is counted as two: +{} parameters",
+                                    m.layers * 2 * m.hidden));
+}
+
+std::string last_component(std::string path) {
+  while (!path.empty() && path.back() == '/') path.pop_back();
+  const auto slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+std::string name_from_origin(const std::string& origin) {
+  const fs::path p(origin);
+  if (p.filename() == "config.json") {
+    std::string parent = last_component(fs::absolute(p).parent_path().string());
+    if (!parent.empty()) return parent;
+  }
+  std::string stem = p.stem().string();
+  return stem.empty() ? std::string("hf-model") : stem;
+}
+
+}  // namespace
+
+const std::vector<std::string>& hf_supported_families() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> v;
+    for (const Family& f : kFamilies) v.emplace_back(f.name);
+    return v;
+  }();
+  return names;
+}
+
+HfModel parse_hf_config(const std::string& text, const std::string& origin, const std::string& fallback_name) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::parse_error& e) {
+    throw InputError(fmt::format("{}:{}", origin, json_error_text(e)));
+  }
+  if (!j.is_object())
+    throw InputError(fmt::format("{}: expected a JSON object (a Hugging Face config.json), got {}", origin,
+                                 j.is_array() ? "an array" : describe(j)));
+
+  HfModel out;
+  out.source_path = origin;
+  const Fields top(j, origin, "Hugging Face");
+  out.model_type = top.string_or("model_type", "");
+  std::string first_architecture;
+  if (j.contains("architectures") && j.at("architectures").is_array() && !j.at("architectures").empty() &&
+      j.at("architectures").at(0).is_string())
+    first_architecture = j.at("architectures").at(0).get<std::string>();
+
+  const Family* family = out.model_type.empty() ? family_by_architecture(first_architecture)
+                                                : family_by_model_type(out.model_type);
+  if (family == nullptr) {
+    // Say what is missing as well as what is unknown, so that the user knows how far the file is from usable.
+    std::string lacks;
+    for (const char* key : {"model_type", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                            "intermediate_size", "vocab_size"}) {
+      if (!top.has(key)) {
+        lacks = fmt::format("; missing field '{}'", key);
+        break;
+      }
+    }
+    const std::string what =
+        out.model_type.empty()
+            ? (first_architecture.empty() ? std::string("it has no 'model_type' and no 'architectures'")
+                                          : fmt::format("architecture '{}' is not supported", first_architecture))
+            : fmt::format("model_type '{}'{} is not supported", out.model_type,
+                          first_architecture.empty() ? "" : fmt::format(" ({})", first_architecture));
+    throw InputError(fmt::format("{}: {}{} (supported model_type: {}); describe the model with --model FILE.yaml "
+                                 "instead",
+                                 origin, what, lacks, fmt::join(hf_supported_families(), ", ")));
+  }
+  out.family = family->name;
+  out.architecture = first_architecture.empty() ? family->architecture : first_architecture;
+  out.block_class = family->block_class;
+  if (!first_architecture.empty() && first_architecture.find("ForCausalLM") == std::string::npos &&
+      first_architecture.find("LMHeadModel") == std::string::npos && first_architecture != "GPT2Model")
+    out.notes.push_back(fmt::format("architectures[0] is '{}'; planned as a causal language model",
+                                    first_architecture));
+  reject_moe(j, origin);
+
+  const Fields f(j, origin, out.family);
+  if (out.family == "gpt2") read_gpt2(f, out);
+  else if (out.family == "gpt_neox") read_gpt_neox(f, out);
+  else if (out.family == "falcon") read_falcon(f, out);
+  else read_llama_like(f, out);
+
+  ModelSpec& m = out.spec;
+  std::string name = last_component(top.string_or("_name_or_path", ""));
+  if (name.empty()) name = fallback_name.empty() ? name_from_origin(origin) : fallback_name;
+  m.name = name;
+  m.source = fmt::format("Hugging Face config {}", origin);
+  m.description = fmt::format("{} (model_type {}) from {}", out.architecture,
+                              out.model_type.empty() ? out.family : out.model_type, origin);
+  for (const std::string& note : out.notes) m.description += "; " + note;
+  try {
+    validate_model(m);
+  } catch (const InputError& e) {
+    throw InputError(fmt::format("{}: {}", origin, e.what()));
+  }
+  return out;
+}
+
+HfModel load_hf_config(const std::string& path) {
+  return parse_hf_config(read_text_file(path), path, "");
+}
+
+}  // namespace shardplan

@@ -1,0 +1,1174 @@
+#include "report/report.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <map>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include "planner/error.hpp"
+#include "planner/search.hpp"
+#include "report/document.hpp"
+#include "report/svg.hpp"
+
+namespace shardplan::report {
+
+using nlohmann::json;
+
+const char* to_string(Format f) { return f == Format::html ? "html" : "markdown"; }
+
+const char* to_string(DocKind k) {
+  switch (k) {
+    case DocKind::prediction: return "predict";
+    case DocKind::plan: return "plan";
+    case DocKind::validation: return "validate";
+    case DocKind::calibration: return "calibrate";
+  }
+  return "?";
+}
+
+std::optional<Format> format_from_path(const std::string& path) {
+  std::string ext = std::filesystem::path(path).extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (ext == ".md" || ext == ".markdown") return Format::markdown;
+  if (ext == ".html" || ext == ".htm") return Format::html;
+  return std::nullopt;
+}
+
+std::optional<Format> parse_format(const std::string& s) {
+  if (s == "markdown" || s == "md") return Format::markdown;
+  if (s == "html") return Format::html;
+  return std::nullopt;
+}
+
+namespace {
+
+// --- Reading the JSON, with errors that name the field -------------------------------------------------------
+
+class Reader {
+ public:
+  Reader(std::string origin, const char* expected) : origin_(std::move(origin)), expected_(expected) {}
+
+  // `path` is dotted ("memory.peak_bytes"); `where` is how `j` itself is named in messages ("candidates[2]").
+  const json* find(const json& j, std::string_view path) const {
+    const json* cur = &j;
+    while (!path.empty()) {
+      const size_t dot = path.find('.');
+      const std::string key(path.substr(0, dot));
+      if (!cur->is_object()) return nullptr;
+      const auto it = cur->find(key);
+      if (it == cur->end()) return nullptr;
+      cur = &*it;
+      path = dot == std::string_view::npos ? std::string_view() : path.substr(dot + 1);
+    }
+    return cur;
+  }
+  const json& at(const json& j, std::string_view path, const std::string& where = "") const {
+    const json* v = find(j, path);
+    if (!v || v->is_null()) fail(where, path, "is missing");
+    return *v;
+  }
+  double num(const json& j, std::string_view path, const std::string& where = "") const {
+    const json& v = at(j, path, where);
+    if (!v.is_number()) fail(where, path, "is not a number");
+    return v.get<double>();
+  }
+  double num_or(const json& j, std::string_view path, double fallback) const {
+    const json* v = find(j, path);
+    return v && v->is_number() ? v->get<double>() : fallback;
+  }
+  std::string str(const json& j, std::string_view path, const std::string& where = "") const {
+    const json& v = at(j, path, where);
+    if (!v.is_string()) fail(where, path, "is not a string");
+    return v.get<std::string>();
+  }
+  std::string str_or(const json& j, std::string_view path, const std::string& fallback) const {
+    const json* v = find(j, path);
+    return v && v->is_string() ? v->get<std::string>() : fallback;
+  }
+  bool flag_or(const json& j, std::string_view path, bool fallback) const {
+    const json* v = find(j, path);
+    return v && v->is_boolean() ? v->get<bool>() : fallback;
+  }
+  const json& array(const json& j, std::string_view path, const std::string& where = "") const {
+    const json& v = at(j, path, where);
+    if (!v.is_array()) fail(where, path, "is not an array");
+    return v;
+  }
+  const json& object(const json& j, std::string_view path, const std::string& where = "") const {
+    const json& v = at(j, path, where);
+    if (!v.is_object()) fail(where, path, "is not an object");
+    return v;
+  }
+  [[noreturn]] void fail(const std::string& where, std::string_view path, const char* what) const {
+    const std::string field = where.empty() ? std::string(path) : where + "." + std::string(path);
+    throw InputError(fmt::format("{}: field '{}' {} (expected the JSON of {})", origin_, field, what, expected_));
+  }
+  const std::string& origin() const { return origin_; }
+
+ private:
+  std::string origin_;
+  const char* expected_;
+};
+
+// A field inside `where` ("candidates[2]" + "time"), for messages.
+std::string sub(const std::string& where, const char* field) { return where.empty() ? field : where + "." + field; }
+
+// --- Formatting -------------------------------------------------------------------------------------------------
+
+std::string gb(double bytes, int decimals = 1) { return fmt::format("{:.{}f}", bytes / 1e9, decimals); }
+std::string pct(double fraction, int decimals = 0) { return fmt::format("{:.{}f} %", 100 * fraction, decimals); }
+std::string secs(double s) {
+  if (s == 0) return "0";
+  if (std::abs(s) >= 100) return fmt::format("{:.1f}", s);
+  if (std::abs(s) >= 1) return fmt::format("{:.2f}", s);
+  return fmt::format("{:.3g}", s);
+}
+
+const char* zero_label(int64_t z) {
+  static const char* const labels[] = {"DDP (ZeRO-0)", "ZeRO-1", "ZeRO-2 (SHARD_GRAD_OP)", "ZeRO-3 (FULL_SHARD)"};
+  return z >= 0 && z <= 3 ? labels[z] : "?";
+}
+
+// --- Series ----------------------------------------------------------------------------------------------------
+
+const std::vector<Series>& memory_series() {
+  static const std::vector<Series> s = {
+      {"params", "parameters", "#1f4e79"},      {"grads", "gradients", "#4e79a7"},
+      {"master", "master weights", "#9cbfe3"},  {"optimizer", "optimizer states", "#7b5ea7"},
+      {"activations", "activations", "#f28e2b"}, {"logits", "logits and loss", "#edc948"},
+      {"buffers", "buffers", "#59a14f"},        {"runtime", "runtime (CUDA, NCCL)", "#9c755f"},
+      {"fragmentation", "fragmentation", "#c9c3bd"}};
+  return s;
+}
+
+const std::vector<Series>& time_series() {
+  static const std::vector<Series> s = {{"compute", "compute", "#4e79a7"},
+                                        {"slowdown", "compute slowed by overlapped comm.", "#a0cbe8"},
+                                        {"tp", "TP comm. (exposed)", "#e15759"},
+                                        {"pp", "PP sends (exposed)", "#f28e2b"},
+                                        {"dp", "DP comm. (exposed)", "#59a14f"},
+                                        {"bubble", "pipeline bubble", "#bab0ac"},
+                                        {"optimizer", "optimizer step", "#b07aa1"}};
+  return s;
+}
+
+// --- The parts of a predict object -------------------------------------------------------------------------------
+
+struct Config {
+  std::string model, cluster, gpu, precision, framework, recompute, schedule;
+  int64_t gpus = 0, tp = 1, pp = 1, dp = 1, vpp = 1, zero = 0, hsdp = 0, micro_batch = 1, global_batch = 0, seq = 0,
+          grad_accum = 0, nodes = 1;
+  bool sp = false, offload = false, flash = true;
+};
+
+Config read_config(const Reader& r, const json& c, const std::string& where) {
+  Config k;
+  k.model = r.str_or(c, "model", "?");
+  k.cluster = r.str_or(c, "cluster", "?");
+  k.gpu = r.str_or(c, "gpu", "?");
+  k.precision = r.str_or(c, "precision", "");
+  k.framework = r.str_or(c, "framework", "");
+  k.recompute = r.str_or(c, "recompute", "none");
+  k.schedule = r.str_or(c, "schedule", "");
+  k.gpus = static_cast<int64_t>(r.num(c, "gpus", where));
+  k.tp = static_cast<int64_t>(r.num_or(c, "tp", 1));
+  k.pp = static_cast<int64_t>(r.num_or(c, "pp", 1));
+  k.dp = static_cast<int64_t>(r.num_or(c, "dp", 1));
+  k.vpp = static_cast<int64_t>(r.num_or(c, "vpp", 1));
+  k.zero = static_cast<int64_t>(r.num_or(c, "zero", 0));
+  k.hsdp = static_cast<int64_t>(r.num_or(c, "hsdp", 0));
+  k.micro_batch = static_cast<int64_t>(r.num_or(c, "micro_batch", 1));
+  k.global_batch = static_cast<int64_t>(r.num_or(c, "global_batch", 0));
+  k.seq = static_cast<int64_t>(r.num_or(c, "seq", 0));
+  k.grad_accum = static_cast<int64_t>(r.num_or(c, "grad_accum", 0));
+  k.nodes = static_cast<int64_t>(r.num_or(c, "nodes", 1));
+  k.sp = r.flag_or(c, "sp", false);
+  k.offload = r.flag_or(c, "offload_optimizer", false);
+  k.flash = r.flag_or(c, "flash_attn", true);
+  return k;
+}
+
+std::string family(const Config& c) {
+  Strategy s;
+  s.zero = static_cast<int>(c.zero);
+  s.hsdp = c.hsdp;
+  s.tp = c.tp;
+  s.pp = c.pp;
+  s.offload_optimizer = c.offload;
+  return family_of(s);
+}
+
+std::string layout(int64_t tp, int64_t pp, int64_t dp, int64_t vpp, bool sp, int64_t hsdp) {
+  std::string out = fmt::format("tp {} pp {} dp {}", tp, pp, dp);
+  if (vpp > 1) out += fmt::format(" vpp {}", vpp);
+  if (sp) out += " sp";
+  if (hsdp > 0) out += fmt::format(" hsdp {}", hsdp);
+  return out;
+}
+std::string layout(const Config& c) { return layout(c.tp, c.pp, c.dp, c.vpp, c.sp, c.hsdp); }
+
+struct Time {
+  bool modelled = false;
+  double step = 0, compute = 0, slowdown = 0, tp = 0, pp = 0, dp = 0, dp_total = 0, bubble = 0, optimizer = 0;
+  double overhead() const { return slowdown + tp + pp + dp + bubble + optimizer; }
+};
+
+Time read_time(const Reader& r, const json& p, const std::string& where) {
+  Time t;
+  const json& j = r.object(p, "time", where);
+  t.modelled = r.flag_or(j, "modelled", true);
+  t.step = r.num(j, "step_s", sub(where, "time"));
+  t.compute = r.num(j, "compute_s", sub(where, "time"));
+  t.slowdown = r.num_or(j, "overlap_slowdown_s", 0);
+  t.bubble = r.num(j, "bubble_s", sub(where, "time"));
+  t.optimizer = r.num(j, "optimizer_s", sub(where, "time"));
+  if (r.find(j, "exposed_comm_by_group_s")) {
+    t.tp = r.num_or(j, "exposed_comm_by_group_s.tp", 0);
+    t.pp = r.num_or(j, "exposed_comm_by_group_s.pp", 0);
+    t.dp = r.num_or(j, "exposed_comm_by_group_s.dp", 0);
+  } else {
+    t.dp = r.num(j, "exposed_comm_s", sub(where, "time"));  // the contract's total only: shown as one part
+  }
+  t.dp_total = r.num_or(j, "dp_comm_total_s", 0);
+  return t;
+}
+
+std::vector<Segment> time_segments(const Time& t, bool with_compute) {
+  std::vector<Segment> s;
+  if (with_compute) s.push_back({"compute", t.compute - t.slowdown});
+  s.push_back({"slowdown", t.slowdown});
+  s.push_back({"tp", t.tp});
+  s.push_back({"pp", t.pp});
+  s.push_back({"dp", t.dp});
+  s.push_back({"bubble", t.bubble});
+  s.push_back({"optimizer", t.optimizer});
+  return s;
+}
+
+struct Memory {
+  double peak = 0, capacity = 0;
+  std::vector<Segment> components;  // CONTRACT.md order
+  bool fits = true, safe = true;
+  std::string phase;
+  int64_t stage = 0;
+};
+
+Memory read_memory(const Reader& r, const json& p, const std::string& where) {
+  Memory m;
+  const json& j = r.object(p, "memory", where);
+  m.peak = r.num(j, "peak_bytes", sub(where, "memory"));
+  m.capacity = r.num(j, "capacity_bytes", sub(where, "memory"));
+  const json& comp = r.object(j, "components", sub(where, "memory"));
+  for (const Series& s : memory_series()) m.components.push_back({s.key, r.num_or(comp, s.key, 0)});
+  m.fits = r.flag_or(j, "fits", m.peak <= m.capacity);
+  m.safe = r.flag_or(j, "within_safety_margin", m.peak <= 0.8 * m.capacity);
+  m.phase = r.str_or(j, "peak_phase", "");
+  m.stage = static_cast<int64_t>(r.num_or(j, "peak_stage", 0));
+  return m;
+}
+
+struct Rates {
+  double tokens_per_s = 0, per_gpu = 0, mfu = 0, hfu = 0, model_tflops = 0;
+};
+
+Rates read_rates(const Reader& r, const json& p, const std::string& where) {
+  Rates t;
+  const json& j = r.object(p, "throughput", where);
+  t.tokens_per_s = r.num(j, "tokens_per_s", sub(where, "throughput"));
+  t.per_gpu = r.num(j, "tokens_per_s_per_gpu", sub(where, "throughput"));
+  t.mfu = r.num(j, "mfu", sub(where, "throughput"));
+  t.hfu = r.num_or(j, "hfu", 0);
+  t.model_tflops = r.num_or(j, "model_tflops_per_gpu", 0);
+  return t;
+}
+
+struct Pred {
+  Config config;
+  Memory memory;
+  Time time;
+  Rates rates;
+  double params = 0;
+  bool simulated = false;  // a `simulate --format json` document
+  bool has_rates = true;
+  const json* raw = nullptr;
+};
+
+Pred read_prediction(const Reader& r, const json& p, const std::string& where) {
+  if (!p.is_object()) r.fail("", where.empty() ? "(document)" : where, "is not an object");
+  Pred out;
+  out.config = read_config(r, r.object(p, "config", where), sub(where, "config"));
+  out.memory = read_memory(r, p, where);
+  out.time = read_time(r, p, where);
+  // `simulate --format json` has neither rates nor parameter counts; the contract's predict object has both.
+  out.simulated = p.contains("simulation");
+  if (!out.simulated || p.contains("throughput")) out.rates = read_rates(r, p, where);
+  out.has_rates = !out.simulated || p.contains("throughput");
+  out.params = out.simulated ? r.num_or(p, "model.params", 0) : r.num(p, "model.params", where);
+  out.raw = &p;
+  return out;
+}
+
+// --- Charts built from the parts ----------------------------------------------------------------------------------
+
+std::vector<RefLine> capacity_lines(double capacity) {
+  return {{0.8 * capacity, fmt::format("80 % line {} GB", gb(0.8 * capacity)), "#bf8700"},
+          {capacity, fmt::format("capacity {} GB", gb(capacity)), "#cf222e"}};
+}
+
+// The value of a memory bar in red past the capacity and in amber past the 80 % line.
+std::string memory_value_color(double total, double capacity) {
+  return total > capacity ? "#cf222e" : total > 0.8 * capacity ? "#9a6700" : "";
+}
+
+BarChart memory_chart(const std::string& id, double capacity) {
+  BarChart c;
+  c.id = id;
+  c.title = "Per-rank memory at the peak, by component";
+  c.axis_label = "GB per GPU (busiest rank, 10^9 bytes)";
+  c.scale = 1e9;
+  c.unit = " GB";
+  c.series = memory_series();
+  c.lines = capacity_lines(capacity);
+  c.clip_at = 1.5 * capacity;
+  return c;
+}
+
+BarChart time_chart(const std::string& id, bool with_compute) {
+  BarChart c;
+  c.id = id;
+  c.title = with_compute ? "Step time by part" : "Step time beyond compute";
+  c.axis_label = with_compute ? "seconds per optimizer step (slowest pipeline stage)"
+                              : "seconds per optimizer step beyond compute";
+  c.scale = 1;
+  c.decimals = 2;
+  c.unit = " s";
+  c.series = time_series();
+  return c;
+}
+
+// A bar chart's numbers as a table (Markdown shows it in place of the chart): a column per series that occurs,
+// and the total.
+Table bar_chart_table(const BarChart& c, const std::string& first_column) {
+  Table t;
+  t.header = {first_column};
+  t.numeric = {false};
+  std::vector<const Series*> cols;
+  for (const Series& s : c.series)
+    for (const Bar& b : c.bars)
+      if (std::any_of(b.segments.begin(), b.segments.end(), [&](const Segment& g) { return g.key == s.key && g.value > 0; })) {
+        cols.push_back(&s);
+        break;
+      }
+  for (const Series* s : cols) {
+    t.header.push_back(s->name);
+    t.numeric.push_back(true);
+  }
+  t.header.push_back("total" + c.unit);
+  t.numeric.push_back(true);
+  for (const Bar& b : c.bars) {
+    std::vector<std::string> row = {b.label};
+    for (const Series* s : cols) {
+      double v = 0;
+      for (const Segment& g : b.segments)
+        if (g.key == s->key) v += g.value;
+      row.push_back(fmt::format("{:.{}f}", v / c.scale, c.decimals));
+    }
+    row.push_back(fmt::format("{:.{}f}", b.total() / c.scale, c.decimals));
+    t.rows.push_back(std::move(row));
+    t.highlight.push_back(b.highlight);
+  }
+  return t;
+}
+
+Block chart_block(std::string svg, Table fallback = {}, std::string caption = "") {
+  Block b;
+  b.kind = Block::Kind::chart;
+  b.svg = std::move(svg);
+  b.fallback = std::move(fallback);
+  b.text = std::move(caption);
+  return b;
+}
+
+Block paragraph(std::string s) {
+  Block b;
+  b.kind = Block::Kind::paragraph;
+  b.text = std::move(s);
+  return b;
+}
+
+Block table_block(Table t) {
+  Block b;
+  b.kind = Block::Kind::table;
+  b.table = std::move(t);
+  return b;
+}
+
+std::string config_line(const Config& c) {
+  std::string out = fmt::format("{} × {} ({} node{}, cluster {})", c.gpus, c.gpu, c.nodes, c.nodes == 1 ? "" : "s",
+                                c.cluster);
+  if (!c.precision.empty()) out += " · " + c.precision;
+  if (!c.framework.empty()) out += " · " + c.framework;
+  if (c.global_batch > 0)
+    out += fmt::format(" · global batch {} × {} tokens = {:.2f} M tokens per step", c.global_batch, c.seq,
+                       static_cast<double>(c.global_batch * c.seq) / 1e6);
+  return out;
+}
+
+std::string strategy_line(const Config& c, bool bold = false) {
+  std::string out = fmt::format("{1}{0}{1}, {2}, micro-batch {3}", zero_label(c.zero), bold ? "**" : "", layout(c),
+                                c.micro_batch);
+  if (c.grad_accum > 0) out += fmt::format(" × {} accumulation steps", c.grad_accum);
+  out += ", recompute " + c.recompute;
+  if (c.flash) out += ", flash attention";
+  if (c.offload) out += ", optimizer offloaded";
+  return out;
+}
+
+// The busiest rank's memory items, as a table.
+Table memory_items_table(const Reader& r, const Pred& p) {
+  Table t;
+  t.header = {"component", "what", "GB"};
+  t.numeric = {false, false, true};
+  const json* items = r.find(*p.raw, "memory.items");
+  if (!items) items = r.find(*p.raw, "memory.live_at_peak");  // simulate's name for them
+  if (items && items->is_array() && !items->empty()) {
+    std::string last;
+    for (const json& it : *items) {
+      const std::string comp = r.str_or(it, "component", "");
+      t.rows.push_back({comp == last ? "" : comp, r.str_or(it, "what", ""), gb(r.num_or(it, "bytes", 0), 2)});
+      last = comp;
+    }
+  } else {
+    for (const Segment& s : p.memory.components)
+      if (s.value > 0) t.rows.push_back({s.key, "", gb(s.value, 2)});
+  }
+  t.rows.push_back({"**peak**", p.memory.phase.empty() ? "" : fmt::format("stage {}, {}", p.memory.stage, p.memory.phase),
+                    "**" + gb(p.memory.peak, 2) + "**"});
+  t.rows.push_back({"capacity", fmt::format("{} of HBM used", pct(p.memory.peak / p.memory.capacity)),
+                    gb(p.memory.capacity, 2)});
+  return t;
+}
+
+Table time_table(const Time& t) {
+  Table out;
+  out.header = {"part", "seconds", "share"};
+  out.numeric = {false, true, true};
+  auto row = [&](const std::string& what, double s) {
+    out.rows.push_back({what, secs(s), t.step > 0 ? pct(s / t.step, 1) : "—"});
+  };
+  row("compute (incl. recomputation)", t.compute - t.slowdown);
+  if (t.slowdown > 0) row("compute slowed by overlapped communication", t.slowdown);
+  if (t.tp > 0) row("tensor-parallel communication (exposed)", t.tp);
+  if (t.pp > 0) row("pipeline sends (exposed)", t.pp);
+  if (t.dp > 0 || t.dp_total > 0)
+    row(t.dp_total > 0 ? fmt::format("data-parallel communication exposed (of {} s)", secs(t.dp_total))
+                       : std::string("data-parallel communication (exposed)"),
+        t.dp);
+  if (t.bubble > 0) row("pipeline bubble", t.bubble);
+  row("optimizer step", t.optimizer);
+  out.rows.push_back({"**step**", "**" + secs(t.step) + "**", "100 %"});
+  return out;
+}
+
+std::vector<Card> prediction_cards(const Pred& p) {
+  std::vector<Card> cards;
+  const double used = p.memory.peak / p.memory.capacity;
+  cards.push_back({"peak memory per GPU", gb(p.memory.peak) + " GB",
+                   fmt::format("{} of {} GB — {}", pct(used), gb(p.memory.capacity),
+                               !p.memory.fits  ? "does not fit"
+                               : p.memory.safe ? "under the 80 % line"
+                                               : "fits, above the 80 % line"),
+                   !p.memory.fits ? "bad" : p.memory.safe ? "good" : "warn"});
+  if (p.time.modelled) {
+    cards.push_back({"step time", secs(p.time.step) + " s",
+                     fmt::format("compute {} of the step", pct((p.time.compute) / p.time.step)), ""});
+    if (p.has_rates) {
+      cards.push_back({"tokens/s per GPU", fmt::format("{:.0f}", p.rates.per_gpu),
+                       fmt::format("{:.0f} tokens/s on all {} GPUs", p.rates.tokens_per_s, p.config.gpus), ""});
+      cards.push_back({"MFU", pct(p.rates.mfu, 1),
+                       fmt::format("{:.0f} model TFLOP/s per GPU, HFU {}", p.rates.model_tflops, pct(p.rates.hfu, 1)), ""});
+    }
+  }
+  // Time to train, with --tokens (and cost, with --gpu-hour-price).
+  const json* tr = p.raw && p.raw->contains("training") ? &p.raw->at("training") : nullptr;
+  if (tr && tr->is_object() && tr->contains("days") && tr->at("days").is_number()) {
+    const double days = tr->at("days").get<double>();
+    const double hours = tr->value("gpu_hours", 0.0);
+    std::string detail = fmt::format("{:.0f} GPU-hours", hours);
+    if (tr->contains("tokens") && tr->at("tokens").is_number())
+      detail = fmt::format("{:.3g} T tokens, ", tr->at("tokens").get<double>() / 1e12) + detail;
+    if (tr->contains("cost") && tr->at("cost").is_number()) detail += fmt::format(", cost {:.0f}", tr->at("cost").get<double>());
+    cards.push_back({"time to train", fmt::format("{:.1f} days", days), detail, ""});
+  }
+  return cards;
+}
+
+// --- Timeline (an optional "timeline" object) -----------------------------------------------------------------
+
+const std::vector<Series>& timeline_default_categories() {
+  static const std::vector<Series> s = {
+      {"forward", "forward", "#4e79a7"},        {"backward", "backward", "#2f5d8a"},
+      {"recompute", "recomputation", "#a0cbe8"}, {"tp", "TP collective", "#e15759"},
+      {"pp", "pipeline send", "#f28e2b"},       {"dp_gather", "DP all-gather", "#59a14f"},
+      {"dp_reduce", "DP reduce", "#8cd17d"},    {"dp", "DP communication", "#59a14f"},
+      {"optimizer", "optimizer", "#b07aa1"},    {"other", "other", "#bab0ac"}};
+  return s;
+}
+
+}  // namespace
+
+Timeline timeline_from_json(const json& j, const std::string& origin) {
+  const Reader r(origin, "a document with a \"timeline\" object (report/README.md)");
+  Timeline t;
+  t.step_s = r.num(j, "step_s", "timeline");
+  for (const json& l : r.array(j, "lanes", "timeline")) {
+    if (!l.is_string()) r.fail("timeline", "lanes[]", "is not a string");
+    t.lanes.push_back(l.get<std::string>());
+  }
+  if (const json* cats = r.find(j, "categories"); cats && cats->is_array()) {
+    for (const json& c : *cats) t.categories.push_back({r.str(c, "key", "timeline.categories[]"),
+                                                        r.str_or(c, "name", r.str(c, "key")),
+                                                        r.str_or(c, "color", "#999999")});
+  } else {
+    t.categories = timeline_default_categories();
+  }
+  size_t extra = 0;
+  static const char* const palette[] = {"#76b7b2", "#ff9da7", "#9c755f", "#edc948", "#b07aa1"};
+  const json& spans = r.array(j, "spans", "timeline");
+  for (size_t i = 0; i < spans.size(); ++i) {
+    const std::string where = fmt::format("timeline.spans[{}]", i);
+    TimelineSpan s;
+    s.lane = static_cast<int>(r.num(spans[i], "lane", where));
+    s.start_s = r.num(spans[i], "start_s", where);
+    s.end_s = r.num(spans[i], "end_s", where);
+    s.category = r.str_or(spans[i], "category", "other");
+    s.label = r.str_or(spans[i], "label", s.category);
+    if (s.lane < 0 || static_cast<size_t>(s.lane) >= t.lanes.size()) r.fail(where, "lane", "is not an index into timeline.lanes");
+    if (std::none_of(t.categories.begin(), t.categories.end(), [&](const Series& c) { return c.key == s.category; }))
+      t.categories.push_back({s.category, s.category, palette[extra++ % std::size(palette)]});
+    t.spans.push_back(std::move(s));
+  }
+  if (const json* mem = r.find(j, "memory"); mem && mem->is_array()) {
+    for (size_t i = 0; i < mem->size(); ++i) {
+      const std::string where = fmt::format("timeline.memory[{}]", i);
+      MemoryTrack track;
+      track.name = r.str_or((*mem)[i], "name", fmt::format("rank {}", i));
+      const json& ts = r.array((*mem)[i], "t_s", where);
+      const json& bs = r.array((*mem)[i], "bytes", where);
+      if (ts.size() != bs.size()) r.fail(where, "bytes", "does not have as many entries as t_s");
+      for (size_t k = 0; k < ts.size(); ++k) {
+        if (!ts[k].is_number() || !bs[k].is_number()) r.fail(where, "t_s/bytes", "holds something that is not a number");
+        track.samples.push_back({ts[k].get<double>(), bs[k].get<double>()});
+      }
+      t.memory.push_back(std::move(track));
+    }
+  }
+  t.capacity_bytes = r.num_or(j, "capacity_bytes", 0);
+  return t;
+}
+
+json timeline_json(const Timeline& t) {
+  json categories = json::array(), spans = json::array(), memory = json::array();
+  for (const Series& c : t.categories) categories.push_back({{"key", c.key}, {"name", c.name}, {"color", c.color}});
+  for (const TimelineSpan& s : t.spans)
+    spans.push_back({{"lane", s.lane}, {"start_s", s.start_s}, {"end_s", s.end_s}, {"category", s.category},
+                     {"label", s.label}});
+  for (const MemoryTrack& m : t.memory) {
+    json ts = json::array(), bs = json::array();
+    for (const MemorySample& s : m.samples) {
+      ts.push_back(s.t_s);
+      bs.push_back(s.bytes);
+    }
+    memory.push_back({{"name", m.name}, {"t_s", ts}, {"bytes", bs}});
+  }
+  return {{"step_s", t.step_s}, {"lanes", t.lanes},     {"categories", categories},
+          {"spans", spans},     {"memory", memory},     {"capacity_bytes", t.capacity_bytes}};
+}
+
+namespace {
+
+// --- Documents ------------------------------------------------------------------------------------------------
+
+Document prediction_document(const json& doc, const Reader& r) {
+  const Pred p = read_prediction(r, doc, "");
+  Document d;
+  d.title = fmt::format("{}: {} on {} × {}", p.simulated ? "simulate" : "predict", p.config.model, p.config.gpus,
+                        p.config.gpu);
+  d.subtitle = {p.params > 0 ? fmt::format("{} ({:.2f} B parameters) · {}", p.config.model, p.params / 1e9,
+                                           config_line(p.config))
+                             : fmt::format("{} · {}", p.config.model, config_line(p.config)),
+                strategy_line(p.config)};
+  d.cards = prediction_cards(p);
+
+  Section mem{"Memory per GPU", {}};
+  mem.blocks.push_back(paragraph(fmt::format(
+      "The busiest rank at its peak{}: **{} GB** of {} GB ({}). The dashed lines are the GPU's capacity and the 80 % "
+      "line that planned runs keep under.",
+      p.memory.phase.empty() ? "" : fmt::format(" (pipeline stage {}, {})", p.memory.stage, p.memory.phase),
+      gb(p.memory.peak), gb(p.memory.capacity), pct(p.memory.peak / p.memory.capacity))));
+  BarChart mc = memory_chart("memory", p.memory.capacity);
+  mc.bars.push_back({family(p.config), layout(p.config) + fmt::format(" · mb {}", p.config.micro_batch),
+                     p.memory.components, false, "", memory_value_color(p.memory.peak, p.memory.capacity)});
+  mem.blocks.push_back(chart_block(stacked_bar_chart(mc)));
+  mem.blocks.push_back(table_block(memory_items_table(r, p)));
+  d.sections.push_back(std::move(mem));
+
+  if (p.time.modelled) {
+    Section time{"Step time", {}};
+    BarChart tc = time_chart("step-time", true);
+    tc.bars.push_back({family(p.config), layout(p.config), time_segments(p.time, true), false, "", ""});
+    time.blocks.push_back(chart_block(stacked_bar_chart(tc)));
+    time.blocks.push_back(table_block(time_table(p.time)));
+    d.sections.push_back(std::move(time));
+  }
+
+  if (const json* tl = r.find(doc, "timeline"); tl && tl->is_object()) {
+    const Timeline t = timeline_from_json(*tl, r.origin());
+    Section sim{"Simulated step", {}};
+    sim.blocks.push_back(paragraph(fmt::format(
+        "One step played out op by op ({} s): one lane per stream, and each stage's allocated memory over the step "
+        "(the caching allocator's reserve comes on top).",
+        secs(t.step_s))));
+    sim.blocks.push_back(chart_block(timeline_chart(t, "timeline")));
+    if (!t.memory.empty()) sim.blocks.push_back(chart_block(memory_over_step_chart(t, "memory-over-step")));
+    d.sections.push_back(std::move(sim));
+  }
+  return d;
+}
+
+struct FamilyRow {
+  std::string name;
+  bool fits = false;
+  double peak = 0, per_gpu = 0;
+  int64_t tp = 1, pp = 1, dp = 1, zero = 0, hsdp = 0, micro_batch = 1;
+  std::string recompute, reason;
+  std::vector<Segment> components;  // empty when the document predates them
+};
+
+Document plan_document(const json& doc, const Reader& r) {
+  const json& cands = r.array(doc, "candidates");
+  if (cands.empty()) r.fail("", "candidates", "is empty");
+  std::vector<Pred> preds;
+  for (size_t i = 0; i < cands.size(); ++i) preds.push_back(read_prediction(r, cands[i], fmt::format("candidates[{}]", i)));
+  const double rec_d = r.num(doc, "recommended");
+  if (rec_d < 0 || rec_d >= static_cast<double>(preds.size())) r.fail("", "recommended", "is not an index into candidates");
+  const size_t rec = static_cast<size_t>(rec_d);
+  const Pred& best = preds[rec];
+  const double capacity = best.memory.capacity;
+
+  std::vector<FamilyRow> families;
+  if (const json* fams = r.find(doc, "families"); fams && fams->is_array()) {
+    for (size_t i = 0; i < fams->size(); ++i) {
+      const json& f = (*fams)[i];
+      const std::string where = fmt::format("families[{}]", i);
+      FamilyRow row;
+      row.name = r.str(f, "family", where);
+      row.fits = r.flag_or(f, "fits", true);
+      row.peak = r.num(f, "peak_bytes", where);
+      row.per_gpu = r.num_or(f, "tokens_per_s_per_gpu", 0);
+      row.tp = static_cast<int64_t>(r.num_or(f, "tp", 1));
+      row.pp = static_cast<int64_t>(r.num_or(f, "pp", 1));
+      row.dp = static_cast<int64_t>(r.num_or(f, "dp", 1));
+      row.zero = static_cast<int64_t>(r.num_or(f, "zero", 0));
+      row.hsdp = static_cast<int64_t>(r.num_or(f, "hsdp", 0));
+      row.micro_batch = static_cast<int64_t>(r.num_or(f, "micro_batch", 1));
+      row.recompute = r.str_or(f, "recompute", "");
+      row.reason = r.str_or(f, "reason", "");
+      if (const json* comp = r.find(f, "components"); comp && comp->is_object())
+        for (const Series& s : memory_series()) row.components.push_back({s.key, r.num_or(*comp, s.key, 0)});
+      families.push_back(std::move(row));
+    }
+  }
+  const Config& bc = best.config;
+  auto is_recommended = [&](const FamilyRow& f) {
+    return f.tp == bc.tp && f.pp == bc.pp && f.dp == bc.dp && f.zero == bc.zero && f.hsdp == bc.hsdp &&
+           f.micro_batch == bc.micro_batch && f.recompute == bc.recompute;
+  };
+
+  Document d;
+  d.title = fmt::format("plan: {} on {} × {}", bc.model, bc.gpus, bc.gpu);
+  d.subtitle = {fmt::format("{} ({:.2f} B parameters) · {}", bc.model, best.params / 1e9, config_line(bc))};
+  if (const json* ev = r.find(doc, "evaluated"); ev && ev->is_number())
+    d.subtitle.push_back(fmt::format("searched {} configurations{}; {} fit under 80 % of HBM; objective {}",
+                                     ev->get<int64_t>(),
+                                     r.find(doc, "search_ms") ? fmt::format(" in {:.1f} ms", r.num(doc, "search_ms")) : "",
+                                     static_cast<int64_t>(r.num_or(doc, "fitting", 0)), r.str_or(doc, "objective", "throughput")));
+  d.cards.push_back({"recommended", family(bc), layout(bc) + fmt::format(", mb {}, recompute {}", bc.micro_batch, bc.recompute), "accent"});
+  for (Card& c : prediction_cards(best)) d.cards.push_back(std::move(c));
+
+  // The recommendation in words.
+  Section recs{"Recommendation", {}};
+  std::string words = strategy_line(bc, true) + ".";
+  if (rec != 0) {
+    const Pred& fastest = preds.front();
+    words += fmt::format(
+        " The fastest candidate, {} ({}), is only {:.2g} % faster and has more moving parts; within 2 % the simplest "
+        "strategy is recommended.",
+        family(fastest.config), layout(fastest.config), 100 * (fastest.rates.tokens_per_s / best.rates.tokens_per_s - 1));
+  }
+  recs.blocks.push_back(paragraph(words));
+  Table ranked;
+  ranked.header = {"#", "strategy", "layout", "mb", "recompute", "peak GB", "HBM", "step s", "tok/s/GPU", "MFU"};
+  ranked.numeric = {true, false, false, true, false, true, true, true, true, true};
+  for (size_t i = 0; i < preds.size(); ++i) {
+    const Pred& p = preds[i];
+    ranked.rows.push_back({std::to_string(i + 1), family(p.config) + (i == rec ? " ★" : ""), layout(p.config),
+                           std::to_string(p.config.micro_batch), p.config.recompute, gb(p.memory.peak),
+                           pct(p.memory.peak / p.memory.capacity), secs(p.time.step),
+                           fmt::format("{:.0f}", p.rates.per_gpu), pct(p.rates.mfu, 1)});
+    ranked.highlight.push_back(i == rec);
+  }
+  recs.blocks.push_back(table_block(std::move(ranked)));
+  d.sections.push_back(std::move(recs));
+
+  // Memory: every family at its best when the document lists their components, else the ranked candidates.
+  Section mem{"Memory per GPU by strategy", {}};
+  BarChart mc = memory_chart("memory", capacity);
+  const bool by_family = !families.empty() && std::all_of(families.begin(), families.end(),
+                                                          [](const FamilyRow& f) { return !f.components.empty(); });
+  if (by_family) {
+    mem.blocks.push_back(paragraph(
+        "Each strategy family at its best configuration: the busiest rank's memory at its peak, by component, in GB. "
+        "Past the 80 % line a plan is not recommended; past the capacity it does not fit."));
+    for (const FamilyRow& f : families)
+      mc.bars.push_back({f.name,
+                         layout(f.tp, f.pp, f.dp, 1, false, f.hsdp) + fmt::format(" · mb {} · recompute {}", f.micro_batch, f.recompute),
+                         f.components, is_recommended(f), "", memory_value_color(f.peak, capacity)});
+  } else {
+    mem.blocks.push_back(paragraph("The ranked candidates: the busiest rank's memory at its peak, by component, in GB."));
+    for (size_t i = 0; i < preds.size(); ++i)
+      mc.bars.push_back({family(preds[i].config),
+                         layout(preds[i].config) + fmt::format(" · mb {} · recompute {}", preds[i].config.micro_batch,
+                                                               preds[i].config.recompute),
+                         preds[i].memory.components, i == rec, "",
+                         memory_value_color(preds[i].memory.peak, capacity)});
+  }
+  mem.blocks.push_back(chart_block(stacked_bar_chart(mc), bar_chart_table(mc, "strategy")));
+  d.sections.push_back(std::move(mem));
+
+  // Step time of the ranked candidates, whole and beyond compute.
+  if (best.time.modelled) {
+    Section time{"Step time of the ranked candidates", {}};
+    time.blocks.push_back(paragraph(fmt::format(
+        "Compute is {} of the recommended step. Beyond compute come the slowdown of compute under overlapped "
+        "communication, exposed communication per process group, the pipeline bubble and the optimizer step: that is "
+        "where the candidates differ.",
+        pct(best.time.compute / best.time.step))));
+    BarChart whole = time_chart("step-time", true), beyond = time_chart("step-overhead", false);
+    for (size_t i = 0; i < preds.size(); ++i) {
+      const Pred& p = preds[i];
+      const std::string detail = layout(p.config) + fmt::format(" · mb {} · recompute {}", p.config.micro_batch, p.config.recompute);
+      const std::string label = fmt::format("{}. {}", i + 1, family(p.config));
+      whole.bars.push_back({label, detail, time_segments(p.time, true), i == rec, "", ""});
+      beyond.bars.push_back({label, detail, time_segments(p.time, false), i == rec,
+                             fmt::format("{} s ({})", secs(p.time.overhead()), pct(p.time.overhead() / p.time.step, 1)),
+                             ""});
+    }
+    time.blocks.push_back(chart_block(stacked_bar_chart(whole), bar_chart_table(whole, "candidate"),
+                                      "The whole step of each ranked candidate."));
+    time.blocks.push_back(chart_block(stacked_bar_chart(beyond), {},
+                                      "Only what comes on top of compute, on its own scale; the label gives its share "
+                                      "of the step."));
+    time.blocks.push_back(paragraph("The recommendation's step:"));
+    time.blocks.push_back(table_block(time_table(best.time)));
+    d.sections.push_back(std::move(time));
+  }
+
+  if (!families.empty()) {
+    Section fams{"Every strategy family at its best", {}};
+    Table t;
+    t.header = {"family", "layout", "mb", "recompute", "peak GB", "HBM", "tok/s/GPU", "verdict"};
+    t.numeric = {false, false, true, false, true, true, true, false};
+    for (const FamilyRow& f : families) {
+      std::string verdict;
+      if (is_recommended(f)) verdict = "recommended";
+      else if (!f.fits) verdict = "does not fit: " + f.reason;
+      else if (best.rates.per_gpu > 0) {
+        const double diff = f.per_gpu / best.rates.per_gpu - 1;
+        verdict = std::abs(diff) < 0.0005 ? "as fast as the recommendation"
+                  : diff > 0 ? fmt::format("{:.1f} % faster, more moving parts", 100 * diff)
+                             : fmt::format("{:.1f} % slower", -100 * diff);
+      }
+      t.rows.push_back({f.name, layout(f.tp, f.pp, f.dp, 1, false, f.hsdp), std::to_string(f.micro_batch), f.recompute,
+                        gb(f.peak), pct(f.peak / capacity), f.per_gpu > 0 ? fmt::format("{:.0f}", f.per_gpu) : "—",
+                        verdict});
+      t.highlight.push_back(is_recommended(f));
+    }
+    fams.blocks.push_back(table_block(std::move(t)));
+    d.sections.push_back(std::move(fams));
+  }
+
+  Section detail{"Memory of the recommendation", {}};
+  detail.blocks.push_back(table_block(memory_items_table(r, best)));
+  d.sections.push_back(std::move(detail));
+  return d;
+}
+
+Document validation_document(const json& doc, const Reader& r) {
+  Document d;
+  const json* cfg = r.find(doc, "config");
+  const Config c = cfg && cfg->is_object() && r.find(*cfg, "gpus") ? read_config(r, *cfg, "config") : Config{};
+  d.title = c.gpus > 0 ? fmt::format("validate: {} on {} × {}", c.model, c.gpus, c.gpu) : std::string("validate");
+  if (c.gpus > 0) d.subtitle = {config_line(c), strategy_line(c)};
+  const double pp = r.num(doc, "predicted.peak_bytes"), mp = r.num(doc, "measured.peak_bytes");
+  const double ps = r.num(doc, "predicted.step_s"), ms = r.num(doc, "measured.step_s");
+  auto err = [](double p, double m) { return m != 0 ? fmt::format("{:+.1f} %", 100 * (p - m) / m) : std::string("—"); };
+  d.cards.push_back({"peak memory", fmt::format("{} GB measured", gb(mp, 2)),
+                     fmt::format("predicted {} GB, error {}", gb(pp, 2), err(pp, mp)), ""});
+  d.cards.push_back({"step time", fmt::format("{} s measured", secs(ms)),
+                     fmt::format("predicted {} s, error {}", secs(ps), err(ps, ms)), ""});
+
+  // Components: memory in bytes; names ending in _s are seconds.
+  PairChart mem, time;
+  mem.id = "validation-memory", mem.title = "Memory: predicted vs measured", mem.axis_label = "GB per GPU";
+  mem.scale = 1e9, mem.decimals = 2, mem.unit = " GB";
+  time.id = "validation-time", time.title = "Step time: predicted vs measured", time.axis_label = "seconds";
+  time.decimals = 3, time.unit = " s";
+  mem.rows.push_back({"peak", pp, mp});
+  time.rows.push_back({"step", ps, ms});
+  Table t;
+  t.header = {"component", "predicted", "measured", "error"};
+  t.numeric = {false, true, true, true};
+  t.rows.push_back({"**peak**", gb(pp, 2) + " GB", gb(mp, 2) + " GB", err(pp, mp)});
+  t.rows.push_back({"**step**", secs(ps) + " s", secs(ms) + " s", err(ps, ms)});
+  if (const json* comps = r.find(doc, "components"); comps && comps->is_object()) {
+    for (const auto& [name, v] : comps->items()) {
+      const std::string where = "components." + name;
+      const double p = r.num(v, "predicted", where), m = r.num(v, "measured", where);
+      const bool seconds = name.size() > 2 && name.compare(name.size() - 2, 2, "_s") == 0;
+      (seconds ? time : mem).rows.push_back({name, p, m});
+      t.rows.push_back({name, seconds ? secs(p) + " s" : gb(p, 2) + " GB", seconds ? secs(m) + " s" : gb(m, 2) + " GB",
+                        err(p, m)});
+    }
+  }
+  Section s{"Predicted vs measured", {}};
+  s.blocks.push_back(paragraph("The error is 100 · (predicted − measured) / measured: positive when the model "
+                               "over-predicts."));
+  s.blocks.push_back(chart_block(predicted_vs_measured_chart(mem)));
+  s.blocks.push_back(chart_block(predicted_vs_measured_chart(time)));
+  s.blocks.push_back(table_block(std::move(t)));
+  d.sections.push_back(std::move(s));
+  return d;
+}
+
+// --- Calibration profiles (calibrate/README.md, schema version 1) ---------------------------------------------
+
+const char* const kSeriesPalette[] = {"#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2",
+                                      "#b07aa1", "#edc948", "#9c755f", "#ff9da7", "#bab0ac"};
+
+// A row of numbers ("points", "table" entries); InputError naming it when it is not one.
+std::vector<double> number_row(const Reader& r, const json& row, const std::string& where, size_t min_size) {
+  if (!row.is_array() || row.size() < min_size) r.fail("", where, "is not a row of numbers");
+  std::vector<double> out;
+  for (const json& v : row) {
+    if (!v.is_number()) r.fail("", where, "holds something that is not a number");
+    out.push_back(v.get<double>());
+  }
+  return out;
+}
+
+// A duration for people: 26.2 µs, 1.02 ms, 3.4 s.
+std::string duration(double s) {
+  if (s < 1e-3) return fmt::format("{:.3g} µs", s * 1e6);
+  if (s < 1) return fmt::format("{:.3g} ms", s * 1e3);
+  return fmt::format("{:.3g} s", s);
+}
+
+Document calibration_document(const json& doc, const Reader& r) {
+  Document d;
+  const std::string name = r.str_or(doc, "name", "profile");
+  d.title = "calibration: " + name;
+  const json* meta = r.find(doc, "meta");
+  const json empty = json::object();
+  const json& m = meta && meta->is_object() ? *meta : empty;
+  std::string devices;
+  if (const json* dv = r.find(m, "devices"); dv && dv->is_array())
+    for (const json& x : *dv)
+      if (x.is_string()) devices += (devices.empty() ? "" : ", ") + x.get<std::string>();
+  const int64_t ranks = static_cast<int64_t>(r.num_or(m, "ranks", 0)), nodes = static_cast<int64_t>(r.num_or(m, "nodes", 1));
+  d.subtitle.push_back(fmt::format("{} ranks on {} node{} · backend {}{} · refines the cluster preset {}", ranks, nodes,
+                                   nodes == 1 ? "" : "s", r.str_or(m, "backend", "?"),
+                                   devices.empty() ? "" : " · " + devices, r.str_or(doc, "base_cluster", "?")));
+  if (const std::string date = r.str_or(m, "date", ""); !date.empty())
+    d.subtitle.push_back(fmt::format("measured {}{}", date, r.flag_or(m, "quick", false) ? " (--quick)" : ""));
+
+  const json& hw = r.object(doc, "hardware");
+  const std::string dtype = r.str_or(hw, "dtype", "");
+  const double wrong = r.num_or(hw, "wrong", 0);
+  d.cards.push_back({"device", r.str_or(hw, "device", "?") + (dtype.empty() ? "" : " · " + dtype),
+                     fmt::format("peak {:.3g} TFLOP/s", r.num_or(hw, "peak_tflops", 0)), ""});
+  if (const double copy = r.num_or(hw, "copy_gbps", 0); copy > 0)
+    d.cards.push_back({"copy bandwidth", fmt::format("{:.3g} GB/s", copy), "large copies, read + write", ""});
+  d.cards.push_back({"wrong elements", fmt::format("{:.0f}", wrong), "over every collective",
+                     wrong == 0 ? "good" : "bad"});
+
+  // Collectives: measured busbw per size, and the fit's busbw over the measured range.
+  LogChart busbw{"busbw", "Bus bandwidth vs message size", "message size S (bytes, nccl-tests convention)",
+                 "bus bandwidth (GB/s)", true, {}, 920, 440};
+  Table fits;
+  fits.header = {"collective", "scope", "ranks", "sizes", "rms error", "max error",
+                 "fit per segment: α (latency), 1/β (bandwidth)"};
+  fits.numeric = {false, false, true, true, true, true, false};
+  size_t worst = 0;
+  double worst_rms = -1;
+  const json* colls = r.find(doc, "collectives");
+  if (colls && colls->is_array()) {
+    for (size_t i = 0; i < colls->size(); ++i) {
+      const json& c = (*colls)[i];
+      const std::string where = fmt::format("collectives[{}]", i);
+      const std::string op = r.str(c, "op", where), scope = r.str_or(c, "scope", "world");
+      const int64_t n = static_cast<int64_t>(r.num_or(c, "ranks", 0));
+      LogSeries series{fmt::format("{} · {} · {} ranks", op, scope, n), kSeriesPalette[i % std::size(kSeriesPalette)], {}, {}};
+      double factor = 0;  // busbw / algbw, from the points themselves (nccl-tests doc/PERFORMANCE.md)
+      const json& points = r.array(c, "points", where);
+      for (size_t k = 0; k < points.size(); ++k) {
+        const auto row = number_row(r, points[k], fmt::format("{}.points[{}]", where, k), 6);
+        series.points.push_back({row[0], row[5]});
+        if (factor == 0 && row[4] > 0) factor = row[5] / row[4];
+      }
+      struct Seg {
+        double from, to, alpha, beta;
+      };
+      std::vector<Seg> segs;
+      std::string fit_text;
+      if (const json* fit = r.find(c, "fit"); fit && fit->is_array()) {
+        for (size_t k = 0; k < fit->size(); ++k) {
+          const std::string fw = fmt::format("{}.fit[{}]", where, k);
+          const Seg sg{r.num((*fit)[k], "from_bytes", fw), r.num((*fit)[k], "to_bytes", fw), r.num((*fit)[k], "alpha_s", fw),
+                       r.num((*fit)[k], "beta_s_per_byte", fw)};
+          segs.push_back(sg);
+          fit_text += fmt::format("{}{}–{}: {}, {}", fit_text.empty() ? "" : "; ", size_label(sg.from), size_label(sg.to),
+                                  duration(sg.alpha), sg.beta > 0 ? fmt::format("{:.3g} GB/s", 1e-9 / sg.beta) : "∞");
+        }
+      }
+      const double lo = r.num_or(c, "min_bytes", series.points.empty() ? 0 : series.points.front().x);
+      const double hi = r.num_or(c, "max_bytes", series.points.empty() ? 0 : series.points.back().x);
+      if (!segs.empty() && factor > 0 && lo > 0 && hi > lo) {
+        for (int k = 0; k <= 64; ++k) {
+          const double bytes = lo * std::pow(hi / lo, k / 64.0);
+          const Seg* sg = &segs.back();
+          for (const Seg& x : segs)
+            if (bytes <= x.to) { sg = &x; break; }
+          const double t = sg->alpha + sg->beta * bytes;
+          if (t > 0) series.curve.push_back({bytes, factor * bytes / t / 1e9});
+        }
+      }
+      const double rms = r.num_or(c, "rms_error_pct", 0);
+      if (rms > worst_rms) worst_rms = rms, worst = i;
+      fits.rows.push_back({op, scope, std::to_string(n), std::to_string(points.size()), fmt::format("{:.1f} %", rms),
+                           fmt::format("{:.1f} %", r.num_or(c, "max_error_pct", 0)), fit_text.empty() ? "—" : fit_text});
+      busbw.series.push_back(std::move(series));
+    }
+  }
+  if (!busbw.series.empty()) {
+    d.cards.push_back({"collectives", fmt::format("{} fitted", busbw.series.size()),
+                       fmt::format("worst rms error {:.1f} % ({})", worst_rms, fits.rows[worst][0]), ""});
+    Section s{"Collectives: bus bandwidth vs message size", {}};
+    s.blocks.push_back(paragraph(
+        "Points are the measured medians; lines are the fitted t = α + β·S, per segment, over the measured sizes. Bus "
+        "bandwidth is nccl-tests' busbw: the algorithm bandwidth S/t times the collective's factor, comparable "
+        "across ranks."));
+    s.blocks.push_back(chart_block(loglog_chart(busbw)));
+    s.blocks.push_back(table_block(std::move(fits)));
+    d.sections.push_back(std::move(s));
+  }
+
+  // GEMMs: achieved TFLOP/s against the work of one GEMM.
+  if (const json* gemm = r.find(doc, "gemm.table"); gemm && gemm->is_array() && !gemm->empty()) {
+    LogChart g{"gemm", "GEMM throughput by size", "FLOPs of one GEMM (2·m·n·k)", "achieved TFLOP/s", false, {}, 920, 400};
+    LogSeries pts{"GEMM " + r.str_or(doc, "gemm.dtype", dtype), "#4e79a7", {}, {}};
+    Table t;
+    t.header = {"m", "n", "k", "median", "TFLOP/s", "efficiency"};
+    t.numeric = {true, true, true, true, true, true};
+    for (size_t k = 0; k < gemm->size(); ++k) {
+      const auto row = number_row(r, (*gemm)[k], fmt::format("gemm.table[{}]", k), 8);
+      pts.points.push_back({2 * row[0] * row[1] * row[2], row[6]});
+      t.rows.push_back({fmt::format("{:.0f}", row[0]), fmt::format("{:.0f}", row[1]), fmt::format("{:.0f}", row[2]),
+                        duration(row[3]), fmt::format("{:.3g}", row[6]), pct(row[7], 0)});
+    }
+    g.series.push_back(std::move(pts));
+    Section s{"GEMM efficiency", {}};
+    s.blocks.push_back(paragraph(fmt::format(
+        "Each measured shape's throughput; efficiency is against the peak of {:.3g} TFLOP/s. Small GEMMs cannot fill "
+        "the device: that is why the planner times every GEMM at its own shape.",
+        r.num_or(hw, "peak_tflops", 0))));
+    s.blocks.push_back(chart_block(loglog_chart(g)));
+    s.blocks.push_back(table_block(std::move(t)));
+    d.sections.push_back(std::move(s));
+  }
+  return d;
+}
+
+}  // namespace
+
+DocKind detect_kind(const json& doc, const std::string& origin) {
+  if (doc.is_object()) {
+    if (doc.value("kind", "") == "calibration-profile") return DocKind::calibration;
+    if (doc.contains("candidates")) return DocKind::plan;
+    if (doc.contains("predicted") && doc.contains("measured")) return DocKind::validation;
+    if (doc.contains("config") && doc.contains("memory")) return DocKind::prediction;
+  }
+  throw InputError(fmt::format(
+      "{}: not a shardplan document: expected the JSON of `predict --format json` (keys config, memory), "
+      "`plan --format json` (key candidates), `validate --format json` (keys predicted, measured) or a calibration "
+      "profile (kind: calibration-profile)",
+      origin));
+}
+
+std::string render_report(const json& doc, Format format, const RenderOptions& options) {
+  const DocKind kind = detect_kind(doc, options.origin);
+  Document d;
+  switch (kind) {
+    case DocKind::prediction: d = prediction_document(doc, Reader(options.origin, "`shardplan predict --format json`")); break;
+    case DocKind::plan: d = plan_document(doc, Reader(options.origin, "`shardplan plan --format json`")); break;
+    case DocKind::validation: d = validation_document(doc, Reader(options.origin, "`shardplan validate --format json`")); break;
+    case DocKind::calibration: d = calibration_document(doc, Reader(options.origin, "a calibration profile (calibrate/README.md)")); break;
+  }
+  if (!options.title.empty()) d.title = options.title;
+  d.origin = options.origin;
+  return format == Format::html ? render_html(d) : render_markdown(d);
+}
+
+namespace {
+
+// YAML as JSON: maps, sequences, and scalars as numbers or booleans unless quoted.
+json yaml_to_json(const YAML::Node& n) {
+  switch (n.Type()) {
+    case YAML::NodeType::Map: {
+      json out = json::object();
+      for (const auto& kv : n) out[kv.first.as<std::string>()] = yaml_to_json(kv.second);
+      return out;
+    }
+    case YAML::NodeType::Sequence: {
+      json out = json::array();
+      for (const auto& v : n) out.push_back(yaml_to_json(v));
+      return out;
+    }
+    case YAML::NodeType::Scalar: {
+      const std::string& v = n.Scalar();
+      if (n.Tag() == "!") return v;  // quoted
+      if (v == "true" || v == "false") return v == "true";
+      if (v == "null" || v == "~") return nullptr;
+      char* end = nullptr;
+      const double d = std::strtod(v.c_str(), &end);
+      if (!v.empty() && end == v.c_str() + v.size() && std::isfinite(d)) {
+        if (v.find_first_of(".eE") == std::string::npos && std::abs(d) < 9e15) return static_cast<int64_t>(d);
+        return d;
+      }
+      return v;
+    }
+    default: return nullptr;
+  }
+}
+
+}  // namespace
+
+json read_json_file(const std::string& path) {
+  std::string text;
+  if (path == "-") {
+    text.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+  } else {
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec)) throw InputError(fmt::format("{}: is a directory, not a JSON file", path));
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw InputError(fmt::format("{}: cannot read ({})", path, std::strerror(errno)));
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    text = ss.str();
+  }
+  const std::string name = path == "-" ? "standard input" : path;
+  std::string ext = std::filesystem::path(path).extension().string();
+  if (ext == ".yaml" || ext == ".yml") {  // a calibration profile
+    try {
+      return yaml_to_json(YAML::Load(text));
+    } catch (const YAML::Exception& e) {
+      throw InputError(fmt::format("{}: not valid YAML: line {}, column {}: {}", name, e.mark.line + 1, e.mark.column + 1,
+                                   e.msg));
+    }
+  }
+  try {
+    return json::parse(text);
+  } catch (const json::parse_error& e) {
+    // "[json.exception.parse_error.101] parse error at line 1, column 2: ..." → the part after "parse error".
+    std::string what = e.what();
+    const auto at = what.find("parse error");
+    if (at != std::string::npos) what = what.substr(at);
+    throw InputError(fmt::format("{}: not valid JSON: {}", name, what));
+  }
+}
+
+namespace {
+
+[[noreturn]] void cannot_write(const std::string& who, const std::string& why) {
+  throw InputError(fmt::format("{}: cannot write ({})", who, why));
+}
+
+}  // namespace
+
+void AtomicWriter::stage(const std::string& path, const std::string& text, const std::string& flag) {
+  namespace fs = std::filesystem;
+  const std::string who = flag.empty() ? path : flag + " " + path;
+  if (path.empty()) cannot_write(who, "empty path");
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) cannot_write(who, "it is a directory");
+  const fs::path target(path);
+  const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  std::string tmp = (dir / ("." + target.filename().string() + ".tmp.XXXXXX")).string();
+  const int fd = ::mkstemp(tmp.data());
+  if (fd < 0) cannot_write(who, std::strerror(errno));
+  size_t done = 0;
+  int error = 0;
+  while (done < text.size() && error == 0) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno != EINTR) error = errno;
+    if (n > 0) done += static_cast<size_t>(n);
+  }
+  // mkstemp creates 0600; a report is an ordinary file (0666 less the umask).
+  const mode_t mask = ::umask(0);
+  ::umask(mask);
+  if (error == 0 && ::fchmod(fd, 0666 & ~mask) != 0) error = errno;
+  if (error == 0 && ::fsync(fd) != 0) error = errno;
+  if (::close(fd) != 0 && error == 0) error = errno;
+  if (error != 0) {
+    ::unlink(tmp.c_str());
+    cannot_write(who, std::strerror(error));
+  }
+  staged_.push_back({std::move(tmp), path, who});
+}
+
+void AtomicWriter::commit() {
+  for (size_t i = 0; i < staged_.size(); ++i) {
+    if (std::rename(staged_[i].tmp.c_str(), staged_[i].path.c_str()) != 0) {
+      const int e = errno;
+      const std::string who = staged_[i].who;
+      staged_.erase(staged_.begin(), staged_.begin() + static_cast<std::ptrdiff_t>(i));  // renamed ones stay
+      cannot_write(who, std::strerror(e));
+    }
+  }
+  staged_.clear();
+}
+
+AtomicWriter::~AtomicWriter() {
+  for (const Staged& s : staged_) ::unlink(s.tmp.c_str());
+}
+
+void write_file_atomically(const std::string& path, const std::string& text, const std::string& flag) {
+  AtomicWriter w;
+  w.stage(path, text, flag);
+  w.commit();
+}
+
+}  // namespace shardplan::report

@@ -1,0 +1,183 @@
+// `plan --emit DIR`: every launch file parses in its own language (JSON with nlohmann-json, YAML with yaml-cpp,
+// TOML with Python's tomllib, Python with py_compile, shell with bash -n), carries the recommended plan's numbers,
+// and a folder that cannot be written gives one error line and leaves nothing behind.
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <string>
+
+#include <nlohmann/json.hpp>
+#include <yaml-cpp/yaml.h>
+
+#include "tests/cli_runner.hpp"
+
+using shardplan::test::is_one_error_line;
+using shardplan::test::read_all;
+using shardplan::test::run_cli;
+namespace fs = std::filesystem;
+
+namespace {
+
+fs::path fresh_dir(const std::string& name) {
+  const fs::path dir = fs::temp_directory_path() / ("shardplan_emit_" + std::to_string(::getpid())) / name;
+  fs::remove_all(dir);
+  fs::create_directories(dir.parent_path());
+  return dir;
+}
+
+std::set<std::string> names_in(const fs::path& dir) {
+  std::set<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir)) names.insert(e.path().filename().string());
+  return names;
+}
+
+bool has_python() { return std::system("python3 -c 'import tomllib' >/dev/null 2>&1") == 0; }
+
+int shell(const std::string& cmd) { return std::system((cmd + " >/dev/null 2>&1").c_str()); }
+
+const std::set<std::string> kFiles = {"README.md",       "accelerate_config.yaml", "ds_config.json", "megatron_args.sh",
+                                      "torchrun.sh",     "torchtitan.toml",        "train_fsdp2.py"};
+
+// Runs plan with --emit into a fresh folder; returns the folder and the recommended candidate's JSON.
+nlohmann::json plan_and_emit(const std::string& args, const fs::path& dir) {
+  const auto r = run_cli("plan " + args + " --format json --emit '" + dir.string() + "'");
+  CAPTURE(r.err);
+  REQUIRE(r.exit_code == 0);
+  const auto j = nlohmann::json::parse(r.out);  // stdout stays pure JSON; the note goes to stderr
+  CHECK(r.err.find("wrote 7 launch files") != std::string::npos);
+  return j["candidates"][j["recommended"].get<size_t>()];
+}
+
+void check_syntax(const fs::path& dir) {
+  CHECK(names_in(dir) == kFiles);
+  CHECK(shell("bash -n '" + (dir / "torchrun.sh").string() + "'") == 0);
+  CHECK(shell("bash -n '" + (dir / "megatron_args.sh").string() + "'") == 0);
+  CHECK((fs::status(dir / "torchrun.sh").permissions() & fs::perms::owner_exec) != fs::perms::none);
+  if (!has_python()) {
+    MESSAGE("python3 with tomllib not found: TOML and Python syntax not checked");
+    return;
+  }
+  CHECK(shell("python3 -m py_compile '" + (dir / "train_fsdp2.py").string() + "'") == 0);
+  CHECK(shell("python3 -c \"import sys, tomllib; tomllib.load(open(sys.argv[1], 'rb'))\" '" +
+              (dir / "torchtitan.toml").string() + "'") == 0);
+}
+
+}  // namespace
+
+TEST_SUITE("emit") {
+  TEST_CASE("the seed-sized plan: files parse and carry the recommendation") {
+    const fs::path dir = fresh_dir("llama3-8b");
+    const auto c = plan_and_emit("--preset llama3-8b --gpus 8 --tokens 300B", dir);
+    check_syntax(dir);
+    const auto& cfg = c["config"];
+
+    const auto ds = nlohmann::json::parse(read_all(dir / "ds_config.json"));
+    CHECK(ds["zero_optimization"]["stage"] == cfg["zero"]);
+    CHECK(ds["train_batch_size"] == cfg["global_batch"]);
+    CHECK(ds["train_micro_batch_size_per_gpu"] == cfg["micro_batch"]);
+    CHECK(ds["gradient_accumulation_steps"] == cfg["grad_accum"]);
+    // micro-batch · accumulation · data-parallel ranks = the global batch (DeepSpeed's own check)
+    CHECK(ds["train_micro_batch_size_per_gpu"].get<int64_t>() * ds["gradient_accumulation_steps"].get<int64_t>() *
+              cfg["dp"].get<int64_t>() == ds["train_batch_size"].get<int64_t>());
+    CHECK(ds["bf16"]["enabled"] == true);
+
+    const YAML::Node acc = YAML::LoadFile((dir / "accelerate_config.yaml").string());
+    CHECK(acc["num_processes"].as<int>() == 8);
+    if (cfg["zero"] == 0 && cfg["tp"] == 1) {
+      CHECK(acc["distributed_type"].as<std::string>() == "MULTI_GPU");
+    } else {
+      CHECK(acc["distributed_type"].as<std::string>() == "FSDP");
+      CHECK(acc["fsdp_config"]["fsdp_version"].as<int>() == 2);
+      CHECK(acc["fsdp_config"]["fsdp_reshard_after_forward"].as<bool>() == (cfg["zero"] == 3));
+    }
+
+    const std::string megatron = read_all(dir / "megatron_args.sh");
+    CHECK(megatron.find("--tensor-model-parallel-size " + cfg["tp"].dump()) != std::string::npos);
+    CHECK(megatron.find("--global-batch-size " + cfg["global_batch"].dump()) != std::string::npos);
+    // 300e9 / (global batch · seq) rounded up
+    const int64_t per_step = cfg["global_batch"].get<int64_t>() * cfg["seq"].get<int64_t>();
+    const int64_t steps = (300'000'000'000 + per_step - 1) / per_step;
+    CHECK(megatron.find("--train-iters " + std::to_string(steps)) != std::string::npos);
+
+    const std::string py = read_all(dir / "train_fsdp2.py");
+    CHECK(py.find("fully_shard(block") != std::string::npos);
+    CHECK(py.find("MixedPrecisionPolicy(param_dtype=PARAM_DTYPE") != std::string::npos);
+    CHECK(py.find("checkpoint_wrapper(") != std::string::npos);
+    CHECK(py.find("MICRO_BATCH, GRAD_ACCUM, SEQ = " + cfg["micro_batch"].dump() + ", " + cfg["grad_accum"].dump()) !=
+          std::string::npos);
+  }
+
+  TEST_CASE("a pipelined multi-node plan and an HF model: schedule, virtual stages, layer class") {
+    const fs::path config_dir = fresh_dir("hf-model");
+    fs::create_directories(config_dir);
+    std::ofstream(config_dir / "config.json") << R"({"architectures": ["LlamaForCausalLM"], "model_type": "llama",
+      "hidden_size": 8192, "intermediate_size": 28672, "max_position_embeddings": 8192, "num_attention_heads": 64,
+      "num_hidden_layers": 80, "num_key_value_heads": 8, "vocab_size": 128256, "tie_word_embeddings": false})";
+    const fs::path dir = fresh_dir("pp");
+    const auto c = plan_and_emit("--hf-config '" + (config_dir / "config.json").string() +
+                                     "' --gpus 64 --cluster dgx-h100 --pp 4 --vpp 2 --tp 8 --recompute full",
+                                 dir);
+    check_syntax(dir);
+    CHECK(c["config"]["pp"] == 4);
+    const std::string megatron = read_all(dir / "megatron_args.sh");
+    CHECK(megatron.find("--num-layers-per-virtual-pipeline-stage 10") != std::string::npos);  // 80 / (4 · 2)
+    CHECK(megatron.find("--recompute-granularity full") != std::string::npos);
+    const std::string toml = read_all(dir / "torchtitan.toml");
+    CHECK(toml.find("pipeline_parallel_schedule = \"Interleaved1F1B\"") != std::string::npos);
+    CHECK(toml.find("mode = \"full\"") != std::string::npos);
+    const YAML::Node acc = YAML::LoadFile((dir / "accelerate_config.yaml").string());
+    CHECK(acc["num_machines"].as<int>() == 8);
+    CHECK(acc["fsdp_config"]["fsdp_transformer_layer_cls_to_wrap"].as<std::string>() == "LlamaDecoderLayer");
+    CHECK(read_all(dir / "torchrun.sh").find("--nnodes 8 --nproc-per-node 8") != std::string::npos);
+    CHECK(read_all(dir / "train_fsdp2.py").find(fs::absolute(config_dir).string()) != std::string::npos);
+  }
+
+  TEST_CASE("DDP (ZeRO-0): Accelerate's MULTI_GPU, DeepSpeed stage 0, every data-parallel rank a replica") {
+    const fs::path dir = fresh_dir("ddp");
+    const auto c = plan_and_emit("--preset gpt2-1.2b --gpus 8 --zero 0 --tp 1 --pp 1", dir);
+    check_syntax(dir);
+    REQUIRE(c["config"]["zero"] == 0);
+    CHECK(YAML::LoadFile((dir / "accelerate_config.yaml").string())["distributed_type"].as<std::string>() ==
+          "MULTI_GPU");
+    CHECK(nlohmann::json::parse(read_all(dir / "ds_config.json"))["zero_optimization"]["stage"] == 0);
+    CHECK(read_all(dir / "train_fsdp2.py").find("SHARD, REPLICATE = 1, 8") != std::string::npos);
+    CHECK(read_all(dir / "torchtitan.toml").find("data_parallel_replicate_degree = 8") != std::string::npos);
+  }
+
+  TEST_CASE("an existing folder: files replaced, no temporaries left") {
+    const fs::path dir = fresh_dir("existing");
+    fs::create_directories(dir);
+    std::ofstream(dir / "keep.txt") << "mine";
+    std::ofstream(dir / "ds_config.json") << "old";
+    plan_and_emit("--preset llama3-8b --gpus 8", dir);
+    std::set<std::string> expected = kFiles;
+    expected.insert("keep.txt");
+    CHECK(names_in(dir) == expected);
+    CHECK(read_all(dir / "ds_config.json") != "old");
+  }
+
+  TEST_CASE("cannot write: exit 2, one error line, nothing left behind") {
+    const fs::path base = fresh_dir("unwritable");
+    fs::create_directories(base);
+    std::ofstream(base / "a-file") << "x";
+    // Under a regular file (fails even for root), and a DIR that is itself a file.
+    for (const fs::path& target : {base / "a-file" / "out", base / "a-file"}) {
+      const auto r = run_cli("plan --preset llama3-8b --gpus 8 --emit '" + target.string() + "'");
+      CAPTURE(r.err);
+      CHECK(is_one_error_line(r));
+      CHECK(r.err.find("--emit " + target.string()) != std::string::npos);
+      CHECK(r.out.empty());
+      CHECK(names_in(base) == std::set<std::string>{"a-file"});
+    }
+    // A folder in the way of one file, inside an existing DIR: none of the seven appears.
+    const fs::path dir = base / "blocked";
+    fs::create_directories(dir / "torchtitan.toml");
+    const auto r = run_cli("plan --preset llama3-8b --gpus 8 --emit '" + dir.string() + "'");
+    CHECK(is_one_error_line(r));
+    CHECK(names_in(dir) == std::set<std::string>{"torchtitan.toml"});
+    CHECK(fs::is_directory(dir / "torchtitan.toml"));
+  }
+}
