@@ -130,7 +130,7 @@ json components_json(const MemoryComponents& m) {
 json family_json(const Candidate& c) {
   return {{"family", family_of(c.strategy)},
           {"fits", c.within_safety()},
-          {"peak_bytes", static_cast<int64_t>(c.peak_total())},
+          {"peak_bytes", bytes_to_int(c.peak_total())},
           {"tokens_per_s_per_gpu", tokens_per_gpu(c)},
           {"tp", c.strategy.tp},
           {"pp", c.strategy.pp},

@@ -32,8 +32,13 @@ MemoryComponents model_states(double params, Precision p, int zero, int64_t shar
   return c;
 }
 
+int64_t bytes_to_int(double bytes) {
+  if (!(bytes > 0)) return 0;  // also NaN
+  return static_cast<int64_t>(std::llround(std::min(bytes, kMaxPlausibleBytes)));
+}
+
 std::vector<NamedBytes> component_bytes(const MemoryComponents& c) {
-  auto r = [](double v) { return static_cast<int64_t>(std::llround(v)); };
+  auto r = [](double v) { return bytes_to_int(v); };
   return {{"params", r(c.params)},       {"grads", r(c.grads)},   {"master", r(c.master)},
           {"optimizer", r(c.optimizer)}, {"activations", r(c.activations)}, {"logits", r(c.logits)},
           {"buffers", r(c.buffers)},     {"runtime", r(c.runtime)}, {"fragmentation", r(c.fragmentation)}};

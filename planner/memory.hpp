@@ -82,6 +82,10 @@ struct NamedBytes {
   int64_t bytes;
 };
 std::vector<NamedBytes> component_bytes(const MemoryComponents& c);
+// Bytes beyond any machine (2^59 ≈ 576 PB): predict() refuses a configuration that needs more per GPU, and
+// conversions to integers saturate there so that no sum of components can overflow int64.
+constexpr double kMaxPlausibleBytes = 576460752303423488.0;
+int64_t bytes_to_int(double bytes);
 int64_t peak_bytes(const MemoryComponents& c);
 
 }  // namespace shardplan

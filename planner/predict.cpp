@@ -1,5 +1,9 @@
 #include "planner/predict.hpp"
 
+#include <fmt/format.h>
+
+#include "planner/error.hpp"
+
 #include "planner/compute_cost.hpp"
 #include "planner/precision.hpp"
 
@@ -15,6 +19,11 @@ Prediction predict(const ModelSpec& m, const Strategy& s, const ClusterSpec& c) 
   p.cluster = c;
   p.params = count_params(m);
   p.memory = estimate_memory(m, s, c);
+  const double peak = p.memory.peak_stage().peak.total();
+  if (!(peak <= kMaxPlausibleBytes))
+    throw InputError(fmt::format("this configuration needs {:.3g} bytes per GPU, beyond any machine; check --seq, "
+                                 "--micro-batch and the model's sizes",
+                                 peak));
   p.flops = step_flops(m, s);
   p.time = estimate_step_time(m, s, c);
   p.throughput = throughput_of(p.flops, p.time, s, c.gpu);

@@ -5,6 +5,7 @@
 
 #include "io/preset_store.hpp"
 #include "planner/error.hpp"
+#include "planner/predict.hpp"
 #include "planner/strategy.hpp"
 #include "tests/cli_runner.hpp"
 
@@ -50,6 +51,20 @@ TEST_SUITE("reliability") {
     CHECK_THROWS_AS(validate_strategy(s, store.model("8b"), store.cluster("a800x8")), InputError);
     const auto r = test::run_cli("predict --preset 8b --gpus 16777216 --tp 16777216 --pp 16777216 --dp 16777216");
     CHECK(test::is_one_error_line(r));
+  }
+
+  TEST_CASE("fuzz: a configuration needing more bytes than int64 holds is refused, not summed") {
+    // Found by fuzz/fuzz_strategy: attention without flash at seq 2^25 overflowed the sum of the components.
+    const PresetStore store = PresetStore::builtin();
+    Strategy s;
+    s.gpus = 8;
+    s.dp = 8;
+    s.global_batch = 8;
+    s.seq = int64_t{1} << 25;
+    s.flash_attn = false;
+    CHECK_THROWS_AS(predict(store.model("8b"), s, store.cluster("a800x8")), InputError);
+    s.seq = 2048;
+    CHECK(predict(store.model("8b"), s, store.cluster("a800x8")).peak_bytes() > 0);
   }
 
   TEST_CASE("control characters and a NUL byte are refused; UTF-8 text (comments in Chinese) is accepted") {
