@@ -74,7 +74,7 @@ std::string recommendation(const PlanReport& r) {
   if (r.recommended != 0) {
     const Prediction& fastest = r.top.front();
     out += fmt::format(
-        "  The fastest, {} ({}), is only {:.1f} % faster and needs more moving parts; within {:.0f} % the simplest "
+        "  The fastest, {} ({}), is only {:.2g} % faster and needs more moving parts; within {:.0f} % the simplest "
         "strategy wins.\n",
         family_of(fastest.strategy), layout(fastest.strategy),
         100 * (fastest.throughput.tokens_per_s / best.throughput.tokens_per_s - 1), 100 * kSimplicityTolerance);
