@@ -51,7 +51,8 @@ Profile build_profile(const ProfileMeta& meta, const std::vector<RawRecord>& rec
 std::string profile_yaml(const Profile& p);
 
 // Writes `text` to a temporary file beside `path`, flushes it to disk, renames it over `path` (POSIX rename is
-// atomic): a reader sees the old file or the new one, never half of one. Throws std::runtime_error.
+// atomic): a reader sees the old file or the new one, never half of one. io::write_file_atomically underneath;
+// throws InputError for a path that cannot be written, std::runtime_error otherwise.
 void write_file_atomically(const std::string& path, const std::string& text);
 
 }  // namespace shardplan::calibrate

@@ -26,6 +26,7 @@
 #include "calibrate/profile.hpp"
 #include "comm/comm.hpp"
 #include "comm/groups.hpp"
+#include "io/atomic_write.hpp"
 #include "planner/error.hpp"
 
 extern char** environ;
@@ -82,11 +83,12 @@ std::string check_writable(const std::string& path, const char* flag) {
   if (fs::is_directory(path, ec)) return fmt::format("{} {}: is a folder; give a file name such as {}/profile.yaml", flag, path, path);
   const fs::path dir = fs::path(path).has_parent_path() ? fs::path(path).parent_path() : fs::path(".");
   if (!fs::is_directory(dir, ec)) return fmt::format("{} {}: the folder {} does not exist; create it or choose another path", flag, path, dir.string());
-  const std::string probe = fmt::format("{}.probe.{}", path, static_cast<long>(::getpid()));
-  std::ofstream f(probe);
-  if (!f) return fmt::format("{} {}: cannot write in {} ({}); choose a writable path", flag, path, dir.string(), std::strerror(errno));
-  f.close();
-  fs::remove(probe, ec);
+  try {  // a temporary beside the target, removed again when the probe goes (io/atomic_write.hpp)
+    io::AtomicWriter probe;
+    probe.stage(path, "", flag);
+  } catch (const std::exception& e) {
+    return fmt::format("{}; choose a writable path", e.what());
+  }
   return "";
 }
 

@@ -12,7 +12,9 @@
 #include "cli/render_prediction.hpp"
 #include "cli/render_plan.hpp"
 #include "cli/report_option.hpp"
+#include "cli/terminal.hpp"
 #include "planner/error.hpp"
+#include "sim/rerank.hpp"
 
 namespace shardplan::cli {
 
@@ -26,7 +28,39 @@ struct PlanOptions {
   std::string emit_dir;  // --emit DIR: launch files for the recommendation (cli/emit_launch.hpp)
   bool all = false;
   size_t top = 5;
+  size_t simulate_top = 3;  // --simulate-top K: re-rank the best K with the simulator (sim/rerank.hpp); 0 = off
+  TerminalFlags terminal;   // --color / --no-color (cli/terminal.hpp)
 };
+
+// --simulate-top: play the first K ranked candidates (and the recommendation) out, re-order r.top by the simulated
+// step, and move the recommendation where the simulator says (sim/rerank.hpp). A bar on stderr when it is a TTY.
+void simulate_top(PlanReport& r, size_t k) {
+  const auto start = std::chrono::steady_clock::now();
+  const size_t window = std::min({k, r.result.ranked.size(), r.top.size()});
+  ProgressBar bar("simulating the top candidates", window + (r.recommended >= window ? 1 : 0));
+  const sim::RerankResult rr =
+      sim::rerank_candidates(r.top, r.result.ranked.size(), r.recommended, k, r.space.objective,
+                             [&](size_t done, size_t) { bar.update(done); });
+  bar.finish();
+  PlanSimulation out;
+  out.k = k;
+  out.window = rr.window;
+  out.order_changed = rr.order_changed;
+  out.recommendation_changed = rr.recommendation_changed;
+  out.recommendation_note = rr.recommendation_note;
+  std::vector<Prediction> reordered;
+  for (size_t pos = 0; pos < rr.order.size(); ++pos) {
+    const size_t old = rr.order[pos];
+    reordered.push_back(r.top[old]);
+    out.step.push_back(rr.simulated[old]);
+    out.skipped.push_back(rr.skipped[old]);
+    out.analytic_rank.push_back(old + 1);
+  }
+  r.top = std::move(reordered);
+  r.recommended = rr.recommended;
+  out.wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  r.simulation = std::move(out);
+}
 
 SearchSpace search_space(const PlanOptions& o, const ModelSpec& m, const ClusterSpec& c) {
   const ConfigFlags& f = o.config;
@@ -90,6 +124,10 @@ void add_plan_command(CLI::App& app, const GlobalOptions& global) {
                   "Megatron-LM, torchtitan");
   cmd->add_flag("--all", opts->all, "Show the best candidate of every strategy family, including those that do not fit");
   cmd->add_option("--top", opts->top, "How many ranked candidates to show (default 5)")->check(CLI::Range(1, 1000));
+  cmd->add_option("--simulate-top", opts->simulate_top,
+                  "Re-rank the best K candidates (at most --top) by the event-driven simulator (default 3; 0 = off)")
+      ->check(CLI::Range(0, 1000));
+  add_terminal_flags(*cmd, opts->terminal);
   add_report_option(*cmd, opts->report);
   cmd->callback([opts, &global] {
     const PresetStore store = load_presets(global);
@@ -110,7 +148,9 @@ void add_plan_command(CLI::App& app, const GlobalOptions& global) {
     auto it = std::find_if(r.top.begin(), r.top.end(), [&](const Prediction& p) { return p.strategy == chosen; });
     if (it == r.top.end()) it = r.top.insert(r.top.end(), predict(r.model, chosen, r.cluster));
     r.recommended = static_cast<size_t>(it - r.top.begin());
-    const std::string text = render_plan(r, opts->format);  // a bad --format fails before anything is written
+    if (opts->simulate_top > 0) simulate_top(r, opts->simulate_top);
+    const Terminal term = opts->format == "table" ? stdout_terminal(opts->terminal) : kPlainTerminal;
+    const std::string text = render_plan(r, opts->format, term);  // a bad --format fails before anything is written
     write_report_option(opts->report, plan_json(r));
     std::string emitted;
     if (!opts->emit_dir.empty()) {

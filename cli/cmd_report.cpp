@@ -42,11 +42,12 @@ std::string command_line() {
   return out.empty() ? "shardplan" : out;
 }
 
-CLI::Validator report_path_validator(const std::string& flag) {
+CLI::Validator report_path_validator(const std::string& /*flag: CLI11 names it in the message*/) {
   return CLI::Validator(
-      [flag](std::string& path) -> std::string {
+      [](std::string& path) -> std::string {
         if (report::format_from_path(path)) return "";
-        return fmt::format("{} {}: the file name must end in .md (Markdown) or .html (self-contained HTML)", flag, path);
+        // CLI11 puts "<flag>: " in front already.
+        return fmt::format("{}: the file name must end in .md (Markdown) or .html (self-contained HTML)", path);
       },
       "FILE.md|FILE.html");
 }

@@ -1,15 +1,11 @@
-// `--emit DIR`: the plan's numbers (launch_facts), the file set with its README, and the all-or-nothing writer.
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
+// `--emit DIR`: the plan's numbers (launch_facts), the file set with its README, written all or nothing.
 #include <filesystem>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "cli/emit_launch.hpp"
+#include "io/atomic_write.hpp"
 #include "cli/render_prediction.hpp"
 #include "planner/error.hpp"
 #include "planner/precision.hpp"
@@ -71,6 +67,25 @@ LaunchFacts launch_facts(const LaunchPlan& plan) {
 
 namespace {
 
+// The `shardplan validate` line that holds train_fsdp2.py's step log against this plan's prediction.
+std::string validate_command(const LaunchPlan& plan, const LaunchFacts& f) {
+  const Prediction& p = plan.prediction;
+  const Strategy& s = p.strategy;
+  std::string cmd = "shardplan validate ";
+  cmd += plan.hf ? "--hf-config " + shell_quoted(plan.hf->source_path) : "--preset " + shell_quoted(f.model_name);
+  // A calibration profile is named by its file (ClusterSpec::source), a preset by its name.
+  const bool profile = p.cluster.comm_calibration || p.cluster.gpu.gemm_calibration;
+  cmd += fmt::format(" --cluster {} --gpus {} --tp {} --pp {} --zero {}",
+                     shell_quoted(profile ? p.cluster.source : p.cluster.name), s.gpus, s.tp, s.pp, s.zero);
+  if (s.hsdp > 0) cmd += fmt::format(" --hsdp {}", s.hsdp);
+  cmd += fmt::format(" --micro-batch {} --global-batch {} --seq {} --recompute {} --precision {} --framework fsdp",
+                     s.micro_batch, s.global_batch, s.seq, to_string(s.recompute), to_string(s.precision));
+  if (!s.flash_attn) cmd += " --no-flash-attn";
+  if (s.offload_optimizer) cmd += " --offload-optimizer";
+  cmd += " --measurements shardplan_steps.jsonl";
+  return cmd;
+}
+
 std::string readme(const LaunchPlan& plan, const LaunchFacts& f, const std::vector<EmittedFile>& files) {
   const Prediction& p = plan.prediction;
   const Strategy& s = p.strategy;
@@ -108,37 +123,12 @@ std::string readme(const LaunchPlan& plan, const LaunchFacts& f, const std::vect
   out += "- Megatron-LM: `source megatron_args.sh; torchrun ... pretrain_gpt.py \"${MEGATRON_ARGS[@]}\"` (add data, "
          "tokenizer and optimizer arguments)\n";
   out += "- torchtitan: `CONFIG_FILE=torchtitan.toml ./run_train.sh`\n";
+  out += "\n## Check the prediction\n\n";
+  out += "`train_fsdp2.py` writes one JSON line per step to `shardplan_steps.jsonl` (or `$SHARDPLAN_STEPS`): the "
+         "slowest rank's step time and the most device memory in use. Compare them with this plan's prediction:\n\n";
+  out += "```sh\n" + validate_command(plan, f) + "\n```\n";
   return out;
 }
-
-// ---- the all-or-nothing writer ------------------------------------------------------------------------------------
-
-[[noreturn]] void fail(const std::string& dir, const std::string& what, const std::string& reason) {
-  throw InputError(fmt::format("--emit {}: cannot write {}: {}; choose a folder you can write to", dir, what, reason));
-}
-
-// Writes one file with open/write/fsync (so that a rename publishes complete contents). Returns "" or the reason.
-std::string write_file(const fs::path& path, const EmittedFile& file) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, file.executable ? 0755 : 0644);
-  if (fd < 0) return std::strerror(errno);
-  const char* data = file.text.data();
-  size_t left = file.text.size();
-  while (left > 0) {
-    const ssize_t n = ::write(fd, data, left);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      const std::string reason = std::strerror(errno);
-      ::close(fd);
-      return reason;
-    }
-    data += n;
-    left -= static_cast<size_t>(n);
-  }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) return std::strerror(errno);
-  return "";
-}
-
-std::string temp_suffix() { return fmt::format(".shardplan-tmp-{}", ::getpid()); }
 
 }  // namespace
 
@@ -152,68 +142,9 @@ std::vector<EmittedFile> launch_files(const LaunchPlan& plan) {
 }
 
 void write_files_atomically(const std::string& dir, const std::vector<EmittedFile>& files) {
-  std::error_code ec;
-  if (dir.empty()) throw InputError("--emit needs a folder name");
-  std::string trimmed = dir;  // "out/" names the folder "out"
-  while (trimmed.size() > 1 && trimmed.back() == '/') trimmed.pop_back();
-  const fs::path target(trimmed);
-  const fs::file_status st = fs::status(target, ec);
-  if (fs::exists(st) && !fs::is_directory(st)) fail(dir, "into it", "it exists and is not a folder");
-
-  if (!fs::exists(st)) {
-    // A new folder: fill a hidden sibling, then rename it into place — one rename publishes every file.
-    fs::path parent = target.parent_path();
-    if (parent.empty()) parent = ".";
-    if (!fs::is_directory(parent, ec)) fail(dir, "into it", fmt::format("the parent folder {} does not exist", parent.string()));
-    const fs::path staging = parent / fmt::format(".{}{}", target.filename().string(), temp_suffix());
-    if (!fs::create_directory(staging, ec)) fail(dir, staging.string(), ec ? ec.message() : "it already exists");
-    for (const EmittedFile& file : files) {
-      const std::string reason = write_file(staging / file.name, file);
-      if (!reason.empty()) {
-        fs::remove_all(staging, ec);
-        fail(dir, file.name, reason);
-      }
-    }
-    fs::rename(staging, target, ec);
-    if (ec) {
-      const std::string reason = ec.message();
-      fs::remove_all(staging, ec);
-      fail(dir, "the folder", reason);
-    }
-    return;
-  }
-
-  // An existing folder: every file to a hidden temporary name beside its final one, then the renames.
-  std::vector<fs::path> temps;
-  auto remove_all_of = [&](const std::vector<fs::path>& paths) {
-    for (const fs::path& t : paths) fs::remove(t, ec);
-  };
-  for (const EmittedFile& file : files) {
-    if (fs::is_directory(target / file.name, ec)) {
-      remove_all_of(temps);
-      fail(dir, file.name, "a folder of that name is in the way");
-    }
-    const fs::path temp = target / fmt::format(".{}{}", file.name, temp_suffix());
-    const std::string reason = write_file(temp, file);
-    if (!reason.empty()) {
-      fs::remove(temp, ec);
-      remove_all_of(temps);
-      fail(dir, file.name, reason);
-    }
-    temps.push_back(temp);
-  }
-  for (size_t i = 0; i < files.size(); ++i) {
-    fs::rename(temps[i], target / files[i].name, ec);
-    if (ec) {
-      const std::string reason = ec.message();
-      // Leave no mixed set: the files already renamed go too (they are this run's), with the temporaries.
-      std::vector<fs::path> written;
-      for (size_t j = 0; j < i; ++j) written.push_back(target / files[j].name);
-      remove_all_of(written);
-      remove_all_of(std::vector<fs::path>(temps.begin() + static_cast<std::ptrdiff_t>(i), temps.end()));
-      fail(dir, files[i].name, reason);
-    }
-  }
+  std::vector<io::FolderFile> out;  // all or nothing: io/atomic_write.hpp
+  for (const EmittedFile& f : files) out.push_back({f.name, f.text, f.executable});
+  io::write_folder_atomically(dir, out, "--emit");
 }
 
 }  // namespace shardplan::cli

@@ -136,6 +136,8 @@ def main():
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4, betas=(0.9, 0.95), weight_decay=0.1)
     data = batches(model.config.vocab_size, "cuda")
     rank = dist.get_rank()
+    # One JSON line per step for `shardplan validate --measurements` (io/measurements.hpp schema).
+    log = open(os.environ.get("SHARDPLAN_STEPS", "shardplan_steps.jsonl"), "w") if rank == 0 else None
     for step in range(STEPS):
         start = time.perf_counter()
         for micro in range(GRAD_ACCUM):
@@ -150,10 +152,23 @@ def main():
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
         torch.cuda.synchronize()
+        seconds = time.perf_counter() - start
+        # The busiest rank's step: the slowest time, and the most device memory in use (CUDA context, NCCL
+        # buffers and the caching allocator's pool, which keeps the step's peak reserved).
+        free, total = torch.cuda.mem_get_info()
+        figures = torch.tensor([seconds, float(total - free), float(torch.cuda.max_memory_allocated()),
+                                float(torch.cuda.max_memory_reserved())], device="cuda", dtype=torch.float64)
+        dist.all_reduce(figures, op=dist.ReduceOp.MAX)
         if rank == 0:
-            seconds = time.perf_counter() - start
+            seconds, used, allocated, reserved = figures.tolist()
             print(f"step {step}: loss {loss.item() * GRAD_ACCUM:.3f}, {seconds:.3f} s, "
-                  f"peak {torch.cuda.max_memory_allocated() / 1e9:.1f} GB allocated", flush=True)
+                  f"peak {allocated / 1e9:.1f} GB allocated, {used / 1e9:.1f} GB in use", flush=True)
+            log.write(json.dumps({"step": step, "warmup": step == 0, "step_s": seconds, "peak_bytes": int(used),
+                                  "max_allocated_bytes": int(allocated), "max_reserved_bytes": int(reserved),
+                                  "loss": loss.item() * GRAD_ACCUM}) + "\n")
+            log.flush()
+    if rank == 0:
+        log.close()
     dist.destroy_process_group()
 
 
@@ -173,7 +188,7 @@ EmittedFile emit_fsdp2_script(const LaunchPlan& plan, const LaunchFacts& f) {
   out += "Launched by torchrun.sh. Needs torch >= 2.6 and transformers >= 4.45; the model is built from MODEL's\n"
          "config.json with random weights, and the data are synthetic tokens: swap in your loader and checkpoint.\n"
          "\"\"\"\n";
-  out += "import functools\nimport os\nimport time\n\n";
+  out += "import functools\nimport json\nimport os\nimport time\n\n";
   out += "import torch\nimport torch.distributed as dist\nfrom torch import nn\n";
   out += "from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper\n";
   out += "from torch.distributed.device_mesh import init_device_mesh\n";

@@ -1,4 +1,5 @@
 // shardplan: plan distributed LLM training before spending a GPU-hour.
+#include <cstdlib>
 #include <exception>
 #include <iostream>
 
@@ -17,8 +18,16 @@ std::string one_line(std::string s) {
   return s;
 }
 
+// Under mpirun every rank parses the same command line and fails the same way: rank 0 alone says so (the launcher's
+// rank variables; OpenMPI, MPICH/PMI, Slurm), every rank exits with the code.
+bool is_secondary_rank() {
+  for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"})
+    if (const char* v = std::getenv(name); v != nullptr && *v != '\0') return std::string(v) != "0";
+  return false;
+}
+
 int fail(int code, const std::string& message) {
-  std::cerr << "error: " << one_line(message) << "\n";
+  if (!is_secondary_rank()) std::cerr << "error: " << one_line(message) << "\n";
   return code;
 }
 

@@ -1,5 +1,7 @@
 #include "cli/render_plan.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "cli/render_prediction.hpp"
@@ -31,25 +33,97 @@ std::string header(const PlanReport& r) {
   out += fmt::format("  global batch {} sequences × {} tokens = {:.2f} M tokens per step; objective: {}\n",
                      b.global_batch, b.seq, static_cast<double>(b.global_batch * b.seq) / 1e6,
                      to_string(r.space.objective));
-  out += fmt::format("  searched {} configurations in {:.1f} ms; {} fit under 80 % of HBM\n\n", r.result.evaluated,
-                     r.search_ms, r.result.fitting);
+  const std::string simulated =
+      r.simulation ? fmt::format(" simulated the top {} in {:.1f} ms;", r.simulation->window, r.simulation->wall_ms) : "";
+  out += fmt::format("  searched {} configurations in {:.1f} ms;{} {} fit under 80 % of HBM\n\n", r.result.evaluated,
+                     r.search_ms, simulated, r.result.fitting);
   return out;
 }
 
-std::string ranked_table(const PlanReport& r) {
-  std::string out = fmt::format("  {:<3}{:<24}{:<34}{:>4}{:>11}{:>9}{:>6}{:>9}{:>11}{:>7}", "#", "strategy", "layout",
-                                "mb", "recompute", "peak GB", "HBM%", "step s", "tok/s/GPU", "MFU");
-  out += r.training ? fmt::format("{:>9}\n", "days") : "\n";
+const sim::SimulatedCandidate* simulated_at(const PlanReport& r, size_t i) {
+  if (!r.simulation || i >= r.simulation->step.size() || !r.simulation->step[i]) return nullptr;
+  return &*r.simulation->step[i];
+}
+
+// Tokens/s by the simulator where the candidate was simulated, else the analytic figure.
+double best_tokens_per_s(const PlanReport& r, size_t i) {
+  const sim::SimulatedCandidate* s = simulated_at(r, i);
+  return s ? s->tokens_per_s : r.top[i].throughput.tokens_per_s;
+}
+
+// The ranked candidates. Fitted to a narrow terminal, the columns go in this order: HBM%, recompute, mb, MFU,
+// tok/s/GPU, days; strategy and layout are cut last.
+std::string ranked_table(const PlanReport& r, const Terminal& term) {
+  std::vector<TableColumn> cols = {{"#", 3, false, 0, false},         {"strategy", 24, false, 0, true},
+                                   {"layout", 34, false, 0, true},    {"mb", 4, true, 4},
+                                   {"recompute", 11, true, 5},        {"peak GB", 9, true, 0},
+                                   {"HBM%", 6, true, 6},              {"step s", 9, true, 0}};
+  if (r.simulation) cols.push_back({"sim s", 9, true, 0});
+  cols.push_back({"tok/s/GPU", 11, true, 2});
+  cols.push_back({"MFU", 7, true, 3});
+  if (r.training) cols.push_back({"days", 9, true, 1});
+  TextTable table("  ", cols);
+  table.add_header();
   for (size_t i = 0; i < r.top.size(); ++i) {
     const Prediction& p = r.top[i];
     const Strategy& s = p.strategy;
-    out += fmt::format("{}{:<3}{:<24}{:<34}{:>4}{:>11}{:>9.1f}{:>5.0f}%{:>9.2f}{:>11.0f}{:>6.1f}%", i == r.recommended ? "→ " : "  ", i + 1,
-                       family_of(s), layout(s), s.micro_batch, to_string(s.recompute), p.peak_bytes() / kGB,
-                       100.0 * static_cast<double>(p.peak_bytes()) / static_cast<double>(p.memory.capacity_bytes),
-                       p.time.step_s, p.throughput.tokens_per_s_per_gpu, 100 * p.throughput.mfu);
-    const auto e = prediction_training(p, r.training);
-    out += e ? fmt::format("{:>9.1f}\n", e->days) : "\n";
+    std::vector<std::string> cells = {
+        std::to_string(i + 1), family_of(s), layout(s), std::to_string(s.micro_batch), to_string(s.recompute),
+        fmt::format("{:.1f}", p.peak_bytes() / kGB),
+        fmt::format("{:.0f}%", 100.0 * static_cast<double>(p.peak_bytes()) / static_cast<double>(p.memory.capacity_bytes)),
+        fmt::format("{:.2f}", p.time.step_s)};
+    if (r.simulation) {
+      const sim::SimulatedCandidate* sim = simulated_at(r, i);
+      cells.push_back(sim ? fmt::format("{:.2f}", sim->step_s) : "-");
+    }
+    cells.push_back(fmt::format("{:.0f}", p.throughput.tokens_per_s_per_gpu));
+    cells.push_back(fmt::format("{:.1f}%", 100 * p.throughput.mfu));
+    if (r.training) {
+      const auto e = prediction_training(p, r.training);
+      cells.push_back(e ? fmt::format("{:.1f}", e->days) : "");
+    }
+    table.add_row(std::move(cells), i == r.recommended ? "→ " : "", i == r.recommended);
   }
+  return table.render(term);
+}
+
+// Why a re-ranked candidate's simulated figure differs from the analytic one: the step, or the peak when the
+// objective is memory.
+std::string why_simulated(const PlanReport& r, size_t i) {
+  const sim::SimulatedCandidate& s = *simulated_at(r, i);
+  return r.space.objective == Objective::memory
+             ? sim::explain_peak_difference(s, static_cast<double>(r.top[i].peak_bytes()))
+             : sim::explain_difference(s, r.top[i].time);
+}
+
+// What the simulator did to the order (--simulate-top), in words; "" without it.
+std::string rerank_lines(const PlanReport& r) {
+  if (!r.simulation) return "";
+  const PlanSimulation& sim = *r.simulation;
+  std::string out;
+  if (!sim.order_changed) {
+    double lo = 0, hi = 0;
+    bool any = false;
+    for (size_t i = 0; i < r.top.size(); ++i)
+      if (const sim::SimulatedCandidate* s = simulated_at(r, i)) {
+        const double d = 100 * (s->step_s / r.top[i].time.step_s - 1);
+        lo = any ? std::min(lo, d) : d;
+        hi = any ? std::max(hi, d) : d;
+        any = true;
+      }
+    out += fmt::format("\nSimulated the top {} (--simulate-top {}): the order stands; simulated steps are {:+.1f} to "
+                       "{:+.1f} % from the analytic ones.\n", sim.window, sim.k, lo, hi);
+  } else {
+    out += fmt::format("\nRe-ranked by the simulator (--simulate-top {}; \"sim s\" is the simulated step):\n", sim.k);
+    for (size_t i = 0; i < r.top.size(); ++i) {
+      const sim::SimulatedCandidate* s = simulated_at(r, i);
+      if (!s || sim.analytic_rank[i] == i + 1) continue;
+      out += fmt::format("  #{} {} ({}) was #{} analytic: {}.\n", i + 1, family_of(r.top[i].strategy),
+                         layout(r.top[i].strategy), sim.analytic_rank[i], why_simulated(r, i));
+    }
+  }
+  for (size_t i = 0; i < r.top.size(); ++i)
+    if (!sim.skipped[i].empty()) out += fmt::format("  #{} could not be simulated: {}\n", i + 1, sim.skipped[i]);
   return out;
 }
 
@@ -65,19 +139,26 @@ std::string main_overhead(const StepTime& t) {
   return fmt::format("{} {:.2f} s", top->first, top->second);
 }
 
-std::string recommendation(const PlanReport& r) {
+std::string recommendation(const PlanReport& r, const Terminal& term) {
   const Prediction& best = r.top[r.recommended];
   const Strategy& s = best.strategy;
   std::string out = fmt::format(
-      "\nRecommended: {} ({}), micro-batch {} × {} accumulation steps, recompute {}{}.\n", family_of(s), layout(s),
-      s.micro_batch, grad_accum_steps(s), to_string(s.recompute), s.flash_attn ? ", flash attention" : "");
+      "\n{} {} ({}), micro-batch {} × {} accumulation steps, recompute {}{}.\n", paint("Recommended:", Style::bold, term.color),
+      family_of(s), layout(s), s.micro_batch, grad_accum_steps(s), to_string(s.recompute),
+      s.flash_attn ? ", flash attention" : "");
+  if (r.simulation && r.simulation->recommendation_changed)
+    out += fmt::format("  The simulator changed the recommendation: {}.\n", r.simulation->recommendation_note);
   if (r.recommended != 0) {
+    // Both simulated: the simulated figures; otherwise the analytic ones.
+    const bool simulated = simulated_at(r, 0) && simulated_at(r, r.recommended);
+    const double faster = simulated ? best_tokens_per_s(r, 0) / best_tokens_per_s(r, r.recommended)
+                                    : r.top.front().throughput.tokens_per_s / best.throughput.tokens_per_s;
     const Prediction& fastest = r.top.front();
     out += fmt::format(
-        "  The fastest, {} ({}), is only {:.2g} % faster and needs more moving parts; within {:.0f} % the simplest "
+        "  The fastest, {} ({}), is only {:.2g} % faster{} and needs more moving parts; within {:.0f} % the simplest "
         "strategy wins.\n",
-        family_of(fastest.strategy), layout(fastest.strategy),
-        100 * (fastest.throughput.tokens_per_s / best.throughput.tokens_per_s - 1), 100 * kSimplicityTolerance);
+        family_of(fastest.strategy), layout(fastest.strategy), 100 * (faster - 1), simulated ? " simulated" : "",
+        100 * kSimplicityTolerance);
   }
   out += fmt::format(
       "  {:.0f} tokens/s per GPU, MFU {:.1f} %, step {:.2f} s; peak {:.1f} GB of {:.1f} GB ({:.0f} %); compute is "
@@ -85,12 +166,16 @@ std::string recommendation(const PlanReport& r) {
       best.throughput.tokens_per_s_per_gpu, 100 * best.throughput.mfu, best.time.step_s, best.peak_bytes() / kGB,
       best.memory.capacity_bytes / kGB, 100.0 * best.peak_bytes() / static_cast<double>(best.memory.capacity_bytes),
       100 * best.time.compute_s / best.time.step_s, main_overhead(best.time));
+  if (const sim::SimulatedCandidate* sim = simulated_at(r, r.recommended))
+    out += fmt::format("  Simulated: step {:.2f} s ({:+.1f} %), {:.0f} tokens/s per GPU, peak {:.1f} GB.\n", sim->step_s,
+                       100 * (sim->step_s / best.time.step_s - 1),
+                       sim->tokens_per_s / static_cast<double>(s.gpus), sim->peak_bytes / kGB);
   if (const auto e = prediction_training(best, r.training)) out += "  Training " + training_line(*e) + ".\n";
   return out;
 }
 
-std::string family_verdict(const Candidate& c, const Candidate& best) {
-  if (!c.within_safety()) return fmt::format("does not fit: {}", why_not_fit(c));
+std::string family_verdict(const Candidate& c, const Candidate& best, const Terminal& term) {
+  if (!c.within_safety()) return fmt::format("{}: {}", paint("does not fit", Style::red, term.color), why_not_fit(c));
   const double slower = 1 - tokens_per_gpu(c) / tokens_per_gpu(best);
   if (slower <= 0.0005 && slower >= -0.0005) return "as fast as the recommendation";
   if (slower < 0)
@@ -103,7 +188,7 @@ std::string family_verdict(const Candidate& c, const Candidate& best) {
 }
 
 // Families simpler than the recommendation always; all families with --all.
-std::string why_others_lose(const PlanReport& r) {
+std::string why_others_lose(const PlanReport& r, const Terminal& term) {
   const Candidate& best = *r.result.recommended;
   const std::string chosen = family_of(best.strategy);
   std::string out = r.show_all ? "\nEvery strategy family at its best:\n" : "\nWhy not the others:\n";
@@ -113,7 +198,7 @@ std::string why_others_lose(const PlanReport& r) {
     if (fam == chosen) continue;
     const bool simpler = c.strategy.tp == 1 && c.strategy.pp == 1 && c.strategy.hsdp == 0 && !c.strategy.offload_optimizer;
     if (!r.show_all && !simpler && shown >= 6) continue;
-    out += fmt::format("  {:<24}{}\n", fam + ":", family_verdict(c, best));
+    out += fmt::format("  {:<24}{}\n", fam + ":", family_verdict(c, best, term));
     ++shown;
   }
   if (!r.show_all) out += "  (--all lists every family)\n";
@@ -143,17 +228,55 @@ json family_json(const Candidate& c) {
           {"components", components_json(c.memory.peak)}};  // the peak by component (reports chart it)
 }
 
+// A re-ranked candidate's "simulated" object (--simulate-top).
+json simulated_json(const PlanReport& r, size_t i) {
+  const sim::SimulatedCandidate& s = *simulated_at(r, i);
+  const Prediction& p = r.top[i];
+  const sim::StageTime& t = s.stage;
+  const double peak = static_cast<double>(p.peak_bytes());
+  return {{"step_s", s.step_s},
+          {"tokens_per_s", s.tokens_per_s},
+          {"tokens_per_s_per_gpu", s.tokens_per_s / static_cast<double>(p.strategy.gpus)},
+          {"peak_bytes", bytes_to_int(s.peak_bytes)},
+          {"fits", s.within_safety()},
+          {"time",
+           {{"compute_s", t.busy_compute_s},
+            {"exposed_comm_s", t.exposed_tp_s + t.exposed_pp_s + t.exposed_dp_s},
+            {"exposed_comm_by_group_s", {{"tp", t.exposed_tp_s}, {"pp", t.exposed_pp_s}, {"dp", t.exposed_dp_s}}},
+            {"bubble_s", t.bubble_s},
+            {"optimizer_s", t.optimizer_s},
+            {"stage", t.stage}}},
+          {"difference_pct",
+           {{"step_s", 100 * (s.step_s / p.time.step_s - 1)}, {"peak_bytes", peak > 0 ? 100 * (s.peak_bytes / peak - 1) : 0}}},
+          {"ops", s.ops},
+          {"analytic_rank", r.simulation->analytic_rank[i]},
+          {"rank", i + 1},
+          {"explanation", why_simulated(r, i)}};
+}
+
 }  // namespace
 
 json plan_json(const PlanReport& r) {
   json candidates = json::array();
-  for (const Prediction& p : r.top) candidates.push_back(prediction_json(p, r.training));
+  for (size_t i = 0; i < r.top.size(); ++i) {
+    json c = prediction_json(r.top[i], r.training);
+    if (simulated_at(r, i)) {
+      c["simulated"] = simulated_json(r, i);
+      const size_t was = r.simulation->analytic_rank[i];
+      if (was != i + 1)
+        c["rerank_note"] = fmt::format("{} from #{} to #{} by the simulator: {}", was > i + 1 ? "up" : "down", was,
+                                       i + 1, why_simulated(r, i));
+    } else if (r.simulation && !r.simulation->skipped[i].empty()) {
+      c["simulation_skipped"] = r.simulation->skipped[i];
+    }
+    candidates.push_back(c);
+  }
   json rejected = json::array(), families = json::array();
   for (const Candidate& c : r.result.families) {
     families.push_back(family_json(c));
     if (!c.within_safety()) rejected.push_back({{"config", family_json(c)}, {"reason", why_not_fit(c)}});
   }
-  return {{"candidates", candidates},
+  json out = {{"candidates", candidates},
           {"recommended", r.recommended},
           {"rejected", rejected},
           {"families", families},
@@ -161,14 +284,25 @@ json plan_json(const PlanReport& r) {
           {"fitting", r.result.fitting},
           {"search_ms", r.search_ms},
           {"objective", to_string(r.space.objective)}};
+  if (r.simulation) {
+    const PlanSimulation& sim = *r.simulation;
+    out["simulate_top"] = {{"k", sim.k},
+                           {"simulated", sim.window},
+                           {"order_changed", sim.order_changed},
+                           {"recommendation_changed", sim.recommendation_changed},
+                           {"recommendation_note", sim.recommendation_note}};
+  }
+  return out;
 }
 
-std::string render_plan_table(const PlanReport& r) {
-  return header(r) + ranked_table(r) + recommendation(r) + why_others_lose(r);
+std::string render_plan_table(const PlanReport& r, const Terminal& term) {
+  // The table fits by dropping columns; the prose around it wraps at spaces.
+  return fit_lines(header(r), term.width) + ranked_table(r, term) +
+         fit_lines(rerank_lines(r) + recommendation(r, term) + why_others_lose(r, term), term.width);
 }
 
-std::string render_plan(const PlanReport& r, const std::string& format) {
-  if (format == "table") return render_plan_table(r);
+std::string render_plan(const PlanReport& r, const std::string& format, const Terminal& term) {
+  if (format == "table") return render_plan_table(r, term);
   if (format == "markdown") return "```\n" + render_plan_table(r) + "```\n";
   if (format == "json") return plan_json(r).dump(2) + "\n";
   if (format == "yaml") return json_to_yaml(plan_json(r));

@@ -205,27 +205,29 @@ std::string headline(const Prediction& p) {
   return out;
 }
 
-std::string memory_table(const Prediction& p) {
+std::string memory_table(const Prediction& p, const Terminal& term) {
   const MemoryEstimate& m = p.memory;
   const StageMemory& st = m.peak_stage();
-  std::string out = fmt::format("\nMemory per GPU (busiest rank: pipeline stage {}, peak during {}), GB = 10^9 bytes\n",
-                                st.stage, to_string(st.peak_phase));
+  std::string out = fit_lines(fmt::format("\nMemory per GPU (busiest rank: pipeline stage {}, peak during {}), GB = 10^9 bytes\n",
+                                          st.stage, to_string(st.peak_phase)), term.width);
+  // component | what (cut first on a narrow terminal) | GB
+  TextTable table("  ", {{"", 14, false, 0, false}, {"", 70, false, 0, true}, {"", 9, true, 0, false}});
   std::string last_component;
   for (const MemoryItem& it : st.items) {
-    out += fmt::format("  {:<14}{:<70}{:>9}\n", it.component == last_component ? "" : it.component, it.what,
-                       gb(it.bytes));
+    table.add_row({it.component == last_component ? "" : it.component, it.what, gb(it.bytes)});
     last_component = it.component;
   }
   const int64_t peak = p.peak_bytes();
-  out += fmt::format("  {:<84}{:>9}\n", "peak", gb(static_cast<double>(peak)));
-  out += fmt::format("  {:<84}{:>9}\n", fmt::format("capacity ({} GiB)", p.cluster.gpu.memory_gib),
-                     gb(static_cast<double>(m.capacity_bytes)));
+  table.add_row({"peak", gb(static_cast<double>(peak))}, "", false, 2);
+  table.add_row({fmt::format("capacity ({} GiB)", p.cluster.gpu.memory_gib), gb(static_cast<double>(m.capacity_bytes))}, "",
+                false, 2);
+  out += table.render(term);
   const double used = static_cast<double>(peak) / static_cast<double>(m.capacity_bytes);
   if (!p.fits()) {
-    out += fmt::format("  DOES NOT FIT: {} GB over capacity ({:.0f} % of HBM)\n",
+    out += fmt::format("  {}: {} GB over capacity ({:.0f} % of HBM)\n", paint("DOES NOT FIT", Style::red, term.color),
                        gb(static_cast<double>(peak - m.capacity_bytes)), used * 100);
   } else {
-    out += fmt::format("  fits: {:.0f} % of HBM, {} GB headroom{}\n", used * 100,
+    out += fmt::format("  {}: {:.0f} % of HBM, {} GB headroom{}\n", paint("fits", Style::green, term.color), used * 100,
                        gb(static_cast<double>(m.capacity_bytes - peak)),
                        used <= kSafeFractionOfCapacity ? "" : " — above the 80 % line that planned runs keep under");
   }
@@ -237,44 +239,47 @@ std::string memory_table(const Prediction& p) {
   return out;
 }
 
-std::string zero_comparison(const Prediction& p) {
+std::string zero_comparison(const Prediction& p, const Terminal& term) {
   const StageMemory& st = p.memory.peak_stage();
   const double psi = static_cast<double>(st.params_per_rank);
   const int64_t n = shard_degree(p.strategy);
-  std::string out = fmt::format(
+  std::string out = fit_lines(fmt::format(
       "\nModel states per GPU by ZeRO stage ({:.3f} B parameters on this rank, {}, sharded over {}):\n", psi / 1e9,
-      to_string(p.strategy.precision), n);
-  out += fmt::format("  {:<24}{:>9}{:>9}{:>9}{:>11}{:>9}\n", "", "params", "grads", "master", "optimizer", "total");
+      to_string(p.strategy.precision), n), term.width);
+  TextTable table("  ", {{"", 24, false, 0, true}, {"params", 9, true, 3}, {"grads", 9, true, 2}, {"master", 9, true, 2},
+                         {"optimizer", 11, true, 1}, {"total", 9, true, 0}, {"", 0, false, 4}});
+  table.add_header();
   for (int z = 0; z <= 3; ++z) {
     const MemoryComponents c = model_states(psi, p.strategy.precision, z, n);
     const bool over = c.model_states() > static_cast<double>(p.memory.capacity_bytes);
-    out += fmt::format("  {:<24}{:>9}{:>9}{:>9}{:>11}{:>9}{}\n", zero_label(z), gb(c.params), gb(c.grads),
-                       gb(c.master), gb(c.optimizer), gb(c.model_states()),
-                       over ? "  > capacity before activations" : "");
+    table.add_row({zero_label(z), gb(c.params), gb(c.grads), gb(c.master), gb(c.optimizer), gb(c.model_states()),
+                   over ? "  > capacity before activations" : ""});
   }
-  return out;
+  return out + table.render(term);
 }
 
-std::string flops_and_time(const Prediction& p) {
+std::string flops_and_time(const Prediction& p, const Terminal& term) {
   const StepTime& t = p.time;
   const Throughput& r = p.throughput;
   std::string out = fmt::format("\nFLOPs per step: model {:.3g} PFLOP ({:.3g} GFLOP/token), hardware {:.3g} PFLOP\n",
                                 p.flops.model_flops / 1e15, p.flops.model_flops_per_token() / 1e9,
                                 p.flops.hardware_flops / 1e15);
   if (!t.modelled) return out;
-  auto row = [&](const char* what, double s) {
-    return fmt::format("  {:<40}{:>10.3f} s{:>8.1f} %\n", what, s, t.step_s > 0 ? 100 * s / t.step_s : 0);
+  // what | seconds | share of the step
+  TextTable table("  ", {{"", 40, false, 0, true}, {"", 12, true, 0}, {"", 10, true, 1}});
+  auto row = [&](const std::string& what, double s) {
+    table.add_row({what, fmt::format("{:.3f} s", s), fmt::format("{:.1f} %", t.step_s > 0 ? 100 * s / t.step_s : 0)});
   };
   out += "\nStep time (busiest pipeline stage)\n";
-  out += row("compute (incl. recomputation)", t.compute_s - t.overlap_slowdown_s);
-  if (t.overlap_slowdown_s > 0) out += row("compute slowed by overlapped comm", t.overlap_slowdown_s);
-  if (t.exposed_tp_s > 0) out += row("tensor-parallel comm (exposed)", t.exposed_tp_s);
-  if (t.exposed_pp_s > 0) out += row("pipeline sends (exposed)", t.exposed_pp_s);
-  if (t.dp_comm_total_s > 0)
-    out += row(fmt::format("data-parallel comm exposed (of {:.3f} s)", t.dp_comm_total_s).c_str(), t.exposed_dp_s);
-  if (t.bubble_s > 0) out += row("pipeline bubble", t.bubble_s);
-  out += row("optimizer step", t.optimizer_s);
-  out += row("step", t.step_s);
+  row("compute (incl. recomputation)", t.compute_s - t.overlap_slowdown_s);
+  if (t.overlap_slowdown_s > 0) row("compute slowed by overlapped comm", t.overlap_slowdown_s);
+  if (t.exposed_tp_s > 0) row("tensor-parallel comm (exposed)", t.exposed_tp_s);
+  if (t.exposed_pp_s > 0) row("pipeline sends (exposed)", t.exposed_pp_s);
+  if (t.dp_comm_total_s > 0) row(fmt::format("data-parallel comm exposed (of {:.3f} s)", t.dp_comm_total_s), t.exposed_dp_s);
+  if (t.bubble_s > 0) row("pipeline bubble", t.bubble_s);
+  row("optimizer step", t.optimizer_s);
+  row("step", t.step_s);
+  out += table.render(term);
   out += fmt::format("  {:.0f} tokens/s, {:.0f} tokens/s per GPU, {:.0f} model TFLOP/s per GPU (MFU {:.1f} %, HFU {:.1f} %)\n",
                      r.tokens_per_s, r.tokens_per_s_per_gpu, r.model_tflops_per_gpu, 100 * r.mfu, 100 * r.hfu);
   return out;
@@ -282,10 +287,10 @@ std::string flops_and_time(const Prediction& p) {
 
 }  // namespace
 
-std::string render_prediction_table(const Prediction& p, const std::optional<TrainingGoal>& goal) {
-  std::string out = headline(p) + memory_table(p) + zero_comparison(p) + flops_and_time(p);
+std::string render_prediction_table(const Prediction& p, const std::optional<TrainingGoal>& goal, const Terminal& term) {
+  std::string out = headline(p) + memory_table(p, term) + zero_comparison(p, term) + flops_and_time(p, term);
   if (const auto e = prediction_training(p, goal)) out += "\nTime to train " + training_line(*e) + "\n";
-  return out;
+  return fit_lines(out, term.width);  // the tables fit already; the prose wraps at spaces
 }
 
 std::string render_prediction_markdown(const Prediction& p, const std::optional<TrainingGoal>& goal) {
@@ -361,8 +366,9 @@ std::string json_to_csv(const json& j) {
   return out;
 }
 
-std::string render_prediction(const Prediction& p, const std::string& format, const std::optional<TrainingGoal>& goal) {
-  if (format == "table") return render_prediction_table(p, goal);
+std::string render_prediction(const Prediction& p, const std::string& format, const std::optional<TrainingGoal>& goal,
+                              const Terminal& term) {
+  if (format == "table") return render_prediction_table(p, goal, term);
   if (format == "json") return prediction_json(p, goal).dump(2) + "\n";
   if (format == "yaml") return json_to_yaml(prediction_json(p, goal));
   if (format == "csv") return json_to_csv(prediction_json(p, goal));

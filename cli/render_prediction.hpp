@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli/terminal.hpp"
 #include "planner/cost.hpp"
 #include "planner/predict.hpp"
 
@@ -19,7 +20,9 @@ std::optional<TrainingEstimate> prediction_training(const Prediction& p, const s
 // "2 T tokens: 12.3 days on 64 GPUs, 18,900 GPU-hours, cost 47,250.00 at 2.50 per GPU-hour" (no newline).
 std::string training_line(const TrainingEstimate& e);
 
-std::string render_prediction_table(const Prediction& p, const std::optional<TrainingGoal>& goal = std::nullopt);
+// `term` fits the tables to a terminal and colours them (cli/terminal.hpp); plain by default.
+std::string render_prediction_table(const Prediction& p, const std::optional<TrainingGoal>& goal = std::nullopt,
+                                    const Terminal& term = kPlainTerminal);
 std::string render_prediction_markdown(const Prediction& p, const std::optional<TrainingGoal>& goal = std::nullopt);
 
 // Generic renderings of any JSON document (used by every command's --format yaml|csv).
@@ -28,6 +31,7 @@ std::string json_to_csv(const nlohmann::json& j);  // rows "key.path,value", arr
 
 // table | json | yaml | csv | markdown; anything else throws InputError naming --format.
 std::string render_prediction(const Prediction& p, const std::string& format,
-                              const std::optional<TrainingGoal>& goal = std::nullopt);
+                              const std::optional<TrainingGoal>& goal = std::nullopt,
+                              const Terminal& term = kPlainTerminal);
 
 }  // namespace shardplan::cli

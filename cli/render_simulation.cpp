@@ -62,7 +62,7 @@ json memory_json(const SimResult& r) {
 std::string gb(double bytes) { return fmt::format("{:.2f} GB", bytes / kGB); }
 std::string ms(double s) { return fmt::format("{:.2f} ms", s * 1e3); }
 
-std::string render_table(const SimResult& r, bool markdown) {
+std::string render_table(const SimResult& r, bool markdown, const Terminal& term) {
   const Strategy& s = r.analytic.strategy;
   const StageTime& t = r.critical_stage();
   const StepTime& a = r.analytic.time;
@@ -76,33 +76,47 @@ std::string render_table(const SimResult& r, bool markdown) {
                      grad_accum_steps(s) == 1 ? "" : "es", s.micro_batch, s.seq,
                      s.pp > 1 ? to_string(s.schedule) : "no pipeline");
   out += "\n";
-  const char* row = markdown ? "| {} | {} | {} |\n" : "  {:<26}{:>14}{:>14}\n";
-  if (markdown) out += "| step time (stage " + std::to_string(t.stage) + ") | simulated | analytic |\n|---|---:|---:|\n";
-  else out += fmt::format("  {:<26}{:>14}{:>14}\n", fmt::format("step time (stage {})", t.stage), "simulated", "analytic");
-  out += fmt::format(fmt::runtime(row), "step", ms(r.step_s), ms(a.step_s));
-  out += fmt::format(fmt::runtime(row), "busy compute", ms(t.busy_compute_s), ms(a.compute_s));
-  out += fmt::format(fmt::runtime(row), "  of it overlap slowdown", ms(t.overlap_slowdown_s), ms(a.overlap_slowdown_s));
-  out += fmt::format(fmt::runtime(row), "exposed TP", ms(t.exposed_tp_s), ms(a.exposed_tp_s));
-  out += fmt::format(fmt::runtime(row), "exposed PP", ms(t.exposed_pp_s), ms(a.exposed_pp_s));
-  out += fmt::format(fmt::runtime(row), "exposed DP", ms(t.exposed_dp_s), ms(a.exposed_dp_s));
-  out += fmt::format(fmt::runtime(row), "bubble", ms(t.bubble_s), ms(a.bubble_s));
-  out += fmt::format(fmt::runtime(row), "optimizer", ms(t.optimizer_s), ms(a.optimizer_s));
-  out += fmt::format("\nStep time: simulated {} vs analytic {} ({:+.1f} %).\n", ms(r.step_s), ms(a.step_s),
-                     pct(r.step_s, a.step_s));
-  out += fmt::format("Peak memory: {} on stage {} at {} (during {}); analytic {} ({:+.1f} %), capacity {}.\n",
-                     gb(p.peak_bytes), p.stage, ms(p.time_s), p.during, gb(analytic_peak),
-                     pct(p.peak_bytes, analytic_peak), gb(static_cast<double>(r.analytic.memory.capacity_bytes)));
-  out += markdown ? "\n| live at the peak | component | bytes |\n|---|---|---:|\n" : "Live at the peak:\n";
-  const char* live_row = markdown ? "| {} | {} | {} |\n" : "  {:>10}  {:<14}{}\n";
+  // The table: Markdown rows, or fixed columns that fit a terminal (cli/terminal.hpp).
+  TextTable times("  ", {{"", 26, false, 0, true}, {"simulated", 14, true}, {"analytic", 14, true}});
+  std::string md;
+  auto row = [&](const std::string& what, double sim, double analytic) {
+    if (markdown) md += fmt::format("| {} | {} | {} |\n", what, ms(sim), ms(analytic));
+    else times.add_row({what, ms(sim), ms(analytic)});
+  };
+  if (markdown) md += "| step time (stage " + std::to_string(t.stage) + ") | simulated | analytic |\n|---|---:|---:|\n";
+  else times.add_row({fmt::format("step time (stage {})", t.stage), "simulated", "analytic"});
+  row("step", r.step_s, a.step_s);
+  row("busy compute", t.busy_compute_s, a.compute_s);
+  row("  of it overlap slowdown", t.overlap_slowdown_s, a.overlap_slowdown_s);
+  row("exposed TP", t.exposed_tp_s, a.exposed_tp_s);
+  row("exposed PP", t.exposed_pp_s, a.exposed_pp_s);
+  row("exposed DP", t.exposed_dp_s, a.exposed_dp_s);
+  row("bubble", t.bubble_s, a.bubble_s);
+  row("optimizer", t.optimizer_s, a.optimizer_s);
+  out += markdown ? md : times.render(term);
+  const bool color = !markdown && term.color;
+  std::string prose = fmt::format("\n{} simulated {} vs analytic {} ({:+.1f} %).\n", paint("Step time:", Style::bold, color),
+                                  ms(r.step_s), ms(a.step_s), pct(r.step_s, a.step_s));
+  const bool over = p.peak_bytes > static_cast<double>(r.analytic.memory.capacity_bytes);
+  prose += fmt::format("{} {} on stage {} at {} (during {}); analytic {} ({:+.1f} %), capacity {}.\n",
+                       paint("Peak memory:", over ? Style::red : Style::bold, color), gb(p.peak_bytes), p.stage,
+                       ms(p.time_s), p.during, gb(analytic_peak),
+                       pct(p.peak_bytes, analytic_peak), gb(static_cast<double>(r.analytic.memory.capacity_bytes)));
+  prose += markdown ? "\n| live at the peak | component | bytes |\n|---|---|---:|\n" : "Live at the peak:\n";
+  out += markdown ? prose : fit_lines(prose, term.width);
+  TextTable live("  ", {{"", 10, true}, {"", 14, false, 0, false, 2}, {"", 0, false, 0, true}});
+  md.clear();
+  auto live_row = [&](const std::string& bytes, const std::string& component, const std::string& what) {
+    if (markdown) md += fmt::format("| {} | {} | {} |\n", what, component, bytes);
+    else live.add_row({bytes, component, what});
+  };
   for (const sim::LiveItem& it : p.live) {
     const std::string what = it.count > 1 ? fmt::format("{} ({} allocations)", sim::to_string(it.kind), it.count)
                                           : std::string(sim::to_string(it.kind));
-    out += markdown ? fmt::format(fmt::runtime(live_row), what, sim::component_of(it.kind), gb(it.bytes))
-                    : fmt::format(fmt::runtime(live_row), gb(it.bytes), sim::component_of(it.kind), what);
+    live_row(gb(it.bytes), sim::component_of(it.kind), what);
   }
-  if (p.fragmentation > 0)
-    out += markdown ? fmt::format(fmt::runtime(live_row), "caching allocator reserve", "fragmentation", gb(p.fragmentation))
-                    : fmt::format(fmt::runtime(live_row), gb(p.fragmentation), "fragmentation", "caching allocator reserve");
+  if (p.fragmentation > 0) live_row(gb(p.fragmentation), "fragmentation", "caching allocator reserve");
+  out += markdown ? md : live.render(term);
   out += fmt::format("\n{} ops on {} stage{} simulated in {:.1f} ms.\n", r.ops, r.memory.size(),
                      r.memory.size() == 1 ? "" : "s", r.wall_s * 1e3);
   return out;
@@ -130,9 +144,9 @@ json simulation_json(const SimResult& r) {
           {"simulation", {{"ops", r.ops}, {"wall_s", r.wall_s}}}};
 }
 
-std::string render_simulation(const SimResult& r, const std::string& format) {
-  if (format == "table") return render_table(r, false);
-  if (format == "markdown") return render_table(r, true);
+std::string render_simulation(const SimResult& r, const std::string& format, const Terminal& term) {
+  if (format == "table") return fit_lines(render_table(r, false, term), term.width);
+  if (format == "markdown") return render_table(r, true, kPlainTerminal);
   if (format == "json") return simulation_json(r).dump(2) + "\n";
   if (format == "yaml") return json_to_yaml(simulation_json(r));
   if (format == "csv") return json_to_csv(simulation_json(r));

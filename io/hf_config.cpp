@@ -56,6 +56,13 @@ std::string describe(const json& v) {
   return s;
 }
 
+// A string from the file as it may appear in a one-line message: control characters escaped as in JSON (found by
+// fuzz/fuzz_hf_config: a model_type "gpt\neox" split the error line in two).
+std::string printable(const std::string& s) {
+  const std::string quoted = json(s).dump();
+  return quoted.substr(1, quoted.size() - 2);
+}
+
 // Typed, strict access to the fields of the config object; every message names the file and the field.
 class Fields {
  public:
@@ -326,6 +333,11 @@ HfModel parse_hf_config(const std::string& text, const std::string& origin, cons
     j = json::parse(text);
   } catch (const json::parse_error& e) {
     throw InputError(fmt::format("{}:{}", origin, json_error_text(e)));
+  } catch (const json::exception& e) {  // out_of_range.406 "number overflow parsing '1e400'" (found by bad-input tests)
+    std::string what = e.what();
+    const auto bracket = what.find("] ");
+    if (bracket != std::string::npos) what = what.substr(bracket + 2);
+    throw InputError(fmt::format("{}: malformed JSON: {}", origin, what));
   }
   if (!j.is_object())
     throw InputError(fmt::format("{}: expected a JSON object (a Hugging Face config.json), got {}", origin,
@@ -334,11 +346,11 @@ HfModel parse_hf_config(const std::string& text, const std::string& origin, cons
   HfModel out;
   out.source_path = origin;
   const Fields top(j, origin, "Hugging Face");
-  out.model_type = top.string_or("model_type", "");
+  out.model_type = printable(top.string_or("model_type", ""));
   std::string first_architecture;
   if (j.contains("architectures") && j.at("architectures").is_array() && !j.at("architectures").empty() &&
       j.at("architectures").at(0).is_string())
-    first_architecture = j.at("architectures").at(0).get<std::string>();
+    first_architecture = printable(j.at("architectures").at(0).get<std::string>());
 
   const Family* family = out.model_type.empty() ? family_by_architecture(first_architecture)
                                                 : family_by_model_type(out.model_type);
@@ -378,7 +390,7 @@ HfModel parse_hf_config(const std::string& text, const std::string& origin, cons
   else read_llama_like(f, out);
 
   ModelSpec& m = out.spec;
-  std::string name = last_component(top.string_or("_name_or_path", ""));
+  std::string name = printable(last_component(top.string_or("_name_or_path", "")));
   if (name.empty()) name = fallback_name.empty() ? name_from_origin(origin) : fallback_name;
   m.name = name;
   m.source = fmt::format("Hugging Face config {}", origin);

@@ -269,6 +269,14 @@ CollectiveCalibration read_collective_calibration(const YAML::Node& node, const 
     seg.to_bytes = sr.number("to_bytes", Bound::positive);
     seg.alpha_s = sr.number("alpha_s", Bound::non_negative);
     seg.beta_s_per_byte = sr.number("beta_s_per_byte", Bound::non_negative);
+    // Fits may put a term at 0, but not beyond physics: a fixed cost over a minute, or a per-byte time under
+    // 1e-15 s (1 PB/s) is a unit slip or a broken measurement, and would make every prediction from it wrong.
+    if (seg.alpha_s > 60)
+      throw InputError(fmt::format("{}: '{}fit[{}].alpha_s' = {} s is implausible (at most 60 s); check the unit (seconds)",
+                                   sr.where("alpha_s"), prefix, j, seg.alpha_s));
+    if (seg.beta_s_per_byte > 0 && seg.beta_s_per_byte < 1e-15)
+      throw InputError(fmt::format("{}: '{}fit[{}].beta_s_per_byte' = {} is faster than 1 PB/s; check the unit (s/byte)",
+                                   sr.where("beta_s_per_byte"), prefix, j, seg.beta_s_per_byte));
     e.fit.push_back(seg);
   }
   const YAML::Node points = node["points"];
@@ -279,6 +287,11 @@ CollectiveCalibration read_collective_calibration(const YAML::Node& node, const 
     if (!(v[0] > 0) || !(v[1] > 0) || (!e.bytes.empty() && v[0] <= e.bytes.back()))
       throw InputError(fmt::format("{}: '{}points' need positive sizes and times, sizes ascending",
                                    yaml::where(origin, row), prefix));
+    // No collective between processes takes under 100 ns or moves more than 1 PB/s; none should take an hour.
+    if (v[1] < 1e-7 || v[1] > 3600 || v[0] / v[1] > 1e15)
+      throw InputError(fmt::format("{}: '{}points' row [{}, {}]: {} s for {} bytes is not a plausible measurement "
+                                   "(100 ns to 1 h, at most 1 PB/s)",
+                                   yaml::where(origin, row), prefix, v[0], v[1], v[1], v[0]));
     e.bytes.push_back(v[0]);
     e.seconds.push_back(v[1]);
   }
@@ -305,9 +318,15 @@ ClusterSpec read_profile(const std::string& text, const std::string& origin, con
   hw.check_keys({"device", "dtype", "peak_tflops", "copy_gbps", "wrong"});
   auto gemm = std::make_shared<GemmCalibration>();
   gemm->cpu = hw.string("device") == "cpu";
+  c.gpu.cpu_ranks = gemm->cpu;
   gemm->dtype = hw.choice("dtype", parse_profile_dtype, "fp32, bf16");
   gemm->peak_flops_per_s = hw.number_or("peak_tflops", 0, Bound::non_negative) * 1e12;
   gemm->memory_bytes_per_s = hw.number_or("copy_gbps", 0, Bound::non_negative) * 1e9;
+  // The same ceilings as a GPU preset (validate_gpu): 100000 TFLOP/s, 100000 GB/s.
+  if (gemm->peak_flops_per_s > 1e17 || gemm->memory_bytes_per_s > 1e14)
+    throw InputError(fmt::format("{}: 'hardware': peak_tflops ≤ 100000 and copy_gbps ≤ 100000 (got {} and {}); check "
+                                 "the units (TFLOP/s, GB/s)",
+                                 hw.where("peak_tflops"), gemm->peak_flops_per_s / 1e12, gemm->memory_bytes_per_s / 1e9));
 
   auto comm = std::make_shared<CommCalibration>();
   comm->origin = origin;
@@ -328,6 +347,12 @@ ClusterSpec read_profile(const std::string& text, const std::string& origin, con
       const std::vector<double> v = read_row(row, origin, "gemm.table", 8);
       if (!(v[0] >= 1 && v[1] >= 1 && v[2] >= 1 && v[3] > 0))
         throw InputError(fmt::format("{}: 'gemm.table' needs m, n, k ≥ 1 and a positive time", yaml::where(origin, row)));
+      // Shapes beyond 2^40 would overflow as integers; over 10 PFLOP/s per device (10× any GPU) is a unit slip.
+      if (v[0] > 1099511627776.0 || v[1] > 1099511627776.0 || v[2] > 1099511627776.0 ||
+          2.0 * v[0] * v[1] * v[2] / v[3] > 1e16)
+        throw InputError(fmt::format("{}: 'gemm.table' row m={} n={} k={} in {} s is not a plausible measurement "
+                                     "(shapes up to 2^40, at most 10 PFLOP/s)",
+                                     yaml::where(origin, row), v[0], v[1], v[2], v[3]));
       GemmCalibrationPoint p;
       p.m = static_cast<int64_t>(v[0]);
       p.n = static_cast<int64_t>(v[1]);
@@ -397,6 +422,8 @@ std::vector<fs::path> yaml_files_in(const fs::path& folder) {
   for (const auto& item : fs::directory_iterator(folder)) {
     const fs::path& p = item.path();
     bool hidden = p.filename().string().rfind('.', 0) == 0;  // editor back-ups and the like
+    if (!hidden && p.extension() == ".yml" && !item.is_directory())  // would be skipped without a word
+      throw InputError(fmt::format("{}: preset files end in .yaml; rename it to {}.yaml", p.string(), p.stem().string()));
     if (!hidden && p.extension() == ".yaml" && !item.is_directory()) files.push_back(p);
   }
   std::sort(files.begin(), files.end());
@@ -428,10 +455,23 @@ std::string read_text_file(const std::string& path) {
   if (fs::is_directory(path, ec)) throw InputError(fmt::format("cannot read {}: it is a folder, not a file", path));
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError(fmt::format("cannot read {}: {}", path, std::strerror(errno)));
-  std::ostringstream text;
-  text << in.rdbuf();
+  std::string text;
+  const bool whole = read_bounded(in, text);
   if (in.bad()) throw InputError(fmt::format("cannot read {}: {}", path, std::strerror(errno)));
-  return text.str();
+  if (!whole)
+    throw InputError(fmt::format("cannot read {}: larger than {} MiB, which no preset or config is; check the file name",
+                                 path, kMaxInputBytes >> 20));
+  return text;
+}
+
+bool read_bounded(std::istream& in, std::string& out) {
+  out.clear();
+  char chunk[65536];  // [64 KiB] read buffer
+  while (in.read(chunk, sizeof chunk) || in.gcount() > 0) {
+    if (out.size() + static_cast<std::size_t>(in.gcount()) > kMaxInputBytes) return false;
+    out.append(chunk, static_cast<std::size_t>(in.gcount()));
+  }
+  return true;
 }
 
 std::vector<std::string> near_names(const std::string& wanted, const std::vector<std::string>& known,

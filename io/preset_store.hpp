@@ -1,6 +1,8 @@
 #pragma once
 // Reading presets (YAML) into planner specs: the embedded presets, user preset folders, single files.
 // This is the I/O side; the planner never reads files itself.
+#include <cstddef>
+#include <istream>
 #include <map>
 #include <string>
 #include <vector>
@@ -37,8 +39,12 @@ ClusterSpec parse_cluster_yaml(const std::string& text, const std::string& origi
 // measured collectives (ClusterSpec::comm_calibration) and GEMM table / copy bandwidth (GpuSpec::gemm_calibration).
 ClusterSpec parse_profile_yaml(const std::string& text, const std::string& origin, const PresetStore& store);
 
-// Reads a whole file; throws InputError "cannot read FILE: reason" when it cannot.
+// Reads a whole file; throws InputError "cannot read FILE: reason" when it cannot, or when it is larger than
+// kMaxInputBytes (/dev/zero, a log given by mistake: refused instead of read until memory runs out).
 std::string read_text_file(const std::string& path);
+inline constexpr std::size_t kMaxInputBytes = std::size_t{64} << 20;  // 64 MiB; a preset is KiB, a plan JSON MiB
+// Reads `in` to its end into `out`; false (and `out` incomplete) as soon as it holds more than kMaxInputBytes.
+bool read_bounded(std::istream& in, std::string& out);
 
 class PresetStore {
  public:

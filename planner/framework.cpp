@@ -131,6 +131,17 @@ FrameworkTraits framework_traits(Framework f) {
   return fsdp_traits();
 }
 
+FrameworkTraits framework_traits(Framework f, const GpuSpec& device) {
+  FrameworkTraits t = framework_traits(f);
+  if (device.cpu_ranks) {
+    // CPU ranks (MPI processes): no CUDA context, no cuBLAS workspace, no NCCL communicator buffers on the device.
+    t.cuda_context_bytes = 0;
+    t.cublas_workspace_bytes = 0;
+    t.nccl_bytes_per_communicator = 0;
+  }
+  return t;
+}
+
 GradSync effective_grad_sync(const Strategy& s) {
   return s.grad_sync.value_or(framework_traits(s.framework).default_grad_sync);
 }

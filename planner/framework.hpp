@@ -4,6 +4,7 @@
 // a named parameter with its source, so that calibration and validation can replace it — not a hidden fudge.
 #include <cstdint>
 
+#include "planner/hardware.hpp"
 #include "planner/strategy.hpp"
 
 namespace shardplan {
@@ -59,6 +60,8 @@ struct FrameworkTraits {
 };
 
 FrameworkTraits framework_traits(Framework f);
+// The same on a device: CPU ranks (GpuSpec::cpu_ranks) carry none of the CUDA/NCCL runtime allocations.
+FrameworkTraits framework_traits(Framework f, const GpuSpec& device);
 // The strategy's --grad-sync, or the framework's default.
 GradSync effective_grad_sync(const Strategy& s);
 inline GradSync effective_grad_sync(const Strategy& s, const FrameworkTraits& fw) {

@@ -63,7 +63,8 @@ void validate_cluster(const ClusterSpec& c) {
     throw InputError(
         fmt::format("{}: 'inter_node.nics_per_node' must be in [0, 1024], got {}", where, c.inter.nics_per_node));
   require_range(where, "inter_node.nic_gbps", c.inter.nic_gbps, 0, 100000, "Gb/s");
-  require_range(where, "inter_node.latency_us", c.inter.latency_us, 0, 100000, "us");
+  // A network hop under 10 ns (1e-12 s is a unit slip) is as implausible as one inside a node; 0 = single node only.
+  require_range(where, "inter_node.latency_us", c.inter.latency_us, c.inter.nics_per_node > 0 ? 0.01 : 0, 100000, "us");
   require_range(where, "host_memory_gib", c.host_memory_gib, 0, 1e6, "GiB");
 }
 

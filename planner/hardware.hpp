@@ -53,6 +53,9 @@ struct GpuSpec {
   std::string description;
   std::string source;
   double memory_gib = 0;     // HBM capacity in GiB (2^30 bytes), as the vendor states it
+  // The ranks are CPU processes (a calibration profile of CPU ranks, `validate --backend cpu`): no CUDA context,
+  // cuBLAS workspace or NCCL buffers are resident (framework_traits(f, device)).
+  bool cpu_ranks = false;
   double bf16_tflops = 0;    // dense (no sparsity) tensor-core peak; 0 = no bf16 support
   double fp16_tflops = 0;    // dense tensor-core peak
   double tf32_tflops = 0;    // dense tensor-core peak; 0 = none

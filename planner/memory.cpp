@@ -263,7 +263,7 @@ StageMemory estimate_stage(const ModelSpec& m, const Strategy& s, const Framewor
 }  // namespace
 
 MemoryEstimate estimate_memory(const ModelSpec& m, const Strategy& s, const ClusterSpec& c) {
-  const FrameworkTraits fw = framework_traits(s.framework);
+  const FrameworkTraits fw = framework_traits(s.framework, c.gpu);
   MemoryEstimate est;
   for (const StageParams& st : partition_stages(m, s)) est.stages.push_back(estimate_stage(m, s, fw, st));
   for (size_t i = 1; i < est.stages.size(); ++i)

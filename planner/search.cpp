@@ -180,7 +180,7 @@ SearchResult search_strategies(const ModelSpec& m, const ClusterSpec& c, const S
   if (precision_compute_dtype(base.precision) == DType::bf16 && c.gpu.bf16_tflops <= 0)
     throw InputError(fmt::format("--precision {} needs bf16, which {} does not support; use amp-fp16",
                                  to_string(base.precision), c.gpu.name));
-  const FrameworkTraits fw = framework_traits(base.framework);
+  const FrameworkTraits fw = framework_traits(base.framework, c.gpu);
   const Dimensions dims = dimensions(m, c, space);
   const int64_t capacity = gpu_capacity_bytes(c.gpu);
   TopK ranked(keep_top, space.objective), tight(3, space.objective);

@@ -1,9 +1,5 @@
 #include "report/report.hpp"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
@@ -18,6 +14,7 @@
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
+#include "io/preset_store.hpp"
 #include "planner/error.hpp"
 #include "planner/search.hpp"
 #include "report/document.hpp"
@@ -1078,18 +1075,19 @@ json yaml_to_json(const YAML::Node& n) {
 
 json read_json_file(const std::string& path) {
   std::string text;
+  const std::string name = path == "-" ? "standard input" : path;
+  // At most kMaxInputBytes (io/preset_store.hpp): `report /dev/zero` is refused, not read until memory runs out.
+  bool whole = true;
   if (path == "-") {
-    text.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+    whole = read_bounded(std::cin, text);
   } else {
     std::error_code ec;
     if (std::filesystem::is_directory(path, ec)) throw InputError(fmt::format("{}: is a directory, not a JSON file", path));
     std::ifstream in(path, std::ios::binary);
     if (!in) throw InputError(fmt::format("{}: cannot read ({})", path, std::strerror(errno)));
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    text = ss.str();
+    whole = read_bounded(in, text);
   }
-  const std::string name = path == "-" ? "standard input" : path;
+  if (!whole) throw InputError(fmt::format("{}: cannot read (larger than {} MiB; is it the right file?)", name, kMaxInputBytes >> 20));
   std::string ext = std::filesystem::path(path).extension().string();
   if (ext == ".yaml" || ext == ".yml") {  // a calibration profile
     try {
@@ -1107,68 +1105,12 @@ json read_json_file(const std::string& path) {
     const auto at = what.find("parse error");
     if (at != std::string::npos) what = what.substr(at);
     throw InputError(fmt::format("{}: not valid JSON: {}", name, what));
+  } catch (const json::exception& e) {  // out_of_range.406: "number overflow parsing '1e400'"
+    std::string what = e.what();
+    const auto bracket = what.find("] ");
+    if (bracket != std::string::npos) what = what.substr(bracket + 2);
+    throw InputError(fmt::format("{}: not valid JSON: {}", name, what));
   }
-}
-
-namespace {
-
-[[noreturn]] void cannot_write(const std::string& who, const std::string& why) {
-  throw InputError(fmt::format("{}: cannot write ({})", who, why));
-}
-
-}  // namespace
-
-void AtomicWriter::stage(const std::string& path, const std::string& text, const std::string& flag) {
-  namespace fs = std::filesystem;
-  const std::string who = flag.empty() ? path : flag + " " + path;
-  if (path.empty()) cannot_write(who, "empty path");
-  std::error_code ec;
-  if (fs::is_directory(path, ec)) cannot_write(who, "it is a directory");
-  const fs::path target(path);
-  const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
-  std::string tmp = (dir / ("." + target.filename().string() + ".tmp.XXXXXX")).string();
-  const int fd = ::mkstemp(tmp.data());
-  if (fd < 0) cannot_write(who, std::strerror(errno));
-  size_t done = 0;
-  int error = 0;
-  while (done < text.size() && error == 0) {
-    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno != EINTR) error = errno;
-    if (n > 0) done += static_cast<size_t>(n);
-  }
-  // mkstemp creates 0600; a report is an ordinary file (0666 less the umask).
-  const mode_t mask = ::umask(0);
-  ::umask(mask);
-  if (error == 0 && ::fchmod(fd, 0666 & ~mask) != 0) error = errno;
-  if (error == 0 && ::fsync(fd) != 0) error = errno;
-  if (::close(fd) != 0 && error == 0) error = errno;
-  if (error != 0) {
-    ::unlink(tmp.c_str());
-    cannot_write(who, std::strerror(error));
-  }
-  staged_.push_back({std::move(tmp), path, who});
-}
-
-void AtomicWriter::commit() {
-  for (size_t i = 0; i < staged_.size(); ++i) {
-    if (std::rename(staged_[i].tmp.c_str(), staged_[i].path.c_str()) != 0) {
-      const int e = errno;
-      const std::string who = staged_[i].who;
-      staged_.erase(staged_.begin(), staged_.begin() + static_cast<std::ptrdiff_t>(i));  // renamed ones stay
-      cannot_write(who, std::strerror(e));
-    }
-  }
-  staged_.clear();
-}
-
-AtomicWriter::~AtomicWriter() {
-  for (const Staged& s : staged_) ::unlink(s.tmp.c_str());
-}
-
-void write_file_atomically(const std::string& path, const std::string& text, const std::string& flag) {
-  AtomicWriter w;
-  w.stage(path, text, flag);
-  w.commit();
 }
 
 }  // namespace shardplan::report

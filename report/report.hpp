@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "io/atomic_write.hpp"
 #include "report/charts.hpp"
 
 namespace shardplan::report {
@@ -43,28 +44,10 @@ std::string render_report(const nlohmann::json& doc, Format format, const Render
 // returned as the same tree in JSON. InputError naming the file when it cannot be read or parsed.
 nlohmann::json read_json_file(const std::string& path);
 
-// Writes `text` to a temporary file beside `path` and renames it over `path`: readers see the old file or the
-// new one, never part of one, and a failure leaves nothing behind. Throws InputError "<flag> <path>: cannot
-// write (<reason>)" (`flag` names the option the path came from, may be empty).
-void write_file_atomically(const std::string& path, const std::string& text, const std::string& flag = "");
-
-// Several files written all or none: stage() writes each to a temporary file beside its target (InputError as
-// above), commit() renames them all; whatever is not committed is removed when the writer goes away.
-class AtomicWriter {
- public:
-  AtomicWriter() = default;
-  AtomicWriter(const AtomicWriter&) = delete;
-  AtomicWriter& operator=(const AtomicWriter&) = delete;
-  ~AtomicWriter();
-  void stage(const std::string& path, const std::string& text, const std::string& flag = "");
-  void commit();
-
- private:
-  struct Staged {
-    std::string tmp, path, who;
-  };
-  std::vector<Staged> staged_;
-};
+// Atomic writes (temporary name, fsync, rename; several files all or none) live in io/atomic_write.hpp, the one
+// writer of the whole program; report's callers keep their names.
+using io::AtomicWriter;
+using io::write_file_atomically;
 
 // A simulated step from a document's "timeline" object (report/README.md); InputError naming the field.
 Timeline timeline_from_json(const nlohmann::json& j, const std::string& origin);

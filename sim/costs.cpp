@@ -44,7 +44,7 @@ StepPlan plan_step(const ModelSpec& m, const Strategy& s, const ClusterSpec& c) 
   validate_model(m);
   validate_cluster(c);
   validate_strategy(s, m, c);
-  const FrameworkTraits fw = framework_traits(s.framework);
+  const FrameworkTraits fw = framework_traits(s.framework, c.gpu);
   const MicrobatchCosts mb = microbatch_costs(m, s, c);
   const StepTime analytic = step_time_from_costs(m, s, c, fw, mb);
   const MemoryEstimate mem = estimate_memory(m, s, c);

@@ -68,8 +68,8 @@ SimResult simulate_plan(const StepPlan& plan, double fragmentation = 0, bool rec
 std::string op_name(const OpInfo& op);
 
 // Chrome trace event format (chrome://tracing, Perfetto): one process per stage, one thread per stream, a memory
-// counter per stage. Written to a temporary file beside `path` and renamed; throws std::runtime_error (nothing
-// left behind) when it cannot be written.
+// counter per stage. Written to a temporary file beside `path` and renamed (io/atomic_write.hpp); throws InputError
+// for a path that cannot be a file, std::runtime_error for a failing disk (nothing left behind either way).
 void write_trace(const SimResult& r, const std::string& path);
 
 }  // namespace shardplan::sim

@@ -1,17 +1,12 @@
 // Chrome trace event format (the "JSON Object Format" of the Trace Event Format document; opens in
 // chrome://tracing and ui.perfetto.dev): pid = pipeline stage, tid = stream, "X" complete events for ops, "C"
 // counter events for allocated memory, "M" metadata naming processes and threads. Times in microseconds.
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
-#include <filesystem>
 #include <stdexcept>
 #include <string>
 
 #include <fmt/format.h>
 
+#include "io/atomic_write.hpp"
 #include "sim/simulate.hpp"
 
 namespace shardplan::sim {
@@ -69,27 +64,9 @@ std::string trace_text(const SimResult& r) {
 }  // namespace
 
 void write_trace(const SimResult& r, const std::string& path) {
-  namespace fs = std::filesystem;
   if (!r.engine) throw std::runtime_error("no simulated schedule to write");
-  const std::string text = trace_text(r);
-  // Written beside the target and renamed, so that the target is either the whole trace or untouched.
-  const std::string tmp = path + fmt::format(".tmp-{}", static_cast<long>(::getpid()));
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) throw std::runtime_error(fmt::format("cannot write --trace {}: {}", path, std::strerror(errno)));
-  const bool written = std::fwrite(text.data(), 1, text.size(), f) == text.size();
-  const int err = errno;
-  const bool closed = std::fclose(f) == 0;
-  std::error_code ec;
-  if (!written || !closed) {
-    fs::remove(tmp, ec);
-    throw std::runtime_error(fmt::format("cannot write --trace {}: {}", path, std::strerror(written ? errno : err)));
-  }
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    std::error_code ignore;
-    fs::remove(tmp, ignore);
-    throw std::runtime_error(fmt::format("cannot write --trace {}: {}", path, ec.message()));
-  }
+  // The whole trace or the old file, never part of one (io/atomic_write.hpp).
+  io::write_file_atomically(path, trace_text(r), "--trace");
 }
 
 }  // namespace shardplan::sim

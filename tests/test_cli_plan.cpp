@@ -2,9 +2,11 @@
 // cannot be planned, and deterministic output.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -78,11 +80,16 @@ TEST_SUITE("cli plan") {
       CHECK(c["throughput"]["tokens_per_s"].get<double>() * c["time"]["step_s"].get<double>() ==
             doctest::Approx(2048.0 * 2048));
       CHECK(c["config"]["tp"].get<int64_t>() * c["config"]["pp"].get<int64_t>() * c["config"]["dp"].get<int64_t>() == 8);
-      // Best first.
+      // Best first: by the simulated step among the re-ranked (--simulate-top, default 3), analytic after them.
+      if (c.contains("simulated")) continue;
       const double tokens = c["throughput"]["tokens_per_s"].get<double>();
       CHECK(tokens <= previous_tokens);
       previous_tokens = tokens;
     }
+    for (size_t i = 1; i < j["candidates"].size(); ++i)
+      if (j["candidates"][i].contains("simulated"))
+        CHECK(j["candidates"][i - 1]["simulated"]["step_s"].get<double>() <=
+              j["candidates"][i]["simulated"]["step_s"].get<double>());
     REQUIRE(j["recommended"].is_number_integer());
     const auto rec = j["recommended"].get<int64_t>();
     REQUIRE(rec >= 0);
@@ -91,9 +98,10 @@ TEST_SUITE("cli plan") {
     CHECK(chosen["zero"].get<int>() >= 2);
     CHECK(chosen["tp"] == 1);
     CHECK(chosen["pp"] == 1);
-    // Within 2 % of the fastest.
-    CHECK(j["candidates"][rec]["throughput"]["tokens_per_s"].get<double>() >=
-          0.98 * j["candidates"][0]["throughput"]["tokens_per_s"].get<double>());
+    // Within 2 % of the fastest (both simulated: by the simulator).
+    const char* by = j["candidates"][rec].contains("simulated") ? "simulated" : "throughput";
+    CHECK(j["candidates"][rec][by]["tokens_per_s"].get<double>() >=
+          0.98 * j["candidates"][0][by]["tokens_per_s"].get<double>());
     REQUIRE(j["rejected"].is_array());
     bool ddp_rejected = false;
     for (const auto& x : j["rejected"]) {
@@ -150,6 +158,68 @@ TEST_SUITE("cli plan") {
     // 16 B × 8.32 B / 7 ≈ 19 GB of ZeRO-3 states: plain sharded data parallelism fits and needs no pipeline.
     CHECK(j["candidates"][rec]["config"]["pp"] == 1);
     CHECK(j["candidates"][rec]["config"]["dp"] == 7);
+  }
+
+  TEST_CASE("--simulate-top: the best K re-ranked by the simulator, with both step times in the JSON") {
+    const std::string base = "plan --preset llama3-8b --gpus 16 --cluster dgx-h100 --global-batch 64 --format json";
+    const auto a = run_cli(base + " --simulate-top 0"), d = run_cli(base), k = run_cli(base + " --simulate-top 4");
+    REQUIRE(a.exit_code == 0);
+    REQUIRE(d.exit_code == 0);
+    REQUIRE(k.exit_code == 0);
+    const auto analytic = nlohmann::json::parse(a.out), def = nlohmann::json::parse(d.out),
+               four = nlohmann::json::parse(k.out);
+    // K = 0: the analytic order, nothing simulated.
+    CHECK_FALSE(analytic.contains("simulate_top"));
+    double previous = INFINITY;
+    for (size_t i = 0; i < analytic["candidates"].size(); ++i) {
+      const auto& c = analytic["candidates"][i];
+      CHECK_FALSE(c.contains("simulated"));
+      if (i >= 5) continue;  // the top 5 are ranked; a recommendation outside them is appended whatever its speed
+      CHECK(c["throughput"]["tokens_per_s"].get<double>() <= previous);
+      previous = c["throughput"]["tokens_per_s"].get<double>();
+    }
+    // The default is 3; --simulate-top 4 simulates 4.
+    REQUIRE(def.contains("simulate_top"));
+    CHECK(def["simulate_top"]["k"] == 3);
+    CHECK(def["simulate_top"]["simulated"] == 3);
+    CHECK(four["simulate_top"]["simulated"] == 4);
+    for (const auto* j : {&def, &four}) {
+      const size_t window = (*j)["simulate_top"]["simulated"].get<size_t>();
+      const auto& cands = (*j)["candidates"];
+      REQUIRE(cands.size() == analytic["candidates"].size());
+      std::vector<int64_t> ranks;
+      bool moved = false;
+      for (size_t i = 0; i < window; ++i) {
+        const auto& sim = cands[i]["simulated"];
+        CHECK(sim["step_s"].get<double>() > 0);
+        CHECK(sim["rank"] == i + 1);
+        // The same candidate's analytic step, where the analytic order had it.
+        const int64_t was = sim["analytic_rank"].get<int64_t>();
+        ranks.push_back(was);
+        moved = moved || was != static_cast<int64_t>(i + 1);
+        CHECK(cands[i]["time"]["step_s"] == analytic["candidates"][was - 1]["time"]["step_s"]);
+        CHECK(cands[i]["config"] == analytic["candidates"][was - 1]["config"]);
+        // Simulated tokens/s = 64 sequences × 8192 tokens / simulated step.
+        CHECK(sim["tokens_per_s"].get<double>() == doctest::Approx(64.0 * 8192 / sim["step_s"].get<double>()));
+        CHECK(std::abs(sim["difference_pct"]["step_s"].get<double>()) < 10);
+        if (i > 0) CHECK(cands[i - 1]["simulated"]["step_s"].get<double>() <= sim["step_s"].get<double>());
+        // A candidate that moved says why.
+        CHECK(cands[i].contains("rerank_note") == (was != static_cast<int64_t>(i + 1)));
+      }
+      // The window holds the analytic top `window`, re-ordered; nothing after it moved.
+      std::sort(ranks.begin(), ranks.end());
+      for (size_t i = 0; i < window; ++i) CHECK(ranks[i] == static_cast<int64_t>(i + 1));
+      for (size_t i = window; i < cands.size(); ++i)
+        if (!cands[i].contains("simulated")) CHECK(cands[i]["config"] == analytic["candidates"][i]["config"]);
+      CHECK((*j)["simulate_top"]["order_changed"] == moved);
+    }
+    // The table shows both step times.
+    const auto t = run_cli("plan --preset llama3-8b --gpus 16 --cluster dgx-h100 --global-batch 64");
+    REQUIRE(t.exit_code == 0);
+    CHECK(line_starting(t.out, "#").find("sim s") != std::string::npos);
+    CHECK(t.out.find("--simulate-top 3") != std::string::npos);
+    // --simulate-top takes 0 to 1000.
+    CHECK(is_one_error_line(run_cli("plan --preset 8b --gpus 8 --simulate-top -1")));
   }
 
   TEST_CASE("deterministic: the same plan twice gives the same JSON (but for search_ms)") {

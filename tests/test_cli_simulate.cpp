@@ -29,7 +29,7 @@ TEST_SUITE("cli simulate") {
     CHECK(std::abs(j["difference_pct"]["step_s"].get<double>()) < 3.0);
   }
 
-  TEST_CASE("--trace writes a Chrome trace; an unwritable path fails with exit 1 and leaves nothing") {
+  TEST_CASE("--trace writes a Chrome trace; an unwritable path fails with exit 2 and leaves nothing") {
     const fs::path dir = fs::temp_directory_path() / ("shardplan_cli_sim_" + std::to_string(::getpid()));
     fs::create_directories(dir);
     const fs::path file = dir / "step.json";
@@ -42,10 +42,41 @@ TEST_SUITE("cli simulate") {
 
     const fs::path bad = dir / "no-such-dir" / "step.json";
     const CliResult r = run_cli("simulate --preset 8b --gpus 8 --trace '" + bad.string() + "'");
-    CHECK(r.exit_code == 1);
+    CHECK(r.exit_code == 2);  // a path that cannot be a file is bad input, as for --report and --emit (io/atomic_write.hpp)
     CHECK(r.err.rfind("error: ", 0) == 0);
     CHECK(r.err.find('\n') == r.err.size() - 1);
     CHECK(!fs::exists(bad.parent_path()));
+    fs::remove_all(dir);
+  }
+
+  TEST_CASE("--report FILE.html / FILE.md: the report with the simulated timeline; a bad name writes nothing") {
+    const fs::path dir = fs::temp_directory_path() / ("shardplan_cli_sim_report_" + std::to_string(::getpid()));
+    fs::create_directories(dir);
+    const std::string config = "simulate --preset 8b --gpus 16 --cluster dgx-h100 --tp 2 --pp 2 --global-batch 32";
+    const CliResult html = run_cli(config + " --report '" + (dir / "step.html").string() + "'");
+    REQUIRE(html.exit_code == 0);
+    CHECK(html.out.find("step time (stage") != std::string::npos);  // the usual table on stdout as well
+    const std::string page = read_all(dir / "step.html");
+    CHECK(page.find("<svg") != std::string::npos);
+    CHECK(page.find("id=\"timeline\"") != std::string::npos);
+    CHECK(page.find("id=\"memory-over-step\"") != std::string::npos);
+    // One lane per stream of both stages: compute, TP, PP and the data-parallel streams.
+    for (const char* lane : {"stage 0 · compute", "stage 1 · compute", "stage 0 · tp collectives", "stage 0 · pp send",
+                             "stage 1 · dp all-gather"})
+      CHECK(page.find(lane) != std::string::npos);
+    const CliResult md = run_cli(config + " --report '" + (dir / "step.md").string() + "'");
+    REQUIRE(md.exit_code == 0);
+    CHECK(read_all(dir / "step.md").find("## Simulated step") != std::string::npos);
+
+    const CliResult bad = run_cli(config + " --report '" + (dir / "step.txt").string() + "'");
+    CAPTURE(bad.err);
+    CHECK(is_one_error_line(bad));
+    CHECK(bad.err.find("--report") != std::string::npos);
+    CHECK(bad.out.empty());
+    CHECK_FALSE(fs::exists(dir / "step.txt"));
+    size_t files = 0;
+    for (const auto& e : fs::directory_iterator(dir)) files += e.is_regular_file() ? 1 : 0;
+    CHECK(files == 2);  // step.html and step.md, no temporary left
     fs::remove_all(dir);
   }
 

@@ -2,6 +2,9 @@
 #include <doctest/doctest.h>
 
 #include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <regex>
 
 #include "io/preset_store.hpp"
 #include "planner/error.hpp"
@@ -75,18 +78,122 @@ TEST_SUITE("reliability") {
     CHECK(parse_model_yaml(ok, "ok.yaml").hidden == 64);
   }
 
-  TEST_CASE("determinism: the same inputs give byte-identical predict and plan output") {
-    for (const char* args : {"predict --preset llama3-70b --gpus 64 --cluster dgx-h100 --format json",
-                             "predict --preset 8b --gpus 8 --format csv", "plan --preset 8b --gpus 8 --format yaml"}) {
-      CAPTURE(args);
-      const auto a = test::run_cli(args), b = test::run_cli(args);
-      REQUIRE(a.exit_code == 0);
-      auto strip_timing = [](std::string s) {
-        const auto at = s.find("search_ms");
-        if (at != std::string::npos) s.erase(at, s.find('\n', at) - at);
-        return s;
-      };
-      CHECK(strip_timing(a.out) == strip_timing(b.out));
+  TEST_CASE("overflow: a 10-trillion-parameter model on 100,000 GPUs is counted exactly and predicted in range") {
+    // 200 blocks of hidden 65536, ffn 262144 (GELU, LayerNorm with bias), vocab 256000, untied.
+    const ModelSpec m = parse_model_yaml(
+        "name: t10\nlayers: 200\nhidden: 65536\nheads: 512\nkv_heads: 512\nffn_hidden: 262144\nvocab: 256000\n"
+        "seq: 4096\nmlp: gelu\nnorm: layernorm\ntied_embeddings: false\n",
+        "t10.yaml");
+    const ClusterSpec c = PresetStore::builtin().cluster("dgx-h100");
+    // Per block: attention 4·65536² = 17,179,869,184 + MLP 2·65536·262144 = 34,359,738,368 + two LayerNorms
+    // 2·2·65536 = 262,144 → 51,539,869,696; × 200 = 10,307,973,939,200. Embedding and LM head 256000·65536 =
+    // 16,777,216,000 each, final norm 131,072: total 10,341,528,502,272 (> 2^43).
+    Strategy s;
+    s.gpus = 100000;
+    s.tp = 8;
+    s.pp = 50;
+    s.dp = 250;
+    s.zero = 1;
+    s.seq = 4096;
+    s.global_batch = 2000;
+    const Prediction p3d = predict(m, s, c);
+    CHECK(p3d.params.total == 10'341'528'502'272);
+    CHECK(p3d.params.blocks == 200 * 51'539'869'696);
+    auto in_range = [](const Prediction& p) {
+      const MemoryComponents& k = p.memory.peak_stage().peak;
+      for (double v : {k.params, k.grads, k.master, k.optimizer, k.activations, k.logits, k.buffers, k.runtime,
+                       k.fragmentation})
+        CHECK((std::isfinite(v) && v >= 0));
+      CHECK(p.peak_bytes() > 0);
+      CHECK(static_cast<double>(p.peak_bytes()) == doctest::Approx(k.total()).epsilon(1e-9));
+      CHECK((std::isfinite(p.time.step_s) && p.time.step_s > 0));
+      CHECK((std::isfinite(p.throughput.tokens_per_s) && p.throughput.tokens_per_s > 0));
+    };
+    in_range(p3d);
+    // DDP on 100,000 GPUs: every rank holds all 1.03e13 parameters. amp-bf16: bf16 copy 2 B, fp32 master 4 B, Adam
+    // 8 B per parameter → 20,683,057,004,544 / 41,366,114,009,088 / 82,732,228,018,176 bytes, ≈ 1.6e14 in all.
+    s.tp = 1;
+    s.pp = 1;
+    s.dp = 100000;
+    s.zero = 0;
+    s.global_batch = 100000;
+    const Prediction ddp = predict(m, s, c);
+    in_range(ddp);
+    CHECK(ddp.memory.peak_stage().peak.params == doctest::Approx(20'683'057'004'544.0));
+    CHECK(ddp.memory.peak_stage().peak.master == doctest::Approx(41'366'114'009'088.0));
+    CHECK(ddp.memory.peak_stage().peak.optimizer == doctest::Approx(82'732'228'018'176.0));
+    CHECK_FALSE(ddp.fits());
+    // ZeRO-3 over 100,000 ranks: 10,341,528,502,272 / 100,000 = 103,415,285.0 parameters stored per rank.
+    s.zero = 3;
+    const Prediction z3 = predict(m, s, c);
+    in_range(z3);
+    CHECK(z3.memory.peak_stage().peak.params < ddp.memory.peak_stage().peak.params / 1000);
+  }
+
+  TEST_CASE("overflow: the largest model validation allows is refused or predicted, never wrapped") {
+    // layers 2^16, hidden 2^20, ffn 2^22, vocab and seq 2^26: ≈ 7.9e17 parameters, whose 16 B each (1.3e19 bytes)
+    // exceed int64. DDP must be refused by the 2^59-byte ceiling; ZeRO-3 over 100,000 GPUs at seq 2048 is in range.
+    // The sanitized build (scripts/test.sh) turns any signed overflow on the way into a failure.
+    const ModelSpec m = parse_model_yaml(
+        "name: tmax\nlayers: 65536\nhidden: 1048576\nheads: 1024\nkv_heads: 1024\nffn_hidden: 4194304\n"
+        "vocab: 67108864\nseq: 67108864\nmlp: swiglu\nnorm: layernorm\ntied_embeddings: false\n",
+        "tmax.yaml");
+    const ClusterSpec c = PresetStore::builtin().cluster("dgx-h100");
+    Strategy s;
+    s.gpus = 100000;
+    s.dp = 100000;
+    s.zero = 0;
+    s.seq = m.seq;
+    s.global_batch = 100000;
+    CHECK_THROWS_AS(predict(m, s, c), InputError);
+    s.zero = 3;
+    s.seq = 2048;
+    const Prediction p = predict(m, s, c);
+    CHECK(p.params.total > (int64_t{1} << 59));
+    CHECK(p.peak_bytes() > 0);
+    CHECK(std::isfinite(p.time.step_s));
+  }
+
+  // Wall-clock timings are the only part allowed to differ: "search_ms": 6.4 (JSON/YAML/CSV) and "in 18.4 ms" (text).
+  std::string strip_timing(const std::string& s) {
+    static const std::regex timing(R"((search_ms"?:? *,?)[0-9.eE+-]+|( in )[0-9.]+( ms))");
+    return std::regex_replace(s, timing, "$1$2<t>$3");
+  }
+
+  TEST_CASE("determinism: the same inputs give byte-identical predict and plan output, in every format") {
+    for (const char* command : {"predict --preset llama3-70b --gpus 64 --cluster dgx-h100 --tp 8 --pp 2",
+                                "predict --preset 8b --gpus 8 --tokens 2T --gpu-hour-price 2",
+                                "plan --preset 8b --gpus 8", "plan --preset llama3-70b --gpus 64 --cluster dgx-h100 --all"})
+      for (const char* format : {"table", "json", "yaml", "csv", "markdown"}) {
+        const std::string args = std::string(command) + " --format " + format;
+        CAPTURE(args);
+        const auto a = test::run_cli(args), b = test::run_cli(args);
+        REQUIRE(a.exit_code == 0);
+        CHECK(!a.out.empty());
+        CHECK(strip_timing(a.out) == strip_timing(b.out));
+      }
+  }
+
+  TEST_CASE("determinism: --report (HTML, Markdown) and --emit files are byte-identical from run to run") {
+    namespace fs = std::filesystem;
+    const fs::path root = fs::temp_directory_path() / ("shardplan_determinism_" + std::to_string(::getpid()));
+    fs::remove_all(root);
+    // The same relative names in two folders: the report's footer quotes the command line.
+    for (const char* run : {"a", "b"}) {
+      fs::create_directories(root / run);
+      REQUIRE(test::run_cli("plan --preset 8b --gpus 8 --report plan.html --emit launch", (root / run).string()).exit_code == 0);
+      REQUIRE(test::run_cli("plan --preset 8b --gpus 8 --report plan.md", (root / run).string()).exit_code == 0);
+      REQUIRE(test::run_cli("predict --preset 8b --gpus 8 --report predict.html", (root / run).string()).exit_code == 0);
     }
+    size_t compared = 0;
+    for (const auto& e : fs::recursive_directory_iterator(root / "a")) {
+      if (!e.is_regular_file()) continue;
+      const fs::path rel = fs::relative(e.path(), root / "a");
+      CAPTURE(rel.string());
+      CHECK(strip_timing(test::read_all(e.path())) == strip_timing(test::read_all(root / "b" / rel)));
+      ++compared;
+    }
+    CHECK(compared == 3 + 7);  // three reports, seven launch files
+    fs::remove_all(root);
   }
 }

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# `shardplan validate` on CPU ranks: the reference loop trains tiny under ZeRO-0..3 and the prediction is held
+# against it; the step log replays through --measurements; bad input gives one error line from rank 0.
+# Usage: validate_cpu.sh SHARDPLAN MPIRUN NP
+set -uo pipefail
+bin=$1 mpirun=$2 np=$3
+source "$(dirname "$0")/common.sh"
+
+# field FILE KEY: the first number after "KEY": in a pretty-printed JSON file (no jq/python on CI machines).
+field() { grep -m1 -o "\"$2\": *[-0-9.eE+]*" "$1" | sed 's/.*: *//'; }
+# within PCT VALUE: |VALUE| ≤ PCT
+within() { awk -v v="$2" -v b="$1" 'BEGIN { exit !(v == v + 0 && (v < 0 ? -v : v) <= b) }'; }
+
+for zero in 0 1 2 3; do
+  "$mpirun" --oversubscribe -np "$np" "$bin" validate --preset tiny --zero "$zero" --micro-batch 2 --steps 3 \
+    --warmup 1 --format json --steps-out "$work/steps$zero.jsonl" >"$work/v$zero.json" 2>"$work/err"
+  code=$?
+  no_rank_left "zero $zero"
+  [ "$code" = 0 ] || { cat "$work/err"; fail "zero $zero: exit $code"; }
+  # The memory prediction of the reference loop must hold: every byte of it is designed, none is a guess.
+  sed -n '/"error_pct"/,/}/p' "$work/v$zero.json" > "$work/err_pct"
+  peak_err=$(field "$work/err_pct" peak_bytes)
+  within 10 "$peak_err" || { cat "$work/v$zero.json" | head -60; fail "zero $zero: peak memory off by $peak_err %"; }
+  lines=$(wc -l < "$work/steps$zero.jsonl")
+  [ "$lines" = 4 ] || fail "zero $zero: --steps-out has $lines lines, expected 4 (1 warm-up + 3)"
+  echo "ok: zero $zero: peak error $peak_err %"
+done
+
+# The step log replays: --measurements gives the same measured peak.
+"$bin" validate --preset tiny --gpus "$np" --zero 3 --micro-batch 2 --precision fp32 --framework reference \
+  --no-flash-attn --measurements "$work/steps3.jsonl" --format json >"$work/replay.json" 2>"$work/err" ||
+  { cat "$work/err"; fail "replay: exit $?"; }
+sed -n '/"measured"/,/}/p' "$work/v3.json" > "$work/m_run"
+sed -n '/"measured"/,/}/p' "$work/replay.json" > "$work/m_replay"
+[ "$(field "$work/m_run" peak_bytes)" = "$(field "$work/m_replay" peak_bytes)" ] ||
+  fail "replay: measured peak $(field "$work/m_replay" peak_bytes) differs from the run's $(field "$work/m_run" peak_bytes)"
+echo "ok: replay"
+
+expect_bad() {  # expect_bad NAME ARGS...
+  local name=$1
+  shift
+  "$mpirun" --oversubscribe -np "$np" "$bin" validate "$@" >"$work/out" 2>"$work/err"
+  local code=$?
+  no_rank_left "$name"
+  [ "$code" = 2 ] || { cat "$work/err"; fail "$name: exit $code, expected 2"; }
+  local n
+  n=$(grep -c '^error: ' "$work/err")
+  [ "$n" = 1 ] || { cat "$work/err"; fail "$name: $n error lines, expected 1"; }
+  echo "ok: $name: $(grep '^error: ' "$work/err")"
+}
+expect_bad "tensor parallelism" --preset tiny --tp 2
+expect_bad "rank count" --preset tiny --gpus 7
+expect_bad "cuda backend" --preset tiny --backend cuda
+expect_bad "unknown flag" --preset tiny --bogus
+expect_bad "bad number" --preset tiny --steps many
+expect_bad "unwritable --steps-out" --preset tiny --steps 1 --warmup 0 --steps-out "$work/no/such/dir/s.jsonl"
+[ -e "$work/no" ] && fail "a folder was created for bad input"
+exit 0
