@@ -23,5 +23,6 @@ void add_plan_command(CLI::App& app, const GlobalOptions& global);
 void add_calibrate_command(CLI::App& app, const GlobalOptions& global);
 void add_simulate_command(CLI::App& app, const GlobalOptions& global);
 void add_report_command(CLI::App& app, const GlobalOptions& global);
+void add_validate_command(CLI::App& app, const GlobalOptions& global);
 
 }  // namespace shardplan::cli

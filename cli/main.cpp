@@ -47,6 +47,7 @@ int main(int argc, char** argv) {
   cli::add_calibrate_command(app, global);
   cli::add_simulate_command(app, global);
   cli::add_report_command(app, global);
+  cli::add_validate_command(app, global);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -70,6 +70,15 @@ void sync_folder(const fs::path& dir) {
 
 fs::path folder_of(const fs::path& target) { return target.has_parent_path() ? target.parent_path() : fs::path("."); }
 
+// [".NAME.tmp.XXXXXX"] beside `target`, a template for mkstemp/mkdtemp. (Appended piecewise: "." + name + ... trips
+// a false -Wrestrict in GCC 12.)
+std::string temporary_template(const fs::path& target) {
+  std::string name = ".";
+  name += target.filename().string();
+  name += ".tmp.XXXXXX";
+  return (folder_of(target) / name).string();
+}
+
 }  // namespace
 
 void AtomicWriter::stage(const std::string& path, const std::string& text, const std::string& flag, bool executable) {
@@ -79,8 +88,8 @@ void AtomicWriter::stage(const std::string& path, const std::string& text, const
   if (fs::is_directory(path, ec)) fail(fmt::format("{}: cannot write (it is a directory)", who), EISDIR);
   const fs::path target(path);
   if (!target.has_filename()) fail(fmt::format("{}: cannot write (not a file name)", who), EISDIR);
-  // [".NAME.tmp.XXXXXX\0"] beside the target: the same file system, so that rename(2) can replace it.
-  std::string tmp = (folder_of(target) / ("." + target.filename().string() + ".tmp.XXXXXX")).string();
+  // Beside the target: the same file system, so that rename(2) can replace it.
+  std::string tmp = temporary_template(target);
   const int fd = ::mkstemp(tmp.data());
   if (fd < 0) {
     const int err = errno;
@@ -170,7 +179,7 @@ void write_folder_atomically(const std::string& dir, const std::vector<FolderFil
   const fs::path parent = folder_of(target);
   if (!fs::is_directory(parent, ec))
     fail_in("into it", fmt::format("the parent folder {} does not exist", parent.string()), ENOENT);
-  std::string staging = (parent / ("." + target.filename().string() + ".tmp.XXXXXX")).string();
+  std::string staging = temporary_template(target);
   if (::mkdtemp(staging.data()) == nullptr) {
     const int err = errno;
     fail_in("into it", std::strerror(err), err);

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "io/preset_store.hpp"
 #include "planner/error.hpp"
 
 namespace shardplan {
@@ -105,6 +106,10 @@ std::vector<MeasuredStep> parse_measurements(const std::string& text, const std:
       j = json::parse(line);
     } catch (const json::parse_error& e) {
       throw InputError(fmt::format("{}:{}: not JSON (byte {}): write one JSON object per line", origin, number, e.byte));
+    } catch (const json::exception& e) {  // out_of_range.406 "number overflow parsing '1e400'" (tests/test_bad_input.cpp)
+      std::string what = e.what();
+      if (const auto bracket = what.find("] "); bracket != std::string::npos) what = what.substr(bracket + 2);
+      throw InputError(fmt::format("{}:{}: not JSON ({}): write one JSON object per line", origin, number, what));
     }
     MeasuredStep s = parse_line(j, origin, number);
     if (!seen.insert(s.step).second)
@@ -122,10 +127,13 @@ std::vector<MeasuredStep> parse_measurements(const std::string& text, const std:
 std::vector<MeasuredStep> load_measurements(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError(fmt::format("--measurements: cannot read '{}' (check the path)", path));
-  std::ostringstream text;
-  text << in.rdbuf();
+  std::string text;
+  const bool whole = read_bounded(in, text);  // /dev/zero is refused, not read until memory runs out
   if (in.bad()) throw InputError(fmt::format("--measurements: cannot read '{}'", path));
-  return parse_measurements(text.str(), path);
+  if (!whole)
+    throw InputError(fmt::format("--measurements: cannot read '{}': larger than {} MiB; is it the right file?", path,
+                                 kMaxInputBytes >> 20));
+  return parse_measurements(text, path);
 }
 
 Measurement summarise_measurements(const std::vector<MeasuredStep>& steps, int64_t warmup, const std::string& origin) {

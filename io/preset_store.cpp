@@ -66,7 +66,7 @@ std::string read_name(const yaml::MapReader& r, const std::string* file_stem) {
   if (file_stem != nullptr && name != *file_stem) {
     throw InputError(fmt::format("{}: name '{}' must equal the file name '{}' (write 'name: {}' or rename the file "
                                  "to {}.yaml)",
-                                 r.where("name"), name, *file_stem, *file_stem, name));
+                                 r.where("name"), yaml::printable(name), *file_stem, *file_stem, yaml::printable(name)));
   }
   return name;
 }
@@ -404,7 +404,7 @@ std::string unknown_preset_message(PresetKind kind, const std::string& name, con
   std::vector<std::string> near = near_names(name, known);
   if (!near.empty()) hint = fmt::format("did you mean '{}'? ", fmt::join(near, "', '"));
   std::string listed = known.empty() ? std::string("none") : fmt::format("{}", fmt::join(known, ", "));
-  return fmt::format("unknown {} preset '{}' ({}known: {}; {})", to_string(kind), name, hint, listed,
+  return fmt::format("unknown {} preset '{}' ({}known: {}; {})", to_string(kind), yaml::printable(name), hint, listed,
                      alternative_for(kind));
 }
 

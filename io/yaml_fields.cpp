@@ -141,14 +141,26 @@ std::optional<bool> parse_strict_bool(std::string_view text) {
   return std::nullopt;
 }
 
+std::string printable(const std::string& text) {
+  std::string out;
+  for (const char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '\n') out += "\\n";
+    else if (c == '\r') out += "\\r";
+    else if ((u < 0x20 && c != '\t') || u == 0x7f) out += fmt::format("\\x{:02X}", u);
+    else out += c;
+  }
+  return out;
+}
+
 std::string describe(const YAML::Node& node) {
   if (!node.IsDefined() || node.IsNull()) return "nothing";
   if (node.IsSequence()) return "a list";
   if (node.IsMap()) return "a mapping";
   // yaml-cpp tags quoted scalars "!" and plain ones "?": a quoted number is text, and saying so explains
   // why '"32"' is not accepted as 32.
-  if (node.Tag() == "!") return fmt::format("the quoted text \"{}\"", node.Scalar());
-  return fmt::format("'{}'", node.Scalar());
+  if (node.Tag() == "!") return fmt::format("the quoted text \"{}\"", printable(node.Scalar()));
+  return fmt::format("'{}'", printable(node.Scalar()));
 }
 
 MapReader::MapReader(YAML::Node map, std::string origin, std::string what, std::string prefix)
@@ -167,12 +179,12 @@ void MapReader::check_keys(const std::vector<std::string_view>& known) const {
     for (std::string_view k : known) is_known = is_known || k == key;
     if (!is_known) {
       throw InputError(fmt::format("{}: unknown key '{}{}' in {} (known keys: {})", yaml::where(origin_, key_node),
-                                   prefix_, key, what_, fmt::join(known, ", ")));
+                                   prefix_, printable(key), what_, fmt::join(known, ", ")));
     }
     // yaml-cpp keeps both copies of a repeated key and lookups return the first: reject the ambiguity.
     if (!seen.insert(key).second) {
       throw InputError(fmt::format("{}: key '{}{}' appears twice in {}; keep one", yaml::where(origin_, key_node),
-                                   prefix_, key, what_));
+                                   prefix_, printable(key), what_));
     }
   }
 }
@@ -271,7 +283,7 @@ MapReader MapReader::map(const std::string& key) const {
 }
 
 void MapReader::throw_choice_error(const std::string& key, const std::string& text, const char* choices) const {
-  throw InputError(fmt::format("{}: '{}{}' must be one of {}; got '{}'", where(key), prefix_, key, choices, text));
+  throw InputError(fmt::format("{}: '{}{}' must be one of {}; got '{}'", where(key), prefix_, key, choices, printable(text)));
 }
 
 }  // namespace shardplan::yaml

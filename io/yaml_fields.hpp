@@ -18,6 +18,10 @@ namespace shardplan::yaml {
 std::string where(const std::string& origin, const YAML::Mark& mark);
 std::string where(const std::string& origin, const YAML::Node& node);
 
+// Text from a file as it may appear in a one-line message: line breaks and control bytes written as \n, \r, \xNN
+// (a folded YAML scalar holds newlines; found by fuzz/fuzz_profile_yaml).
+std::string printable(const std::string& text);
+
 // Parses exactly one YAML document. Malformed YAML → InputError "origin:line: malformed YAML: reason".
 YAML::Node load_document(const std::string& text, const std::string& origin);
 

@@ -110,6 +110,19 @@ double block_working_set_bytes(const ModelSpec& m, const Strategy& s, const Fram
   return sum_terms(block_terms(m, s, fw), s, false);
 }
 
+// The reference loop's backward scratch (reference/README.md, "Memory accounting"): one set reused by every block.
+double block_backward_scratch_bytes(const ModelSpec& m, const Strategy& s) {
+  const double a = activation_dtype_bytes(s);
+  const double h = static_cast<double>(m.hidden), q = static_cast<double>(model_q_width(m));
+  const double kv = kv_width_per_token(m, s), f = static_cast<double>(m.ffn_hidden);
+  const double mlp_in = static_cast<double>(model_mlp_matrices(m) - 1) * f;  // fc1 output: 2f SwiGLU, f GELU
+  TermList terms;
+  terms.push_back({"∂ residual stream and block scratch", a * 2 * h, ActSplit::sequence, false});
+  terms.push_back({"∂ MLP input and activation output", a * (mlp_in + f), ActSplit::tensor, false});
+  terms.push_back({"∂ attention output and q, k, v", a * (2 * q + 2 * kv), ActSplit::tensor, false});
+  return sum_terms(terms, s, false);
+}
+
 namespace {
 
 // Op-level selective checkpointing (torchtitan's "op" policy): the block input, the attention output and its

@@ -36,6 +36,11 @@ double block_activation_bytes(const ModelSpec& m, const Strategy& s, const Frame
 // Bytes of a block's full working set (every term): what a block holds while it is being recomputed.
 double block_working_set_bytes(const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw);
 
+// Bytes of one block's backward temporaries for one micro-batch: the gradients of its intermediates alive while
+// its backward runs (∂ residual stream, ∂ block scratch of width h, ∂ MLP input (2f SwiGLU, f GELU), ∂ activation
+// output f, ∂ attention output, ∂ q/k/v). Counted for frameworks with FrameworkTraits::block_backward_scratch.
+double block_backward_scratch_bytes(const ModelSpec& m, const Strategy& s);
+
 // Micro-batches whose activations stage `stage` holds at its peak, in units of "all of the stage's layers":
 //   no pipeline: 1 (gradient accumulation runs micro-batches one after another);
 //   1F1B: min(p − i, m) (Narayanan et al. 2021, §2.2.1);

@@ -113,6 +113,7 @@ FrameworkTraits reference_traits() {
   t.zero3_prefetch_units = 1;
   t.unsharded_grad_units = 2;
   t.logits_bytes_per_element = 6;  // bf16 logits + fp32 probabilities, gradient written in place
+  t.block_backward_scratch = true;  // the loop's one reused set of block gradient scratch (reference/README.md)
   t.swiglu_saved_intermediates = 3;
   t.optimizer_temp_bytes_per_param = 0;
   t.default_grad_sync = GradSync::per_step;

@@ -38,6 +38,9 @@ struct FrameworkTraits {
 
   // --- loss and MLP implementation -------------------------------------------------------------------------
   double logits_bytes_per_element = 0;    // bytes per logit element alive at the loss (see framework.cpp)
+  // One block's backward temporaries (activations.hpp block_backward_scratch_bytes) are counted. The logits are
+  // freed before the blocks' backward, so the last stage holds the larger of the two, not both.
+  bool block_backward_scratch = false;
   int64_t loss_chunks = 8;                // LossKind::chunked: the logits are materialised 1/chunks at a time
   int64_t swiglu_saved_intermediates = 3; // tensors of width ffn_hidden saved by a SwiGLU MLP
 

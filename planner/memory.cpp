@@ -121,12 +121,18 @@ void add_activations(Ledger& l, const StageInputs& in) {
   if (in.stage.first)
     l.add(&MemoryComponents::activations, "activations", text("embedding dropout mask"),
           first_stage_extra_bytes(m, s) * in_flight);
-  if (in.stage.last) {
+  const double scratch = in.fw.block_backward_scratch ? block_backward_scratch_bytes(m, s) : 0;
+  const double logits = in.stage.last ? logits_bytes(m, s, in.fw) : 0;
+  if (in.stage.last)
     l.add(&MemoryComponents::activations, "activations", text("final norm and LM head inputs"),
           last_stage_extra_bytes(m, s) * in_flight);
+  if (scratch > logits) {
+    l.add(&MemoryComponents::activations, "activations",
+          text("one block's backward temporaries (the logits are freed before the blocks' backward)"), scratch);
+  } else if (in.stage.last) {
     l.add(&MemoryComponents::logits, "logits", [&] { return fmt::format("logits and cross-entropy ({} B/element{})", in.fw.logits_bytes_per_element,
                       s.loss == LossKind::chunked ? fmt::format(", 1/{} at a time", in.fw.loss_chunks) : ""); },
-          logits_bytes(m, s, in.fw));
+          logits);
   }
 }
 

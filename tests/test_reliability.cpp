@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <regex>
 
+#include "io/hf_config.hpp"
 #include "io/preset_store.hpp"
 #include "planner/error.hpp"
 #include "planner/predict.hpp"
@@ -76,6 +77,39 @@ TEST_SUITE("reliability") {
     const std::string ok = "# 模型 (UTF-8 comment)\nname: tiny\nlayers: 2\nhidden: 64\nheads: 4\nkv_heads: 4\n"
                            "ffn_hidden: 256\nvocab: 100\nseq: 32\nmlp: gelu\nnorm: layernorm\ntied_embeddings: true\n";
     CHECK(parse_model_yaml(ok, "ok.yaml").hidden == 64);
+  }
+
+  TEST_CASE("fuzz: text quoted from a file never splits the one error line (newlines, escapes)") {
+    auto message_of = [](auto&& parse) {
+      try {
+        parse();
+      } catch (const InputError& e) {
+        return std::string(e.what());
+      }
+      return std::string("accepted");
+    };
+    // Found by fuzz/fuzz_hf_config: model_type "gpt\neox" (a JSON escape) was quoted raw into the message.
+    const std::string hf = test::read_all(std::string(SHARDPLAN_SOURCE_DIR) +
+                                          "/fuzz/corpus/hf_config/regression-newline-in-model-type.json");
+    std::string m = message_of([&] { (void)parse_hf_config(hf, "config.json"); });
+    CHECK(m.find('\n') == std::string::npos);
+    CHECK(m.find("model_type 'gpt\\neox'") != std::string::npos);
+    // Found by fuzz/fuzz_profile_yaml: a plain scalar folded over blank lines keeps newlines; quoted in "got '...'".
+    const std::string yaml = test::read_all(std::string(SHARDPLAN_SOURCE_DIR) +
+                                            "/fuzz/corpus/profile_yaml/regression-folded-scalar-newlines.yaml");
+    for (auto parse : {+[](const std::string& t) { (void)parse_profile_yaml(t, "p.yaml", PresetStore::builtin()); },
+                       +[](const std::string& t) { (void)parse_cluster_yaml(t, "p.yaml", PresetStore::builtin()); },
+                       +[](const std::string& t) { (void)parse_model_yaml(t, "p.yaml"); }}) {
+      m = message_of([&] { parse(yaml); });
+      CHECK(m.rfind("p.yaml:1: expected a mapping", 0) == 0);
+      CHECK(m.find('\n') == std::string::npos);
+    }
+    // The same for keys, choices and preset names; an escape byte is written out, not sent to the terminal.
+    m = message_of([] { (void)parse_model_yaml("name: x\n\"a\\nb\": 1\n", "k.yaml"); });
+    CHECK(m.find("unknown key 'a\\nb'") != std::string::npos);
+    m = message_of([] { (void)PresetStore::builtin().model("8b\x1b[2J"); });
+    CHECK(m.find("'8b\\x1B[2J'") != std::string::npos);
+    CHECK(m.find('\x1b') == std::string::npos);
   }
 
   TEST_CASE("overflow: a 10-trillion-parameter model on 100,000 GPUs is counted exactly and predicted in range") {

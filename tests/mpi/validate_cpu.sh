@@ -28,7 +28,7 @@ done
 
 # The step log replays: --measurements gives the same measured peak.
 "$bin" validate --preset tiny --gpus "$np" --zero 3 --micro-batch 2 --precision fp32 --framework reference \
-  --no-flash-attn --measurements "$work/steps3.jsonl" --format json >"$work/replay.json" 2>"$work/err" ||
+  --measurements "$work/steps3.jsonl" --format json >"$work/replay.json" 2>"$work/err" ||
   { cat "$work/err"; fail "replay: exit $?"; }
 sed -n '/"measured"/,/}/p' "$work/v3.json" > "$work/m_run"
 sed -n '/"measured"/,/}/p' "$work/replay.json" > "$work/m_replay"

@@ -45,7 +45,7 @@ struct ValidateOptions {
   double timeout_s = 120;
   bool quiet = false;
   // Whether these flags were typed (CLI::App::count), to tell a choice from a default.
-  bool precision_given = false, framework_given = false, flash_given = false, warmup_given = false;
+  bool precision_given = false, framework_given = false, warmup_given = false;
 };
 
 void check_format(const std::string& f) {
@@ -142,9 +142,8 @@ nlohmann::json component_json(const reference::MemoryByComponent& m) {
 }
 
 std::map<std::string, int64_t> component_map(const reference::MemoryByComponent& m) {
-  std::map<std::string, int64_t> out;
-  for (const auto& [name, bytes] : component_json(m).items()) out[name] = bytes.get<int64_t>();
-  return out;
+  return {{"params", m.params},       {"grads", m.grads},   {"master", m.master}, {"optimizer", m.optimizer},
+          {"activations", m.activations}, {"logits", m.logits}, {"buffers", m.buffers}};
 }
 
 // One line of the measurements schema (io/measurements.hpp) per step, so `validate --measurements` replays a run.
@@ -216,8 +215,6 @@ void validate_by_training(ValidateOptions o, const GlobalOptions& global) {
   check_output_path(o.report, "--report");
   o.config.framework = "reference";
   if (!o.precision_given) o.config.precision = "fp32";
-  // The CPU loop's attention keeps the softmax probabilities for backward (reference/README.md).
-  if (!o.flash_given) o.config.flash_attn = false;
 
   comm::MpiSession mpi(nullptr, nullptr);
   const comm::WorldInfo world_info = comm::query_world();
@@ -290,7 +287,6 @@ void add_validate_command(CLI::App& app, const GlobalOptions& global) {
     check_format(opts->format);
     opts->precision_given = cmd->count("--precision") > 0;
     opts->framework_given = cmd->count("--framework") > 0;
-    opts->flash_given = cmd->count("--flash-attn") > 0;  // counts --no-flash-attn too
     opts->warmup_given = cmd->count("--warmup") > 0;
     if (!opts->measurements.empty()) {
       for (const char* run_only : {"--backend", "--steps", "--data", "--seed", "--steps-out"})

@@ -1,0 +1,80 @@
+#pragma once
+// The tracking arena: every tensor the reference loop allocates goes through it, tagged with the planner's
+// memory component (reference.hpp MemoryByComponent). It keeps the live bytes per component, the high-water
+// mark of their sum, and what was live at that mark — the measured side of `shardplan validate`.
+#include <cstdint>
+#include <unordered_map>
+
+#include "reference/reference.hpp"
+
+namespace shardplan::reference {
+
+enum class Category { params, grads, master, optimizer, activations, logits, buffers };
+
+class Arena {
+ public:
+  Arena() = default;
+  Arena(const Arena&) = delete;
+  Arena& operator=(const Arena&) = delete;
+  ~Arena();
+
+  // `count` fp32 elements, 64-byte aligned, zero-filled when `zero` (the caller overwrites otherwise).
+  float* allocate(int64_t count, Category c, bool zero);
+  void release(float* p);
+
+  int64_t live_total() const { return live_total_; }
+  MemoryByComponent live() const { return live_; }
+  int64_t peak() const { return peak_; }
+  const MemoryByComponent& at_peak() const { return at_peak_; }
+  // Starts a new measurement window: the peak becomes what is live now.
+  void reset_peak();
+
+ private:
+  struct Entry {
+    int64_t bytes;
+    Category category;
+  };
+  std::unordered_map<float*, Entry> entries_;
+  MemoryByComponent live_;
+  int64_t live_total_ = 0;
+  int64_t peak_ = 0;
+  MemoryByComponent at_peak_;
+};
+
+// An owned fp32 tensor in the arena (move-only). Shapes are documented where each Buf is declared.
+class Buf {
+ public:
+  Buf() = default;
+  Buf(Arena& a, int64_t count, Category c, bool zero = false)
+      : arena_(&a), data_(a.allocate(count, c, zero)), count_(count) {}
+  Buf(Buf&& o) noexcept : arena_(o.arena_), data_(o.data_), count_(o.count_) { o.data_ = nullptr; o.count_ = 0; }
+  Buf& operator=(Buf&& o) noexcept {
+    if (this != &o) {
+      reset();
+      arena_ = o.arena_, data_ = o.data_, count_ = o.count_;
+      o.data_ = nullptr, o.count_ = 0;
+    }
+    return *this;
+  }
+  Buf(const Buf&) = delete;
+  Buf& operator=(const Buf&) = delete;
+  ~Buf() { reset(); }
+
+  void reset() {
+    if (data_) arena_->release(data_);
+    data_ = nullptr, count_ = 0;
+  }
+  float* data() const { return data_; }
+  int64_t size() const { return count_; }
+  explicit operator bool() const { return data_ != nullptr; }
+
+ private:
+  Arena* arena_ = nullptr;
+  float* data_ = nullptr;
+  int64_t count_ = 0;
+};
+
+// The process's resident set in bytes (/proc/self/statm, second field × page size); 0 where unreadable.
+int64_t rss_bytes_read();
+
+}  // namespace shardplan::reference

@@ -1,0 +1,250 @@
+// Unit storage and the ZeRO stages (shard.hpp).
+#include "reference/shard.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+
+namespace shardplan::reference {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+// Standard normal draws by Box–Muller from SplitMix64 (portable; std::normal_distribution is not).
+double normal_draw(uint64_t& state) {
+  state = splitmix64(state);
+  const double u1 = (static_cast<double>(state >> 11) + 0.5) * 0x1.0p-53;
+  state = splitmix64(state);
+  const double u2 = static_cast<double>(state >> 11) * 0x1.0p-53;
+  return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+}
+
+void copy_floats(float* dst, const float* src, int64_t n) {
+  std::memcpy(dst, src, static_cast<std::size_t>(n) * sizeof(float));
+}
+
+}  // namespace
+
+UnitStore::UnitStore(const std::vector<UnitLayout>& units, int zero, comm::Communicator& world, Arena& arena,
+                     double timeout_s)
+    : units_(units), zero_(zero), world_(world), arena_(arena), timeout_s_(timeout_s), rank_(world.rank()),
+      size_(world.size()), state_(units.size()) {
+  for (std::size_t u = 0; u < units.size(); ++u) {
+    const int64_t padded = units[u].padded, shard = units[u].shard();
+    UnitState& s = state_[u];
+    if (zero_ <= 2) s.full = Buf(arena_, padded, Category::params, true);
+    if (zero_ == 3) s.shard = Buf(arena_, shard, Category::params, true);
+    if (zero_ <= 1) s.gfull = Buf(arena_, padded, Category::grads, true);
+    if (zero_ >= 2) s.gshard = Buf(arena_, shard, Category::grads, true);
+    const int64_t moments = zero_ == 0 ? padded : shard;
+    s.m = Buf(arena_, moments, Category::optimizer, true);
+    s.v = Buf(arena_, moments, Category::optimizer, true);
+  }
+}
+
+void UnitStore::params_init(uint64_t seed, int64_t layers) {
+  const double std_dev = 0.02, residual_std = 0.02 / std::sqrt(2.0 * static_cast<double>(layers));
+  for (std::size_t u = 0; u < units_.size(); ++u) {
+    const UnitLayout& L = units_[u];
+    std::vector<float> values(static_cast<std::size_t>(L.padded), 0.0f);  // [padded] padding stays 0
+    for (const TensorSlot& t : L.tensors) {
+      uint64_t state = splitmix64(seed ^ splitmix64(u * 1000003ull + static_cast<uint64_t>(t.offset)));
+      for (int64_t i = 0; i < t.numel; ++i) {
+        float& x = values[static_cast<std::size_t>(t.offset + i)];
+        switch (t.init) {
+          case InitKind::normal: x = static_cast<float>(std_dev * normal_draw(state)); break;
+          case InitKind::normal_residual: x = static_cast<float>(residual_std * normal_draw(state)); break;
+          case InitKind::ones: x = 1.0f; break;
+          case InitKind::zeros: x = 0.0f; break;
+        }
+      }
+    }
+    UnitState& s = state_[u];
+    if (zero_ <= 2) copy_floats(s.full.data(), values.data(), L.padded);
+    if (zero_ == 3) copy_floats(s.shard.data(), values.data() + rank_ * L.shard(), L.shard());
+  }
+}
+
+void UnitStore::wait_timed(comm::Handle& h) {
+  const auto t0 = Clock::now();
+  h.wait(std::chrono::duration<double>(timeout_s_));
+  comm_wait_s += std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+void UnitStore::wait_held(comm::HandlePtr h) {
+  held_.push_back(std::move(h));
+  wait_timed(*held_.back());
+  held_.pop_back();
+}
+
+bool UnitStore::in_flight() const {
+  if (!reductions_.empty() || !held_.empty()) return true;
+  for (const auto& s : state_)
+    if (s.gather) return true;
+  return false;
+}
+
+void UnitStore::barrier() { wait_held(world_.barrier()); }
+
+std::vector<double> UnitStore::stats_gather(const std::vector<double>& mine) {
+  // Doubles travel as pairs of fp32 words: all_gather copies bits.
+  stats_send_ = mine;
+  stats_recv_.assign(mine.size() * static_cast<std::size_t>(size_), 0.0);
+  wait_held(world_.all_gather(stats_send_.data(), stats_recv_.data(), 2 * mine.size(), comm::DataType::fp32));
+  return stats_recv_;
+}
+
+void UnitStore::poll() {
+  for (auto& s : state_)
+    if (s.gather) s.gather->test();
+  for (auto& p : reductions_) p.handle->test();
+}
+
+void UnitStore::params_prefetch(int u) {
+  if (zero_ != 3 || u < 0 || u >= static_cast<int>(units_.size())) return;
+  UnitState& s = state_[static_cast<std::size_t>(u)];
+  if (s.full) return;  // gathered or in flight
+  s.full = Buf(arena_, units_[static_cast<std::size_t>(u)].padded, Category::params);
+  s.gather = world_.all_gather(s.shard.data(), s.full.data(),
+                               static_cast<std::size_t>(units_[static_cast<std::size_t>(u)].shard()),
+                               comm::DataType::fp32);
+}
+
+float* UnitStore::params_acquire(int u) {
+  UnitState& s = state_[static_cast<std::size_t>(u)];
+  if (zero_ == 3) {
+    params_prefetch(u);
+    if (s.gather) {
+      wait_timed(*s.gather);
+      s.gather.reset();
+    }
+  }
+  return s.full.data();
+}
+
+void UnitStore::params_release(int u) {
+  if (zero_ != 3) return;
+  UnitState& s = state_[static_cast<std::size_t>(u)];
+  if (s.gather) {
+    wait_timed(*s.gather);
+    s.gather.reset();
+  }
+  s.full.reset();
+}
+
+float* UnitStore::grads_acquire(int u) {
+  UnitState& s = state_[static_cast<std::size_t>(u)];
+  if (!s.gfull) s.gfull = Buf(arena_, units_[static_cast<std::size_t>(u)].padded, Category::grads, true);
+  return s.gfull.data();
+}
+
+void UnitStore::reduction_retire() {
+  Pending& p = reductions_.front();
+  wait_timed(*p.handle);
+  if (zero_ >= 2) state_[static_cast<std::size_t>(p.unit)].gfull.reset();  // only the shard is kept
+  reductions_.pop_front();
+}
+
+void UnitStore::grads_done(int u, bool reduce) {
+  if (!reduce) return;  // no_sync: keep accumulating unsharded
+  UnitState& s = state_[static_cast<std::size_t>(u)];
+  const UnitLayout& L = units_[static_cast<std::size_t>(u)];
+  if (zero_ <= 1) {
+    // DDP bucket = the unit's flat gradient, all-reduced in place (no bucket copy).
+    reductions_.push_back({u, world_.all_reduce(s.gfull.data(), s.gfull.data(), static_cast<std::size_t>(L.padded),
+                                                comm::DataType::fp32)});
+    return;
+  }
+  reductions_.push_back({u, world_.reduce_scatter(s.gfull.data(), s.gshard.data(),
+                                                  static_cast<std::size_t>(L.shard()), comm::DataType::fp32)});
+  // At most one reduce-scatter in flight: the previous unit's unsharded grads are freed before this unit's
+  // backward is followed by the next one's (bounds unsharded grads to two units, as FSDP does).
+  while (reductions_.size() > 1) reduction_retire();
+}
+
+void UnitStore::grads_finish() {
+  while (!reductions_.empty()) reduction_retire();
+}
+
+double UnitStore::optimizer_step(AdamWParams a, double clip_norm) {
+  // Squared norm of the reduced gradient: whole model under DDP (identical on every rank), otherwise the rank's
+  // shard, summed over ranks with one all-reduce.
+  double sq = 0;
+  for (std::size_t u = 0; u < units_.size(); ++u) {
+    const UnitState& s = state_[u];
+    const int64_t shard = units_[u].shard();
+    if (zero_ == 0) sq += sum_squares(s.gfull.data(), units_[u].padded);
+    if (zero_ == 1) sq += sum_squares(s.gfull.data() + rank_ * shard, shard);
+    if (zero_ >= 2) sq += sum_squares(s.gshard.data(), shard);
+  }
+  if (zero_ >= 1 && size_ > 1) {
+    // Two floats carry the double's high and low parts, so the sum keeps ~double precision.
+    norm_parts_[0] = static_cast<float>(sq);
+    norm_parts_[1] = static_cast<float>(sq - static_cast<double>(norm_parts_[0]));
+    wait_held(world_.all_reduce(norm_parts_, norm_parts_, 2, comm::DataType::fp32));
+    sq = static_cast<double>(norm_parts_[0]) + static_cast<double>(norm_parts_[1]);
+  }
+  const double norm = std::sqrt(sq);
+  // Global-norm clipping (Pascanu et al. 2013; torch.nn.utils.clip_grad_norm_: coefficient clip/(norm + 1e-6)).
+  a.grad_scale = clip_norm > 0 && norm > clip_norm ? static_cast<float>(clip_norm / (norm + 1e-6)) : 1.0f;
+
+  sends_.clear();
+  sends_.reserve(units_.size());  // no reallocation while gathers read from them
+  for (std::size_t u = 0; u < units_.size(); ++u) {
+    UnitState& s = state_[u];
+    const int64_t padded = units_[u].padded, shard = units_[u].shard(), off = rank_ * shard;
+    switch (zero_) {
+      case 0: adamw_step_shard(s.full.data(), s.gfull.data(), s.m.data(), s.v.data(), padded, a); break;
+      case 1: adamw_step_shard(s.full.data() + off, s.gfull.data() + off, s.m.data(), s.v.data(), shard, a); break;
+      case 2: adamw_step_shard(s.full.data() + off, s.gshard.data(), s.m.data(), s.v.data(), shard, a); break;
+      default: adamw_step_shard(s.shard.data(), s.gshard.data(), s.m.data(), s.v.data(), shard, a); break;
+    }
+    if ((zero_ == 1 || zero_ == 2) && size_ > 1) {
+      sends_.emplace_back(arena_, shard, Category::buffers);
+      copy_floats(sends_.back().data(), s.full.data() + off, shard);
+      held_.push_back(world_.all_gather(sends_.back().data(), s.full.data(), static_cast<std::size_t>(shard),
+                                        comm::DataType::fp32));
+    }
+    if (zero_ <= 1) std::memset(s.gfull.data(), 0, static_cast<std::size_t>(padded) * sizeof(float));
+  }
+  for (auto& h : held_) wait_timed(*h);
+  held_.clear();
+  sends_.clear();
+  return norm;
+}
+
+std::vector<float> UnitStore::params_full_read() {
+  std::vector<float> out;
+  for (std::size_t u = 0; u < units_.size(); ++u) {
+    const float* p = nullptr;
+    sends_.clear();
+    if (zero_ == 3) {
+      sends_.emplace_back(arena_, units_[u].padded, Category::buffers);  // [padded] the gathered unit
+      wait_held(world_.all_gather(state_[u].shard.data(), sends_.back().data(),
+                                  static_cast<std::size_t>(units_[u].shard()), comm::DataType::fp32));
+      p = sends_.back().data();
+    } else {
+      p = state_[u].full.data();
+    }
+    out.insert(out.end(), p, p + units_[u].numel);
+  }
+  sends_.clear();
+  return out;
+}
+
+int64_t UnitStore::params_stored() const {
+  int64_t n = 0;
+  for (const auto& u : units_) n += zero_ == 3 ? u.shard() : u.padded;
+  return n;
+}
+
+}  // namespace shardplan::reference

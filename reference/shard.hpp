@@ -1,0 +1,84 @@
+#pragma once
+// Parameters, gradients and AdamW states of every FSDP unit under one ZeRO stage, and the collectives that move
+// them (comm/comm.hpp). Stage by stage (Rajbhandari et al. 2020 §5; PyTorch FSDP, Zhao et al. 2023 §3):
+//   0 DDP     full params, full grads all-reduced in place per unit (one bucket per unit, issued as backward
+//             finishes the unit, waited before the step), full m/v.
+//   1 ZeRO-1  as DDP, but m/v only for the rank's shard; the step updates the shard, then all-gathers params.
+//   2 ZeRO-2  full params; a unit's unsharded grads live from its backward until their reduce-scatter into
+//             the rank's persistent grad shard completes; shard m/v; all-gather params after the step.
+//   3 ZeRO-3  only the param shard persists; a unit is all-gathered before use (forward prefetch one unit ahead,
+//             BACKWARD_PRE prefetch in backward) and freed after; grads as ZeRO-2; AdamW on the shard.
+// Under gradient accumulation (no_sync) grads accumulate unsharded and are reduced on the last micro-batch.
+#include <deque>
+#include <vector>
+
+#include "comm/comm.hpp"
+#include "reference/arena.hpp"
+#include "reference/cpu_kernels.hpp"
+#include "reference/layout.hpp"
+
+namespace shardplan::reference {
+
+class UnitStore {
+ public:
+  UnitStore(const std::vector<UnitLayout>& units, int zero, comm::Communicator& world, Arena& arena,
+            double timeout_s);
+  // Deterministic initial values (the same whatever the world size): N(0, 0.02) matrices, 0.02/√(2L) for the
+  // residual projections (GPT-2), norm gains 1, biases 0.
+  void params_init(uint64_t seed, int64_t layers);
+
+  float* params_acquire(int u);   // unit u's full parameters [padded], gathered when sharded
+  void params_prefetch(int u);    // ZeRO-3: start gathering unit u (no-op otherwise or when out of range)
+  void params_release(int u);     // ZeRO-3: free the gathered copy (reshard)
+  float* grads_acquire(int u);    // unit u's unsharded gradients [padded], zeroed at first use in a step
+  void grads_done(int u, bool reduce);  // unit u's backward is over; reduce when `reduce` (last micro-batch)
+  void grads_finish();            // waits every reduction of the step
+  // Global grad norm (before clipping), clipping, AdamW on what this rank owns, parameter all-gather (ZeRO-1/2).
+  double optimizer_step(AdamWParams a, double clip_norm);
+  void poll();                    // drives communication in flight
+
+  // Every unit's parameters, unpadded, concatenated (collective under ZeRO-3).
+  std::vector<float> params_full_read();
+  int64_t params_stored() const;  // elements of parameters this rank keeps persistently
+  double comm_wait_s = 0;         // seconds blocked in wait(), accumulated by the caller's window
+
+  // Collectives of the loop itself, with buffers and handles owned here: after a communication failure the
+  // caller abandons this object (never destroyed: an unfinished MPI request must neither be waited on — the peer
+  // may be dead — nor write into freed memory), so nothing in flight may live on the caller's stack.
+  void barrier();
+  // Gathers `mine` (the same length on every rank) from every rank: [ranks × mine.size()].
+  std::vector<double> stats_gather(const std::vector<double>& mine);
+  bool in_flight() const;         // any operation issued and not yet waited
+
+ private:
+  struct UnitState {
+    Buf full;             // [padded] parameters (persistent under ZeRO 0-2; gathered copy under ZeRO-3)
+    Buf shard;            // [shard] ZeRO-3 parameter shard
+    comm::HandlePtr gather;  // ZeRO-3 all-gather in flight into `full`
+    Buf gfull;            // [padded] unsharded gradients
+    Buf gshard;           // [shard] ZeRO-2/3 reduced gradients
+    Buf m, v;             // [padded] under DDP, [shard] otherwise: AdamW moments
+  };
+  struct Pending {
+    int unit;
+    comm::HandlePtr handle;
+  };
+  void wait_timed(comm::Handle& h);
+  void wait_held(comm::HandlePtr h);  // keeps h in held_ until done
+  void reduction_retire();
+
+  const std::vector<UnitLayout>& units_;
+  int zero_;
+  comm::Communicator& world_;
+  Arena& arena_;
+  double timeout_s_;
+  int rank_, size_;
+  std::vector<UnitState> state_;
+  std::deque<Pending> reductions_;
+  std::vector<comm::HandlePtr> held_;  // loop-level collectives being waited
+  std::vector<Buf> sends_;             // [shard] per unit: copies of updated shards being all-gathered (ZeRO-1/2)
+  float norm_parts_[2] = {0, 0};       // squared grad norm (high, low parts) being all-reduced
+  std::vector<double> stats_send_, stats_recv_;
+};
+
+}  // namespace shardplan::reference
