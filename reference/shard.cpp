@@ -113,7 +113,8 @@ void UnitStore::params_prefetch(int u) {
   if (zero_ != 3 || u < 0 || u >= static_cast<int>(units_.size())) return;
   UnitState& s = state_[static_cast<std::size_t>(u)];
   if (s.full) return;  // gathered or in flight
-  s.full = Buf(arena_, units_[static_cast<std::size_t>(u)].padded, Category::params);
+  // A gathered unit is working set, not the rank's parameters: `buffers`, as the planner counts it (memory.cpp).
+  s.full = Buf(arena_, units_[static_cast<std::size_t>(u)].padded, Category::buffers);
   s.gather = world_.all_gather(s.shard.data(), s.full.data(),
                                static_cast<std::size_t>(units_[static_cast<std::size_t>(u)].shard()),
                                comm::DataType::fp32);
@@ -143,7 +144,8 @@ void UnitStore::params_release(int u) {
 
 float* UnitStore::grads_acquire(int u) {
   UnitState& s = state_[static_cast<std::size_t>(u)];
-  if (!s.gfull) s.gfull = Buf(arena_, units_[static_cast<std::size_t>(u)].padded, Category::grads, true);
+  // ZeRO-2/3: a unit's unsharded gradients live until its reduce-scatter is done: working set, `buffers`.
+  if (!s.gfull) s.gfull = Buf(arena_, units_[static_cast<std::size_t>(u)].padded, Category::buffers, true);
   return s.gfull.data();
 }
 

@@ -9,6 +9,7 @@
 #include <iostream>
 #include <iterator>
 #include <map>
+#include <optional>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -820,42 +821,61 @@ Document validation_document(const json& doc, const Reader& r) {
   const Config c = cfg && cfg->is_object() && r.find(*cfg, "gpus") ? read_config(r, *cfg, "config") : Config{};
   d.title = c.gpus > 0 ? fmt::format("validate: {} on {} × {}", c.model, c.gpus, c.gpu) : std::string("validate");
   if (c.gpus > 0) d.subtitle = {config_line(c), strategy_line(c)};
-  const double pp = r.num(doc, "predicted.peak_bytes"), mp = r.num(doc, "measured.peak_bytes");
-  const double ps = r.num(doc, "predicted.step_s"), ms = r.num(doc, "measured.step_s");
-  auto err = [](double p, double m) { return m != 0 ? fmt::format("{:+.1f} %", 100 * (p - m) / m) : std::string("—"); };
-  d.cards.push_back({"peak memory", fmt::format("{} GB measured", gb(mp, 2)),
-                     fmt::format("predicted {} GB, error {}", gb(pp, 2), err(pp, mp)), ""});
-  d.cards.push_back({"step time", fmt::format("{} s measured", secs(ms)),
-                     fmt::format("predicted {} s, error {}", secs(ps), err(ps, ms)), ""});
+  // A figure may be null: not predicted (CPU ranks without a profile) or not measured (a log without memory).
+  auto opt = [&](const json& j, std::string_view path, const std::string& where) -> std::optional<double> {
+    const json* v = r.find(j, path);
+    if (!v || v->is_null()) return std::nullopt;
+    if (!v->is_number()) r.fail(where, path, "is not a number");
+    return v->get<double>();
+  };
+  const std::optional<double> pp = opt(doc, "predicted.peak_bytes", ""), mp = opt(doc, "measured.peak_bytes", "");
+  const std::optional<double> ps = opt(doc, "predicted.step_s", ""), ms = opt(doc, "measured.step_s", "");
+  if (!r.find(doc, "predicted") || !r.find(doc, "measured")) r.at(doc, "predicted.peak_bytes");  // names the field
+  auto err = [](std::optional<double> p, std::optional<double> m) {
+    return p && m && *m != 0 ? fmt::format("{:+.1f} %", 100 * (*p - *m) / *m) : std::string("—");
+  };
+  // GB for real models; MB for the small ones the reference loop trains on CPU ranks.
+  const bool small = std::max(pp.value_or(0), mp.value_or(0)) < 1e9;
+  const double unit_scale = small ? 1e6 : 1e9;
+  const char* unit = small ? " MB" : " GB";
+  auto gbs = [&](std::optional<double> v) {
+    return v ? fmt::format("{:.2f}{}", *v / unit_scale, unit) : std::string("—");
+  };
+  auto ss = [](std::optional<double> v) { return v ? secs(*v) + " s" : std::string("—"); };
+  d.cards.push_back({"peak memory", mp ? fmt::format("{} measured", gbs(mp)) : std::string("not measured"),
+                     fmt::format("predicted {}, error {}", gbs(pp), err(pp, mp)), ""});
+  d.cards.push_back({"step time", ms ? fmt::format("{} measured", ss(ms)) : std::string("not measured"),
+                     ps ? fmt::format("predicted {}, error {}", ss(ps), err(ps, ms)) : std::string("not predicted"), ""});
 
-  // Components: memory in bytes; names ending in _s are seconds.
+  // Components: memory in bytes; names ending in _s are seconds. Charts hold the pairs with both figures.
   PairChart mem, time;
-  mem.id = "validation-memory", mem.title = "Memory: predicted vs measured", mem.axis_label = "GB per GPU";
-  mem.scale = 1e9, mem.decimals = 2, mem.unit = " GB";
+  mem.id = "validation-memory", mem.title = "Memory: predicted vs measured";
+  mem.axis_label = small ? "MB per rank" : "GB per GPU";
+  mem.scale = unit_scale, mem.decimals = 2, mem.unit = unit;
   time.id = "validation-time", time.title = "Step time: predicted vs measured", time.axis_label = "seconds";
   time.decimals = 3, time.unit = " s";
-  mem.rows.push_back({"peak", pp, mp});
-  time.rows.push_back({"step", ps, ms});
+  if (pp && mp) mem.rows.push_back({"peak", *pp, *mp});
+  if (ps && ms) time.rows.push_back({"step", *ps, *ms});
   Table t;
   t.header = {"component", "predicted", "measured", "error"};
   t.numeric = {false, true, true, true};
-  t.rows.push_back({"**peak**", gb(pp, 2) + " GB", gb(mp, 2) + " GB", err(pp, mp)});
-  t.rows.push_back({"**step**", secs(ps) + " s", secs(ms) + " s", err(ps, ms)});
+  t.rows.push_back({"**peak**", gbs(pp), gbs(mp), err(pp, mp)});
+  t.rows.push_back({"**step**", ss(ps), ss(ms), err(ps, ms)});
   if (const json* comps = r.find(doc, "components"); comps && comps->is_object()) {
     for (const auto& [name, v] : comps->items()) {
       const std::string where = "components." + name;
-      const double p = r.num(v, "predicted", where), m = r.num(v, "measured", where);
+      const std::optional<double> p = opt(v, "predicted", where), m = opt(v, "measured", where);
+      if (!p && !m) continue;
       const bool seconds = name.size() > 2 && name.compare(name.size() - 2, 2, "_s") == 0;
-      (seconds ? time : mem).rows.push_back({name, p, m});
-      t.rows.push_back({name, seconds ? secs(p) + " s" : gb(p, 2) + " GB", seconds ? secs(m) + " s" : gb(m, 2) + " GB",
-                        err(p, m)});
+      if (p && m) (seconds ? time : mem).rows.push_back({name, *p, *m});
+      t.rows.push_back({name, seconds ? ss(p) : gbs(p), seconds ? ss(m) : gbs(m), err(p, m)});
     }
   }
   Section s{"Predicted vs measured", {}};
   s.blocks.push_back(paragraph("The error is 100 · (predicted − measured) / measured: positive when the model "
                                "over-predicts."));
-  s.blocks.push_back(chart_block(predicted_vs_measured_chart(mem)));
-  s.blocks.push_back(chart_block(predicted_vs_measured_chart(time)));
+  if (!mem.rows.empty()) s.blocks.push_back(chart_block(predicted_vs_measured_chart(mem)));
+  if (!time.rows.empty()) s.blocks.push_back(chart_block(predicted_vs_measured_chart(time)));
   s.blocks.push_back(table_block(std::move(t)));
   d.sections.push_back(std::move(s));
   return d;
