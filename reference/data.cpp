@@ -19,17 +19,21 @@ uint64_t splitmix64(uint64_t x) {
 
 }  // namespace
 
-std::string corpus_default_path() { return SHARDPLAN_REFERENCE_CORPUS; }
-
 TokenSource::TokenSource(const std::string& kind, const std::string& path, int64_t seq, int64_t vocab,
                          uint64_t seed)
     : kind_(kind), seq_(seq), vocab_(vocab), seed_(seed) {
   if (kind_ != "corpus") return;
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error("cannot read the corpus '" + path + "'");
-  text_.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  if (path.empty()) {
+    const std::string_view shipped = corpus_text();
+    text_.assign(shipped.begin(), shipped.end());
+  } else {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw std::runtime_error("cannot read the corpus '" + path + "'");
+    text_.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  const std::string name = path.empty() ? std::string("shipped corpus") : "corpus '" + path + "'";
   windows_ = text_.empty() ? 0 : (static_cast<int64_t>(text_.size()) - 1) / seq_;
-  if (windows_ < 2) throw std::runtime_error("the corpus '" + path + "' is shorter than two sequences");
+  if (windows_ < 2) throw std::runtime_error("the " + name + " is shorter than two sequences");
 }
 
 void TokenSource::epoch_shuffle(int64_t epoch) {

@@ -4,13 +4,14 @@
 // corpus window once in an order reshuffled from (seed, epoch); a rank reads only the indices of its slice.
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace shardplan::reference {
 
 class TokenSource {
  public:
-  // kind "corpus" (path: the text file) or "synthetic" (tokens below `vocab`). Throws std::runtime_error when
+  // kind "corpus" (path: the text file; "" = the shipped corpus) or "synthetic" (tokens below `vocab`). Throws std::runtime_error when
   // the corpus cannot be read or is shorter than two sequences.
   TokenSource(const std::string& kind, const std::string& path, int64_t seq, int64_t vocab, uint64_t seed);
   // Global sequence g: tokens[T] and the next-token targets[T].
@@ -28,7 +29,7 @@ class TokenSource {
   std::vector<int64_t> order_;   // [windows] this epoch's permutation
 };
 
-// The corpus shipped with the source tree (compiled-in path).
-std::string corpus_default_path();
+// The corpus shipped with the source tree (reference/data/corpus.txt), compiled in (cmake/embed_text.cmake).
+std::string_view corpus_text();
 
 }  // namespace shardplan::reference

@@ -161,7 +161,7 @@ RunResult train_steps(const RunConfig& c, comm::Communicator& world, const Dims&
   const int64_t seq = d.seq;
   store.params_init(c.seed, c.model.layers);
   Loop loop{c, d, units, arena, store, c.model.layers, [&store] { store.poll(); }};
-  TokenSource data(c.data, c.corpus_path.empty() ? corpus_default_path() : c.corpus_path, seq, c.model.vocab,
+  TokenSource data(c.data, c.corpus_path, seq, c.model.vocab,
                    c.seed);
 
   const int64_t N = d.tokens();

@@ -82,7 +82,7 @@ TEST_SUITE("reference loop") {
   }
 
   TEST_CASE("corpus windows: every epoch visits each window once, in a new order") {
-    TokenSource s("corpus", corpus_default_path(), 64, 256, 7);
+    TokenSource s("corpus", "", 64, 256, 7);  // "": the shipped corpus
     const int64_t n = s.windows();
     CHECK(n > 1000);  // ≈ 300 KB / 64
     std::vector<int32_t> tok(64), tgt(64);
@@ -101,7 +101,7 @@ TEST_SUITE("reference loop") {
     }
     CHECK(first0 != first1);  // epoch 1 is reshuffled
     // Deterministic: a second reader (another rank) sees the same sequence for the same index.
-    TokenSource again("corpus", corpus_default_path(), 64, 256, 7);
+    TokenSource again("corpus", "", 64, 256, 7);
     std::vector<int32_t> tok2(64), tgt2(64);
     again.sequence_read(n + 3, tok2.data(), tgt2.data());
     s.sequence_read(n + 3, tok.data(), tgt.data());
