@@ -374,9 +374,14 @@ TEST_SUITE("report documents") {
     CHECK(error_of([&] { render_report(doc, Format::markdown, {"p.json", ""}); }).find("'time.step_s' is not a number") !=
           std::string::npos);
     json v = validation_doc();
-    v["components"]["buffers"].erase("measured");
+    v["components"]["buffers"]["measured"] = "lots";  // absent or null is "not measured"; a string is wrong
     CHECK(error_of([&] { render_report(v, Format::markdown, {"v.json", ""}); }).find("components.buffers.measured") !=
           std::string::npos);
+    v = validation_doc();
+    v["components"]["buffers"].erase("measured");
+    v["predicted"]["step_s"] = nullptr;  // CPU ranks without a profile: the step time is not predicted
+    const std::string md = render_report(v, Format::markdown, {"v.json", ""});
+    CHECK(md.find("not predicted") != std::string::npos);
   }
 
   TEST_CASE("a plan saved before families had components still charts its candidates") {
