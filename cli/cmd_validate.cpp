@@ -2,17 +2,16 @@
 //   mpirun -np 4 shardplan validate --preset tiny --zero 3 --backend cpu     trains with the reference loop
 //   shardplan validate --preset llama3-8b --gpus 64 ... --measurements run.jsonl   any run's per-step log
 // The prediction is made before and apart from the measurement: from the model, the presets and --cluster only.
-#include <mpi.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
-#include <thread>
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <thread>
+#include <vector>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -68,24 +67,9 @@ void check_output_path(const std::string& path, const char* flag) {
     throw InputError(fmt::format("{} {}: the folder {} is not writable", flag, path, dir.string()));
 }
 
-// This process's arguments after the program name (/proc/self/cmdline).
-std::string own_arguments() {
-  std::ifstream in("/proc/self/cmdline", std::ios::binary);
-  std::string raw((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const size_t first = raw.find('\0');
-  return first == std::string::npos ? std::string() : raw.substr(first + 1);
-}
-
-// Every rank must train the same configuration: a rank started with other flags (an MPMD launch, a wrapper that
-// differs per node) would otherwise wait forever in a collective of another size. FNV-1a 64 of the arguments.
-void check_same_command_line(const comm::WorldInfo& w) {
-  uint64_t mine = 1469598103934665603ull;
-  for (unsigned char c : own_arguments()) mine = (mine ^ c) * 1099511628211ull;
-  std::vector<uint64_t> all(static_cast<size_t>(w.size));
-  MPI_Allgather(&mine, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, MPI_COMM_WORLD);
-  std::vector<int> odd;
-  for (int r = 1; r < w.size; ++r)
-    if (all[static_cast<size_t>(r)] != all[0]) odd.push_back(r);
+// Every rank must train the same configuration (comm::ranks_with_other_arguments).
+void check_same_command_line() {
+  const std::vector<int> odd = comm::ranks_with_other_arguments();
   if (!odd.empty())
     throw InputError(fmt::format("rank(s) {} were started with other flags than rank 0: give every rank the same "
                                  "validate command line", fmt::join(odd, ", ")));
@@ -222,7 +206,7 @@ void validate_by_training(ValidateOptions o, const GlobalOptions& global) {
     throw InputError(fmt::format("--gpus {} but mpirun started {} ranks: drop --gpus or start mpirun -np {}",
                                  *o.config.gpus, world_info.size, *o.config.gpus));
   o.config.gpus = world_info.size;
-  check_same_command_line(world_info);
+  check_same_command_line();
   const PresetStore store = load_presets(global);
   ResolvedConfig cfg = resolve_config(o.config, store);
   check_reference_strategy(cfg.strategy);

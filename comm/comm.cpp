@@ -2,7 +2,11 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <string>
 #include <vector>
 
 #include <fmt/format.h>
@@ -64,6 +68,23 @@ WorldInfo query_world() {
   w.nodes = static_cast<int>(distinct.size());
   w.node = static_cast<int>(std::lower_bound(distinct.begin(), distinct.end(), leader) - distinct.begin());
   return w;
+}
+
+std::vector<int> ranks_with_other_arguments() {
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  const std::string raw((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t first = raw.find('\0');  // arguments after the program name, which may differ per node
+  uint64_t mine = 1469598103934665603ull;  // FNV-1a 64 (Fowler, Noll, Vo)
+  for (size_t i = first == std::string::npos ? raw.size() : first + 1; i < raw.size(); ++i)
+    mine = (mine ^ static_cast<unsigned char>(raw[i])) * 1099511628211ull;
+  int size = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  std::vector<uint64_t> all(static_cast<size_t>(size));
+  mpi_check(MPI_Allgather(&mine, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, MPI_COMM_WORLD), "MPI_Allgather");
+  std::vector<int> odd;
+  for (int r = 1; r < size; ++r)
+    if (all[static_cast<size_t>(r)] != all[0]) odd.push_back(r);
+  return odd;
 }
 
 bool backend_available(const std::string& backend) {

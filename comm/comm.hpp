@@ -10,6 +10,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace shardplan::comm {
 
@@ -69,6 +70,12 @@ struct WorldInfo {
 
 // MPI must be initialised (see MpiSession). Collective over MPI_COMM_WORLD.
 WorldInfo query_world();
+
+// The ranks whose command-line arguments (after the program name, /proc/self/cmdline) differ from rank 0's, in
+// order; empty when every rank got the same. A rank started with other flags (an MPMD launch, a wrapper that
+// differs per node) would otherwise wait forever in a collective of another size. Collective over
+// MPI_COMM_WORLD (one 64-bit FNV-1a hash per rank).
+std::vector<int> ranks_with_other_arguments();
 
 // MPI_Init_thread on construction (MPI_THREAD_MULTIPLE when offered: the watchdog aborts from its own thread),
 // MPI_Finalize on destruction. One per process.
