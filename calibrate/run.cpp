@@ -18,6 +18,7 @@
 #include <thread>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "calibrate/bench.hpp"
 #include "calibrate/coordinator.hpp"
@@ -134,6 +135,10 @@ int run_calibrate(const CalibrateFlags& flags, const PresetStore& store, const s
     return code;
   };
 
+  // Ranks started with other flags would measure other sizes and wait on each other forever.
+  if (const std::vector<int> odd = comm::ranks_with_other_arguments(); !odd.empty())
+    return fail(2, fmt::format("rank(s) {} were started with other flags than rank 0: give every rank the same "
+                               "calibrate command line", fmt::join(odd, ", ")));
   RunPlan plan;
   try {
     plan = resolve_plan(flags, store, size);
@@ -236,10 +241,14 @@ int run_calibrate(const CalibrateFlags& flags, const PresetStore& store, const s
       std::fflush(raw);
     }
 
-    // Fault injection for the time-out test: SHARDPLAN_CALIBRATE_FAULT=hang:R stops rank R before it measures.
+    // Fault injection for the fault tests: SHARDPLAN_CALIBRATE_FAULT=hang:R stops rank R before it measures;
+    // exit:R ends rank R there (a crashed node).
     int hang_rank = -1;
     if (const char* fault = std::getenv("SHARDPLAN_CALIBRATE_FAULT"); fault && std::string(fault).rfind("hang:", 0) == 0)
       hang_rank = std::atoi(fault + 5);
+    if (const char* fault = std::getenv("SHARDPLAN_CALIBRATE_FAULT");
+        fault && std::string(fault).rfind("exit:", 0) == 0 && std::atoi(fault + 5) == rank)
+      std::_Exit(3);
 
     Progress progress(steps.size(), rank == 0 && !flags.quiet);
     std::vector<RawRecord> records = done_records;
