@@ -77,6 +77,9 @@ SearchSpace search_space(const PlanOptions& o, const ModelSpec& m, const Cluster
   b.global_batch = f.global_batch.value_or(default_global_batch(b.seq, b.gpus));
   for (auto [flag, v] : {std::pair{"--gpus", b.gpus}, {"--seq", b.seq}, {"--global-batch", b.global_batch}})
     if (v < 1) throw InputError(fmt::format("{} must be at least 1, got {}", flag, v));
+  // As predict's bound (planner/strategy.cpp); found by fuzz/fuzz_cli: --gpus 2^63-1 overflowed the default batch.
+  if (b.gpus > (int64_t{1} << 24))
+    throw InputError(fmt::format("--gpus {} is implausibly large (at most {})", b.gpus, int64_t{1} << 24));
   auto positive = [](const char* flag, const std::optional<int64_t>& v) {
     if (v && *v < 1) throw InputError(fmt::format("{} must be at least 1, got {}", flag, *v));
     return v;

@@ -111,7 +111,11 @@ FrameworkTraits reference_traits() {
   t.nccl_bytes_per_communicator = 512 * kMiB;
   t.fragmentation = 0;  // one arena sized up front
   t.zero3_prefetch_units = 1;
-  t.unsharded_grad_units = 2;
+  // The peak is in the first block's backward (reference/README.md): that block's unsharded gradients, and the
+  // head unit's, whose reduce-scatter is in flight.
+  t.unsharded_grad_units = 1;
+  t.head_grads_in_flight = true;
+  t.attention_score_matrices = 2;  // scores and their gradient, per (sequence, head), in backward
   t.logits_bytes_per_element = 6;  // bf16 logits + fp32 probabilities, gradient written in place
   t.block_backward_scratch = true;  // the loop's one reused set of block gradient scratch (reference/README.md)
   t.swiglu_saved_intermediates = 3;

@@ -25,6 +25,11 @@ struct FrameworkTraits {
   int64_t zero3_prefetch_elements = 0;    // DeepSpeed: stage3_prefetch_bucket_size (elements), 0 = unit-based
   bool zero3_root_stays_gathered = false; // the root unit (embedding, final norm, LM head) stays unsharded
   int64_t unsharded_grad_units = 0;       // unit gradients alive before their reduce-scatter completes
+  // ZeRO-2/3: beside unsharded_grad_units blocks, the head unit's (final norm + LM head, or the tied embedding)
+  // gradients are still being reduced at the peak, which is in the first block's backward.
+  bool head_grads_in_flight = false;
+  // Attention that scores one (sequence, head) at a time keeps this many T×T fp32 matrices (0: flash kernels).
+  int64_t attention_score_matrices = 0;
 
   // Whether the bucketed gradient reduction (DDP, ZeRO-1/2) runs while backward computes, and whether ZeRO-1/2's
   // parameter all-gather after the step runs while the next forward computes.

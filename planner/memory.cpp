@@ -136,6 +136,17 @@ void add_activations(Ledger& l, const StageInputs& in) {
   }
 }
 
+// The head unit's parameters: final norm and LM head, or the embedding it is tied to.
+double head_unit_params(const StageParams& st) {
+  return static_cast<double>(st.final_norm + (st.lm_head > 0 ? st.lm_head : st.embedding));
+}
+
+void add_head_grads_in_flight(Ledger& l, const StageInputs& in) {
+  if (in.fw.head_grads_in_flight && in.stage.last)
+    l.add(&MemoryComponents::buffers, "buffers", text("head unit gradients, reduce-scatter in flight"),
+          head_unit_params(in.stage) * in.state.grads);
+}
+
 // FSDP/ZeRO-3: parameters gathered for computation, and unit gradients before their reduce-scatter.
 void add_zero3_working_set(Ledger& l, const StageInputs& in) {
   const double block = static_cast<double>(in.stage.block_params);
@@ -157,6 +168,7 @@ void add_zero3_working_set(Ledger& l, const StageInputs& in) {
   if (!in.keeps_unsharded_grads) {
     l.add(&MemoryComponents::buffers, "buffers", [&] { return fmt::format("unsharded gradients of {} units awaiting reduce-scatter", in.fw.unsharded_grad_units); },
           static_cast<double>(in.fw.unsharded_grad_units) * block * grad_b);
+    add_head_grads_in_flight(l, in);
     if (in.fw.zero3_root_stays_gathered)
       l.add(&MemoryComponents::buffers, "buffers", text("unsharded root-unit gradients (reduced last)"), root * grad_b);
   }
@@ -179,6 +191,7 @@ void add_reduction_buffers(Ledger& l, const StageInputs& in) {
   if (s.zero == 2 && !in.keeps_unsharded_grads)
     l.add(&MemoryComponents::buffers, "buffers", [&] { return fmt::format("unsharded gradients of {} units awaiting reduce-scatter", in.fw.unsharded_grad_units); },
           static_cast<double>(in.fw.unsharded_grad_units) * static_cast<double>(in.stage.block_params) * grad_b);
+  if (s.zero == 2 && !in.keeps_unsharded_grads) add_head_grads_in_flight(l, in);
 }
 
 void add_parallel_buffers(Ledger& l, const StageInputs& in) {
@@ -187,6 +200,9 @@ void add_parallel_buffers(Ledger& l, const StageInputs& in) {
   const double boundary = a * static_cast<double>(s.seq * s.micro_batch * in.model.hidden) / (s.sp ? s.tp : 1);
   if (s.pp > 1) l.add(&MemoryComponents::buffers, "buffers", text("pipeline send/receive activations"), 2 * boundary);
   if (s.sp) l.add(&MemoryComponents::buffers, "buffers", text("sequence-parallel all-gather output"), boundary * s.tp);
+  if (in.fw.attention_score_matrices > 0)
+    l.add(&MemoryComponents::buffers, "buffers", text("attention workspace (T×T fp32 scores, one head at a time)"),
+          static_cast<double>(in.fw.attention_score_matrices) * static_cast<double>(s.seq * s.seq) * 4);
 }
 
 int64_t communicators(const ModelSpec& m, const Strategy& s, const StageParams& st) {

@@ -28,9 +28,14 @@ const char* to_string(Objective o) {
 }
 
 int64_t default_global_batch(int64_t seq, int64_t gpus) {
-  const int64_t tokens = std::max<int64_t>(int64_t{1} << 22, gpus * 1024);
+  // gpus is capped before the product (found by fuzz/fuzz_cli: --gpus 2^63-1 overflowed); validation refuses
+  // more than 2^24 ranks anyway.
+  const int64_t tokens = std::max<int64_t>(int64_t{1} << 22, std::min<int64_t>(gpus, int64_t{1} << 40) * 1024);
+  // seq < 1 is refused by the caller, but only after this default is taken: without the guard, seq 0 looped for
+  // ever (`plan --seq 0` hung; tests/test_bad_input.cpp). With seq ≥ 1 the product stays below 2·tokens ≤ 2^51.
+  const int64_t per_sequence = std::max<int64_t>(seq, 1);
   int64_t sequences = 1;
-  while (sequences * seq < tokens) sequences *= 2;
+  while (sequences * per_sequence < tokens) sequences *= 2;
   return sequences;
 }
 

@@ -213,6 +213,11 @@ TEST_SUITE("bad input") {
         {"plan --preset 8b --objective fastest", {"--objective"}},
         {"plan --preset 8b --objective cost", {"--objective cost", "--tokens"}},
         {"plan --preset 8b --gpus 0", {"--gpus"}},
+        // Found here: --seq 0 hung for ever in the default global batch (planner/search.cpp).
+        {"plan --preset 8b --seq 0", {"--seq"}},
+        // Found by fuzz/fuzz_cli: a saturated --gpus overflowed the same default (UBSan), then a misleading message.
+        {"plan --preset 8b --gpus 99999999999999999999", {"--gpus", "implausibly large"}},
+        {"plan --preset 8b --gpus 16777217", {"--gpus", "implausibly large"}},
         {"plan --preset 8b --tp 0", {"--tp"}},
         {"plan --preset 8b --zero 4", {"--zero"}},
         {"plan --preset 8b --gpus 1", {"no configuration"}},

@@ -11,26 +11,30 @@ field() { grep -m1 -o "\"$2\": *[-0-9.eE+]*" "$1" | sed 's/.*: *//'; }
 # within PCT VALUE: |VALUE| ≤ PCT
 within() { awk -v v="$2" -v b="$1" 'BEGIN { exit !(v == v + 0 && (v < 0 ? -v : v) <= b) }'; }
 
-for zero in 0 1 2 3; do
-  "$mpirun" --oversubscribe -np "$np" "$bin" validate --preset tiny --zero "$zero" --micro-batch 2 --steps 3 \
-    --warmup 1 --format json --steps-out "$work/steps$zero.jsonl" >"$work/v$zero.json" 2>"$work/err"
+# tiny: Llama-style (RMSNorm, SwiGLU, rotary, GQA); small: GPT-2-style (LayerNorm, GELU, learned positions,
+# tied, biases). The issue's bound: the predicted peak within 5 % of the measured one.
+for run in "tiny 0" "tiny 1" "tiny 2" "tiny 3" "small 0" "small 3"; do
+  set -- $run
+  model=$1 zero=$2
+  "$mpirun" --oversubscribe -np "$np" "$bin" validate --preset "$model" --zero "$zero" --micro-batch 2 --steps 3 \
+    --warmup 1 --format json --steps-out "$work/steps_${model}_$zero.jsonl" >"$work/v_${model}_$zero.json" 2>"$work/err"
   code=$?
-  no_rank_left "zero $zero"
-  [ "$code" = 0 ] || { cat "$work/err"; fail "zero $zero: exit $code"; }
+  no_rank_left "$model zero $zero"
+  [ "$code" = 0 ] || { cat "$work/err"; fail "$model zero $zero: exit $code"; }
   # The memory prediction of the reference loop must hold: every byte of it is designed, none is a guess.
-  sed -n '/"error_pct"/,/}/p' "$work/v$zero.json" > "$work/err_pct"
+  sed -n '/"error_pct"/,/}/p' "$work/v_${model}_$zero.json" > "$work/err_pct"
   peak_err=$(field "$work/err_pct" peak_bytes)
-  within 10 "$peak_err" || { cat "$work/v$zero.json" | head -60; fail "zero $zero: peak memory off by $peak_err %"; }
-  lines=$(wc -l < "$work/steps$zero.jsonl")
-  [ "$lines" = 4 ] || fail "zero $zero: --steps-out has $lines lines, expected 4 (1 warm-up + 3)"
-  echo "ok: zero $zero: peak error $peak_err %"
+  within 5 "$peak_err" || { head -60 "$work/v_${model}_$zero.json"; fail "$model zero $zero: peak memory off by $peak_err %"; }
+  lines=$(wc -l < "$work/steps_${model}_$zero.jsonl")
+  [ "$lines" = 4 ] || fail "$model zero $zero: --steps-out has $lines lines, expected 4 (1 warm-up + 3)"
+  echo "ok: $model zero $zero: peak error $peak_err %"
 done
 
 # The step log replays: --measurements gives the same measured peak.
 "$bin" validate --preset tiny --gpus "$np" --zero 3 --micro-batch 2 --precision fp32 --framework reference \
-  --measurements "$work/steps3.jsonl" --format json >"$work/replay.json" 2>"$work/err" ||
+  --measurements "$work/steps_tiny_3.jsonl" --format json >"$work/replay.json" 2>"$work/err" ||
   { cat "$work/err"; fail "replay: exit $?"; }
-sed -n '/"measured"/,/}/p' "$work/v3.json" > "$work/m_run"
+sed -n '/"measured"/,/}/p' "$work/v_tiny_3.json" > "$work/m_run"
 sed -n '/"measured"/,/}/p' "$work/replay.json" > "$work/m_replay"
 [ "$(field "$work/m_run" peak_bytes)" = "$(field "$work/m_replay" peak_bytes)" ] ||
   fail "replay: measured peak $(field "$work/m_replay" peak_bytes) differs from the run's $(field "$work/m_run" peak_bytes)"
