@@ -180,9 +180,8 @@ void validate_from_log(const ValidateOptions& o, const GlobalOptions& global) {
   emit(p, compare_with_measurement(p, figures, true), src, o);
 }
 
-// Every rank runs this under mpirun; rank 0 prints and writes. Bad input throws InputError on every rank alike
-// (main prints it once, from rank 0); a failure during training names the rank and ends the job.
-void validate_by_training(ValidateOptions o, const GlobalOptions& global) {
+// The options of a training run, before MPI starts (every rank alike).
+void check_run_options(ValidateOptions& o) {
   if (o.backend != "cpu")
     throw InputError("--backend '" + o.backend + "': the reference loop runs on 'cpu' (Eigen + MPI) in this build; "
                      "the CUDA loop is not built yet");
@@ -199,9 +198,11 @@ void validate_by_training(ValidateOptions o, const GlobalOptions& global) {
   check_output_path(o.report, "--report");
   o.config.framework = "reference";
   if (!o.precision_given) o.config.precision = "fp32";
+}
 
-  comm::MpiSession mpi(nullptr, nullptr);
-  const comm::WorldInfo world_info = comm::query_world();
+// Predicts, trains and compares; rank 0 prints and writes. Bad input throws InputError on every rank alike; a
+// failure during training names the rank and ends the job.
+void train_and_compare(ValidateOptions o, const GlobalOptions& global, const comm::WorldInfo& world_info) {
   if (o.config.gpus && *o.config.gpus != world_info.size)
     throw InputError(fmt::format("--gpus {} but mpirun started {} ranks: drop --gpus or start mpirun -np {}",
                                  *o.config.gpus, world_info.size, *o.config.gpus));
@@ -246,6 +247,29 @@ void validate_by_training(ValidateOptions o, const GlobalOptions& global) {
   emit(p, compare_with_measurement(p, figures, time_predicted), src, o);
 }
 
+// Every rank runs this under mpirun. Returns the exit code. An error is printed by rank 0 before MPI_Finalize,
+// which waits for every rank: no rank can exit, and make mpirun end the job, before the line is out.
+int validate_by_training(ValidateOptions o, const GlobalOptions& global) {
+  comm::MpiSession mpi(nullptr, nullptr);
+  const comm::WorldInfo world_info = comm::query_world();
+  auto fail = [&](int code, const char* what) {
+    if (world_info.rank == 0) {
+      std::fprintf(stderr, "error: %s\n", what);
+      std::fflush(stderr);
+    }
+    return code;
+  };
+  try {
+    check_run_options(o);
+    train_and_compare(o, global, world_info);
+  } catch (const InputError& e) {
+    return fail(2, e.what());
+  } catch (const std::exception& e) {
+    return fail(1, e.what());  // after training only rank 0 works (writes its outputs)
+  }
+  return 0;
+}
+
 }  // namespace
 
 void add_validate_command(CLI::App& app, const GlobalOptions& global) {
@@ -279,7 +303,10 @@ void add_validate_command(CLI::App& app, const GlobalOptions& global) {
                            "trained: drop it");
       validate_from_log(*opts, global);
     } else {
-      validate_by_training(*opts, global);
+      if (const int code = validate_by_training(*opts, global); code != 0) {
+        std::fflush(stdout);
+        std::exit(code);  // MPI is finalised and the one error line printed (rank 0)
+      }
     }
   });
 }

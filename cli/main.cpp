@@ -1,7 +1,9 @@
 // shardplan: plan distributed LLM training before spending a GPU-hour.
+#include <chrono>
 #include <cstdlib>
 #include <exception>
 #include <iostream>
+#include <thread>
 
 #include <CLI/CLI.hpp>
 
@@ -27,7 +29,12 @@ bool is_secondary_rank() {
 }
 
 int fail(int code, const std::string& message) {
-  if (!is_secondary_rank()) std::cerr << "error: " << one_line(message) << "\n";
+  if (!is_secondary_rank()) {
+    std::cerr << "error: " << one_line(message) << "\n";
+  } else {
+    // mpirun ends the job when a rank exits non-zero: give rank 0 a moment to print the line first.
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
   return code;
 }
 

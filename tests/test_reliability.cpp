@@ -10,6 +10,7 @@
 #include "io/preset_store.hpp"
 #include "planner/error.hpp"
 #include "planner/predict.hpp"
+#include "planner/search.hpp"
 #include "planner/strategy.hpp"
 #include "tests/cli_runner.hpp"
 
@@ -110,6 +111,17 @@ TEST_SUITE("reliability") {
     m = message_of([] { (void)PresetStore::builtin().model("8b\x1b[2J"); });
     CHECK(m.find("'8b\\x1B[2J'") != std::string::npos);
     CHECK(m.find('\x1b') == std::string::npos);
+  }
+
+  TEST_CASE("fuzz: plan's default global batch neither overflows on a saturated --gpus nor loops on --seq 0") {
+    // Found by fuzz/fuzz_cli (UBSan: 9223372036854775807 * 1024) and by tests/test_bad_input.cpp (seq 0 hung).
+    // 1024 tokens per GPU, at least 2^22, in sequences rounded up to a power of two: 8 GPUs at seq 2048 → 2^22 /
+    // 2048 = 2048 sequences; 2^24 GPUs → 2^34 tokens / 2048 = 2^23 sequences.
+    CHECK(default_global_batch(2048, 8) == 2048);
+    CHECK(default_global_batch(2048, int64_t{1} << 24) == int64_t{1} << 23);
+    CHECK(default_global_batch(2048, INT64_MAX) == int64_t{1} << 39);  // capped at 2^40 GPUs: 2^50 / 2^11
+    CHECK(default_global_batch(0, 8) == int64_t{1} << 22);             // as seq 1; the caller refuses seq 0
+    CHECK(default_global_batch(-7, 8) == int64_t{1} << 22);
   }
 
   TEST_CASE("overflow: a 10-trillion-parameter model on 100,000 GPUs is counted exactly and predicted in range") {
