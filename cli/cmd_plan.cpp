@@ -124,7 +124,8 @@ void add_plan_command(CLI::App& app, const GlobalOptions& global) {
                   "throughput (default) | memory | cost (fewest GPU-hours for --tokens; the cheapest is recommended)");
   cmd->add_option("--emit", opts->emit_dir,
                   "Write launch files for the recommendation into DIR: torchrun + FSDP2, Accelerate, DeepSpeed, "
-                  "Megatron-LM, torchtitan");
+                  "Megatron-LM, torchtitan")
+      ->check([](const std::string& v) { return v.empty() ? std::string("needs a folder, e.g. --emit launch/") : std::string(); });
   cmd->add_flag("--all", opts->all, "Show the best candidate of every strategy family, including those that do not fit");
   cmd->add_option("--top", opts->top, "How many ranked candidates to show (default 5)")->check(CLI::Range(1, 1000));
   cmd->add_option("--simulate-top", opts->simulate_top,

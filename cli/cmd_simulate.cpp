@@ -28,7 +28,8 @@ void add_simulate_command(CLI::App& app, const GlobalOptions& global) {
       "simulate", "Event-driven simulation of one training step: schedule, exposed communication, memory over time");
   add_config_flags(*cmd, opts->config);
   cmd->add_option("--format", opts->format, "table | json | yaml | csv | markdown (default table)");
-  cmd->add_option("--trace", opts->trace, "Write a Chrome trace event file (chrome://tracing, ui.perfetto.dev)");
+  cmd->add_option("--trace", opts->trace, "Write a Chrome trace event file (chrome://tracing, ui.perfetto.dev)")
+      ->check([](const std::string& v) { return v.empty() ? std::string("needs a file name, e.g. --trace step.json") : std::string(); });
   add_report_option(*cmd, opts->report);
   add_terminal_flags(*cmd, opts->terminal);
   cmd->callback([opts, &global] {

@@ -224,6 +224,7 @@ TEST_SUITE("bad input") {
         {"plan --preset nosuch", {"nosuch"}},
         {"plan --model /dev/zero", {"/dev/zero"}},
         {"plan --preset 8b --gpus 8 --emit a-file", {"--emit a-file"}},
+        {"plan --preset 8b --gpus 8 --emit ''", {"--emit", "needs a folder"}},
         {"plan --preset 8b --gpus 8 --emit a-file/sub", {"--emit a-file/sub"}},
         {"plan --preset 8b --gpus 8 --emit out/blocked", {"torchtitan.toml"}},
         {"plan --preset 8b --gpus 8 --report out/plan.txt", {"--report", "plan.txt"}},
@@ -239,6 +240,7 @@ TEST_SUITE("bad input") {
         {"simulate --preset 8b --gpus 0", {"--gpus"}},
         {"simulate --preset nosuch", {"nosuch"}},
         {"simulate --preset 8b --trace a-file/t.json", {"--trace a-file/t.json", "cannot write"}},
+        {"simulate --preset 8b --trace ''", {"--trace", "needs a file name"}},
         {"simulate --preset 8b --trace out/taken.html", {"--trace out/taken.html", "directory"}},
         {"simulate --preset 8b --trace out/missing/t.json", {"--trace out/missing/t.json"}},
     });
