@@ -250,6 +250,7 @@ void train_and_compare(ValidateOptions o, const GlobalOptions& global, const com
 // Every rank runs this under mpirun. Returns the exit code. An error is printed by rank 0 before MPI_Finalize,
 // which waits for every rank: no rank can exit, and make mpirun end the job, before the line is out.
 int validate_by_training(ValidateOptions o, const GlobalOptions& global) {
+  check_run_options(o);  // before MPI: an InputError here goes to main, which prints it from rank 0 only
   comm::MpiSession mpi(nullptr, nullptr);
   const comm::WorldInfo world_info = comm::query_world();
   auto fail = [&](int code, const char* what) {
@@ -260,7 +261,6 @@ int validate_by_training(ValidateOptions o, const GlobalOptions& global) {
     return code;
   };
   try {
-    check_run_options(o);
     train_and_compare(o, global, world_info);
   } catch (const InputError& e) {
     return fail(2, e.what());
