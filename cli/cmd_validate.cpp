@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -120,11 +121,6 @@ reference::RunConfig run_config_of(const ResolvedConfig& cfg, const ValidateOpti
   return rc;
 }
 
-nlohmann::json component_json(const reference::MemoryByComponent& m) {
-  return {{"params", m.params},       {"grads", m.grads},   {"master", m.master}, {"optimizer", m.optimizer},
-          {"activations", m.activations}, {"logits", m.logits}, {"buffers", m.buffers}};
-}
-
 std::map<std::string, int64_t> component_map(const reference::MemoryByComponent& m) {
   return {{"params", m.params},       {"grads", m.grads},   {"master", m.master}, {"optimizer", m.optimizer},
           {"activations", m.activations}, {"logits", m.logits}, {"buffers", m.buffers}};
@@ -134,7 +130,7 @@ std::map<std::string, int64_t> component_map(const reference::MemoryByComponent&
 nlohmann::json step_json(const reference::StepRecord& r) {
   return {{"step", r.step},           {"warmup", r.warmup},       {"step_s", r.step_s},
           {"compute_s", r.compute_s}, {"comm_wait_s", r.comm_wait_s}, {"loss", r.loss},
-          {"grad_norm", r.grad_norm}, {"peak_bytes", r.peak_bytes}, {"components", component_json(r.at_peak)},
+          {"grad_norm", r.grad_norm}, {"peak_bytes", r.peak_bytes}, {"components", component_map(r.at_peak)},
           {"rss_bytes", r.rss_bytes}};
 }
 
