@@ -28,17 +28,15 @@ int64_t& component_of(MemoryByComponent& m, Category c) {
 }  // namespace
 
 Arena::~Arena() {
-  for (auto& [p, e] : entries_) std::free(p);
+  for (auto& [p, e] : entries_) backend_.memory_release(p);
 }
 
 float* Arena::allocate(int64_t count, Category c, bool zero) {
-  // The tensor's own bytes are counted; the allocation is rounded up to the 64-byte alignment (slack that is the
-  // allocator's, not the loop's: it shows in the resident set).
+  // The tensor's own bytes are counted; the backend rounds the allocation up to its alignment (slack that is the
+  // allocator's, not the loop's: it shows in the device's own figure).
   const int64_t bytes = count * 4;
-  const std::size_t rounded = static_cast<std::size_t>(((bytes + 63) / 64) * 64);
-  float* p = static_cast<float*>(std::aligned_alloc(64, rounded > 0 ? rounded : 64));
-  if (!p) throw std::bad_alloc();
-  if (zero) std::memset(p, 0, rounded);
+  float* p = static_cast<float*>(backend_.memory_allocate(static_cast<std::size_t>(bytes)));
+  if (zero) backend_.memory_zero(p, static_cast<std::size_t>(bytes));
   entries_[p] = Entry{bytes, c};
   component_of(live_, c) += bytes;
   live_total_ += bytes;
@@ -55,7 +53,7 @@ void Arena::release(float* p) {
   component_of(live_, it->second.category) -= it->second.bytes;
   live_total_ -= it->second.bytes;
   entries_.erase(it);
-  std::free(p);
+  backend_.memory_release(p);
 }
 
 void Arena::reset_peak() {

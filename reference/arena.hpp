@@ -5,20 +5,22 @@
 #include <cstdint>
 #include <unordered_map>
 
+#include "reference/backend.hpp"
 #include "reference/reference.hpp"
 
 namespace shardplan::reference {
 
 enum class Category { params, grads, master, optimizer, activations, logits, buffers };
 
+// Memory comes from a backend (host or device), which must outlive the arena.
 class Arena {
  public:
-  Arena() = default;
+  explicit Arena(Backend& backend) : backend_(backend) {}
   Arena(const Arena&) = delete;
   Arena& operator=(const Arena&) = delete;
   ~Arena();
 
-  // `count` fp32 elements, 64-byte aligned, zero-filled when `zero` (the caller overwrites otherwise).
+  // `count` fp32 elements of backend memory, zero-filled when `zero` (the caller overwrites otherwise).
   float* allocate(int64_t count, Category c, bool zero);
   void release(float* p);
 
@@ -28,12 +30,14 @@ class Arena {
   const MemoryByComponent& at_peak() const { return at_peak_; }
   // Starts a new measurement window: the peak becomes what is live now.
   void reset_peak();
+  Backend& backend() const { return backend_; }
 
  private:
   struct Entry {
     int64_t bytes;
     Category category;
   };
+  Backend& backend_;
   std::unordered_map<float*, Entry> entries_;
   MemoryByComponent live_;
   int64_t live_total_ = 0;

@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include "planner/error.hpp"
+#include "reference/backend.hpp"
 #include "reference/reference.hpp"
 
 namespace shardplan::reference {
@@ -21,9 +22,13 @@ std::string check_config(const RunConfig& c, int world_size) {
   if (seq < 1 || seq > m.seq)
     return fmt::format("--seq {}: must be between 1 and the model's seq {} (learned positions and the reference "
                        "corpus windows are sized by it)", seq, m.seq);
+  if (c.backend != "cpu" && c.backend != "cuda")
+    return fmt::format("--backend {}: the reference loop runs on 'cpu' (Eigen + MPI) or 'cuda' (cuBLASLt + NCCL)",
+                       c.backend);
+  if (c.backend == "cuda" && !cuda_backend_built())
+    return "--backend cuda: this build has no CUDA backend (the CUDA toolkit was not found at configure time)";
   if (c.precision != Precision::fp32)
-    return fmt::format("--precision {}: the CPU reference loop runs fp32 only", to_string(c.precision));
-  if (c.backend != "cpu") return fmt::format("--backend {}: this build runs the reference loop on 'cpu' only", c.backend);
+    return fmt::format("--precision {}: the reference loop runs fp32 only (both backends)", to_string(c.precision));
   if (c.recompute == Recompute::selective)
     return "--recompute selective: the reference loop implements none and full";
   if (c.data != "corpus" && c.data != "synthetic")

@@ -1,8 +1,6 @@
 // The reference GPT's block and head (model.hpp).
 #include "reference/model.hpp"
 
-#include <cstring>
-
 namespace shardplan::reference {
 
 BlockActs block_acts_allocate(Arena& a, const Dims& d) {
@@ -38,77 +36,77 @@ BlockScratch block_scratch_allocate(Arena& a, const Dims& d) {
   return b;
 }
 
-void block_forward(float* out, const float* x, BlockActs& A, const BlockView& w, float* work, const Dims& d,
+void block_forward(Backend& k, float* out, const float* x, BlockActs& A, const BlockView& w, float* work, const Dims& d,
                    const Poll& poll) {
   const int64_t N = d.tokens(), C = d.hidden;
   const AttentionShape s = d.attention();
-  norm_forward(A.ln1.data(), A.ln1_mean.data(), A.ln1_rstd.data(), x, w.ln1_w, w.ln1_b, N, C, d.rms);
-  matmul_forward(A.qkv.data(), A.ln1.data(), w.qkv_w, w.qkv_b, N, C, s.qkv_width());
+  k.norm_forward(A.ln1.data(), A.ln1_mean.data(), A.ln1_rstd.data(), x, w.ln1_w, w.ln1_b, N, C, d.rms);
+  k.matmul_forward(A.qkv.data(), A.ln1.data(), w.qkv_w, w.qkv_b, N, C, s.qkv_width());
   poll();
-  if (d.rope) rope_forward(A.qkv.data(), s);
-  attention_forward(A.att.data(), A.lse.data(), A.qkv.data(), work, s);
+  if (d.rope) k.rope_forward(A.qkv.data(), s);
+  k.attention_forward(A.att.data(), A.lse.data(), A.qkv.data(), work, s);
   poll();
-  matmul_forward(A.x_mid.data(), A.att.data(), w.out_w, w.out_b, N, s.q_width(), C);
-  residual_accumulate(A.x_mid.data(), x, N * C);
-  norm_forward(A.ln2.data(), A.ln2_mean.data(), A.ln2_rstd.data(), A.x_mid.data(), w.ln2_w, w.ln2_b, N, C,
+  k.matmul_forward(A.x_mid.data(), A.att.data(), w.out_w, w.out_b, N, s.q_width(), C);
+  k.residual_accumulate(A.x_mid.data(), x, N * C);
+  k.norm_forward(A.ln2.data(), A.ln2_mean.data(), A.ln2_rstd.data(), A.x_mid.data(), w.ln2_w, w.ln2_b, N, C,
                d.rms);
-  matmul_forward(A.fc1.data(), A.ln2.data(), w.fc1_w, w.fc1_b, N, C, d.fc1_width);
+  k.matmul_forward(A.fc1.data(), A.ln2.data(), w.fc1_w, w.fc1_b, N, C, d.fc1_width);
   poll();
   if (d.swiglu) {
-    swiglu_forward(A.act.data(), A.fc1.data(), N, d.ffn);
+    k.swiglu_forward(A.act.data(), A.fc1.data(), N, d.ffn);
   } else {
-    gelu_forward(A.act.data(), A.fc1.data(), N * d.ffn);
+    k.gelu_forward(A.act.data(), A.fc1.data(), N * d.ffn);
   }
-  matmul_forward(out, A.act.data(), w.fc2_w, w.fc2_b, N, d.ffn, C);
-  residual_accumulate(out, A.x_mid.data(), N * C);
+  k.matmul_forward(out, A.act.data(), w.fc2_w, w.fc2_b, N, d.ffn, C);
+  k.residual_accumulate(out, A.x_mid.data(), N * C);
   poll();
 }
 
-void block_backward(float* d_resid, const float* x, const BlockActs& A, const BlockView& w, const BlockView& g,
+void block_backward(Backend& k, float* d_resid, const float* x, const BlockActs& A, const BlockView& w, const BlockView& g,
                     BlockScratch& S, const Dims& d, const Poll& poll) {
   const int64_t N = d.tokens(), C = d.hidden;
   const AttentionShape s = d.attention();
   // MLP: d_resid is ∂/∂out = ∂/∂(fc2 output) and flows unchanged along the residual to x_mid.
-  matmul_backward(S.d_act.data(), g.fc2_w, g.fc2_b, d_resid, A.act.data(), w.fc2_w, N, d.ffn, C);
+  k.matmul_backward(S.d_act.data(), g.fc2_w, g.fc2_b, d_resid, A.act.data(), w.fc2_w, N, d.ffn, C);
   if (d.swiglu) {
-    swiglu_backward(S.d_fc1.data(), A.fc1.data(), S.d_act.data(), N, d.ffn);
+    k.swiglu_backward(S.d_fc1.data(), A.fc1.data(), S.d_act.data(), N, d.ffn);
   } else {
-    gelu_backward(S.d_fc1.data(), A.fc1.data(), S.d_act.data(), N * d.ffn);
+    k.gelu_backward(S.d_fc1.data(), A.fc1.data(), S.d_act.data(), N * d.ffn);
   }
   poll();
-  matmul_backward(S.d_c.data(), g.fc1_w, g.fc1_b, S.d_fc1.data(), A.ln2.data(), w.fc1_w, N, C, d.fc1_width);
-  norm_backward_accumulate(d_resid, g.ln2_w, g.ln2_b, S.d_c.data(), A.x_mid.data(), w.ln2_w, A.ln2_mean.data(),
+  k.matmul_backward(S.d_c.data(), g.fc1_w, g.fc1_b, S.d_fc1.data(), A.ln2.data(), w.fc1_w, N, C, d.fc1_width);
+  k.norm_backward_accumulate(d_resid, g.ln2_w, g.ln2_b, S.d_c.data(), A.x_mid.data(), w.ln2_w, A.ln2_mean.data(),
                            A.ln2_rstd.data(), N, C, d.rms);
   poll();
   // Attention: d_resid is now ∂/∂x_mid = ∂/∂(out GEMM output), and flows on to x.
-  matmul_backward(S.d_att.data(), g.out_w, g.out_b, d_resid, A.att.data(), w.out_w, N, s.q_width(), C);
-  attention_backward(S.d_qkv.data(), S.d_att.data(), A.att.data(), A.lse.data(), A.qkv.data(), S.work.data(), s);
+  k.matmul_backward(S.d_att.data(), g.out_w, g.out_b, d_resid, A.att.data(), w.out_w, N, s.q_width(), C);
+  k.attention_backward(S.d_qkv.data(), S.d_att.data(), A.att.data(), A.lse.data(), A.qkv.data(), S.work.data(), s);
   poll();
-  if (d.rope) rope_backward(S.d_qkv.data(), s);
-  matmul_backward(S.d_c.data(), g.qkv_w, g.qkv_b, S.d_qkv.data(), A.ln1.data(), w.qkv_w, N, C, s.qkv_width());
-  norm_backward_accumulate(d_resid, g.ln1_w, g.ln1_b, S.d_c.data(), x, w.ln1_w, A.ln1_mean.data(),
+  if (d.rope) k.rope_backward(S.d_qkv.data(), s);
+  k.matmul_backward(S.d_c.data(), g.qkv_w, g.qkv_b, S.d_qkv.data(), A.ln1.data(), w.qkv_w, N, C, s.qkv_width());
+  k.norm_backward_accumulate(d_resid, g.ln1_w, g.ln1_b, S.d_c.data(), x, w.ln1_w, A.ln1_mean.data(),
                            A.ln1_rstd.data(), N, C, d.rms);
   poll();
 }
 
-double head_forward_backward(float* d_resid, const float* x, const int32_t* targets, const HeadView& w,
+double head_forward_backward(Backend& k, float* d_resid, const float* x, const int32_t* targets, const HeadView& w,
                              const HeadView& g, const float* lm_head, float* d_lm_head, Arena& a, const Dims& d,
                              float scale) {
   const int64_t N = d.tokens(), C = d.hidden, Vp = d.padded_vocab;
   Buf lnf(a, N * C, Category::activations);                     // [N,C]
   Buf mean = d.rms ? Buf() : Buf(a, N, Category::activations);  // [N]
   Buf rstd(a, N, Category::activations);                        // [N]
-  norm_forward(lnf.data(), mean.data(), rstd.data(), x, w.lnf_w, w.lnf_b, N, C, d.rms);
+  k.norm_forward(lnf.data(), mean.data(), rstd.data(), x, w.lnf_w, w.lnf_b, N, C, d.rms);
   double loss = 0;
   {
     Buf logits(a, N * Vp, Category::logits);  // [N,Vp] logits, then ∂loss/∂logits in place
-    matmul_forward(logits.data(), lnf.data(), lm_head, nullptr, N, C, Vp);
-    loss = softmax_xent_forward_backward(logits.data(), targets, N, Vp, d.vocab, scale);
+    k.matmul_forward(logits.data(), lnf.data(), lm_head, nullptr, N, C, Vp);
+    loss = k.softmax_xent_forward_backward(logits.data(), targets, N, Vp, d.vocab, scale);
     Buf d_lnf(a, N * C, Category::activations);  // [N,C]
-    matmul_backward(d_lnf.data(), d_lm_head, nullptr, logits.data(), lnf.data(), lm_head, N, C, Vp);
+    k.matmul_backward(d_lnf.data(), d_lm_head, nullptr, logits.data(), lnf.data(), lm_head, N, C, Vp);
     logits.reset();
-    std::memset(d_resid, 0, static_cast<std::size_t>(N * C) * sizeof(float));
-    norm_backward_accumulate(d_resid, g.lnf_w, g.lnf_b, d_lnf.data(), x, w.lnf_w, mean.data(), rstd.data(), N, C,
+    k.memory_zero(d_resid, static_cast<std::size_t>(N * C) * sizeof(float));
+    k.norm_backward_accumulate(d_resid, g.lnf_w, g.lnf_b, d_lnf.data(), x, w.lnf_w, mean.data(), rstd.data(), N, C,
                              d.rms);
   }
   return loss;

@@ -2,6 +2,7 @@
 // The reference GPT's layers, forward and backward, on top of the CPU kernels. A block is pre-norm:
 //   x_mid = x + Wo·attn(rope(Wqkv·norm1(x)));  y = x_mid + W2·act(W1·norm2(x_mid)).
 // What each block keeps for backward is BlockActs (all fp32); the residual stream x is owned by the caller.
+// Every pointer is memory of the backend `k` that runs the kernels (backend.hpp).
 #include <functional>
 
 #include "reference/arena.hpp"
@@ -42,17 +43,17 @@ BlockScratch block_scratch_allocate(Arena& a, const Dims& d);
 using Poll = std::function<void()>;
 
 // out[N,C] = block(x[N,C]); fills acts. work[T,T] scratch.
-void block_forward(float* out, const float* x, BlockActs& acts, const BlockView& w, float* work, const Dims& d,
+void block_forward(Backend& k, float* out, const float* x, BlockActs& acts, const BlockView& w, float* work, const Dims& d,
                    const Poll& poll);
 // d_resid[N,C]: on entry ∂loss/∂out, on return ∂loss/∂x. Parameter gradients accumulate into g.
-void block_backward(float* d_resid, const float* x, const BlockActs& acts, const BlockView& w, const BlockView& g,
+void block_backward(Backend& k, float* d_resid, const float* x, const BlockActs& acts, const BlockView& w, const BlockView& g,
                     BlockScratch& s, const Dims& d, const Poll& poll);
 
 // Final norm, LM head and cross-entropy, forward and backward at once (the logits never outlive the loss):
 // d_resid[N,C] = ∂loss/∂x (overwritten) for x[N,C] the last block's output; targets[N]; the gradient is
 // scaled by `scale` (1 / tokens of the global batch). lm_head is head.lm_head or, tied, the embedding's wte
 // (and d_lm_head the matching gradient). Returns Σ −log p over the N tokens.
-double head_forward_backward(float* d_resid, const float* x, const int32_t* targets, const HeadView& w,
+double head_forward_backward(Backend& k, float* d_resid, const float* x, const int32_t* targets, const HeadView& w,
                              const HeadView& g, const float* lm_head, float* d_lm_head, Arena& a, const Dims& d,
                              float scale);
 

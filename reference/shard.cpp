@@ -28,16 +28,14 @@ double normal_draw(uint64_t& state) {
   return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
 }
 
-void copy_floats(float* dst, const float* src, int64_t n) {
-  std::memcpy(dst, src, static_cast<std::size_t>(n) * sizeof(float));
-}
+std::size_t float_bytes(int64_t n) { return static_cast<std::size_t>(n) * sizeof(float); }
 
 }  // namespace
 
 UnitStore::UnitStore(const std::vector<UnitLayout>& units, int zero, comm::Communicator& world, Arena& arena,
                      double timeout_s)
-    : units_(units), zero_(zero), world_(world), arena_(arena), timeout_s_(timeout_s), rank_(world.rank()),
-      size_(world.size()), state_(units.size()) {
+    : units_(units), zero_(zero), world_(world), arena_(arena), k_(arena.backend()), timeout_s_(timeout_s),
+      rank_(world.rank()), size_(world.size()), state_(units.size()) {
   for (std::size_t u = 0; u < units.size(); ++u) {
     const int64_t padded = units[u].padded, shard = units[u].shard();
     UnitState& s = state_[u];
@@ -49,6 +47,10 @@ UnitStore::UnitStore(const std::vector<UnitLayout>& units, int zero, comm::Commu
     s.m = Buf(arena_, moments, Category::optimizer, true);
     s.v = Buf(arena_, moments, Category::optimizer, true);
   }
+}
+
+UnitStore::~UnitStore() {
+  if (exchange_) k_.memory_release(exchange_);
 }
 
 void UnitStore::params_init(uint64_t seed, int64_t layers) {
@@ -69,8 +71,8 @@ void UnitStore::params_init(uint64_t seed, int64_t layers) {
       }
     }
     UnitState& s = state_[u];
-    if (zero_ <= 2) copy_floats(s.full.data(), values.data(), L.padded);
-    if (zero_ == 3) copy_floats(s.shard.data(), values.data() + rank_ * L.shard(), L.shard());
+    if (zero_ <= 2) k_.memory_upload(s.full.data(), values.data(), float_bytes(L.padded));
+    if (zero_ == 3) k_.memory_upload(s.shard.data(), values.data() + rank_ * L.shard(), float_bytes(L.shard()));
   }
 }
 
@@ -93,14 +95,36 @@ bool UnitStore::in_flight() const {
   return false;
 }
 
-void UnitStore::barrier() { wait_held(world_.barrier()); }
+void UnitStore::barrier() {
+  k_.synchronize();
+  wait_held(world_.barrier());
+}
+
+// A collective runs on the communicator's own stream (NCCL): whatever the backend's kernels still write into or
+// read from its buffers — or from memory the caching allocator just handed out again — must be done first.
+void UnitStore::collective_prepare() { k_.synchronize(); }
+
+float* UnitStore::exchange_buffer(std::size_t floats) {
+  if (floats > exchange_floats_) {
+    if (exchange_) k_.memory_release(exchange_);
+    exchange_ = static_cast<float*>(k_.memory_allocate(floats * sizeof(float)));
+    exchange_floats_ = floats;
+  }
+  return exchange_;
+}
 
 std::vector<double> UnitStore::stats_gather(const std::vector<double>& mine) {
-  // Doubles travel as pairs of fp32 words: all_gather copies bits.
-  stats_send_ = mine;
-  stats_recv_.assign(mine.size() * static_cast<std::size_t>(size_), 0.0);
-  wait_held(world_.all_gather(stats_send_.data(), stats_recv_.data(), 2 * mine.size(), comm::DataType::fp32));
-  return stats_recv_;
+  // Doubles travel as pairs of fp32 words: all_gather copies bits. In backend memory (NCCL reads device memory):
+  // [mine.size()] doubles sent, then [size · mine.size()] received.
+  const std::size_t n = mine.size(), words = 2 * n;
+  float* send = exchange_buffer(words * (1 + static_cast<std::size_t>(size_)));
+  float* recv = send + words;
+  k_.memory_upload(send, mine.data(), n * sizeof(double));
+  collective_prepare();
+  wait_held(world_.all_gather(send, recv, words, comm::DataType::fp32));
+  std::vector<double> all(n * static_cast<std::size_t>(size_));
+  k_.memory_download(all.data(), recv, all.size() * sizeof(double));
+  return all;
 }
 
 void UnitStore::poll() {
@@ -115,6 +139,7 @@ void UnitStore::params_prefetch(int u) {
   if (s.full) return;  // gathered or in flight
   // A gathered unit is working set, not the rank's parameters: `buffers`, as the planner counts it (memory.cpp).
   s.full = Buf(arena_, units_[static_cast<std::size_t>(u)].padded, Category::buffers);
+  collective_prepare();
   s.gather = world_.all_gather(s.shard.data(), s.full.data(),
                                static_cast<std::size_t>(units_[static_cast<std::size_t>(u)].shard()),
                                comm::DataType::fp32);
@@ -160,6 +185,7 @@ void UnitStore::grads_done(int u, bool reduce) {
   if (!reduce) return;  // no_sync: keep accumulating unsharded
   UnitState& s = state_[static_cast<std::size_t>(u)];
   const UnitLayout& L = units_[static_cast<std::size_t>(u)];
+  collective_prepare();  // the backward kernels that wrote these gradients
   if (zero_ <= 1) {
     // DDP bucket = the unit's flat gradient, all-reduced in place (no bucket copy).
     reductions_.push_back({u, world_.all_reduce(s.gfull.data(), s.gfull.data(), static_cast<std::size_t>(L.padded),
@@ -184,16 +210,21 @@ double UnitStore::optimizer_step(AdamWParams a, double clip_norm) {
   for (std::size_t u = 0; u < units_.size(); ++u) {
     const UnitState& s = state_[u];
     const int64_t shard = units_[u].shard();
-    if (zero_ == 0) sq += sum_squares(s.gfull.data(), units_[u].padded);
-    if (zero_ == 1) sq += sum_squares(s.gfull.data() + rank_ * shard, shard);
-    if (zero_ >= 2) sq += sum_squares(s.gshard.data(), shard);
+    if (zero_ == 0) sq += k_.sum_squares(s.gfull.data(), units_[u].padded);
+    if (zero_ == 1) sq += k_.sum_squares(s.gfull.data() + rank_ * shard, shard);
+    if (zero_ >= 2) sq += k_.sum_squares(s.gshard.data(), shard);
   }
   if (zero_ >= 1 && size_ > 1) {
     // Two floats carry the double's high and low parts, so the sum keeps ~double precision.
-    norm_parts_[0] = static_cast<float>(sq);
-    norm_parts_[1] = static_cast<float>(sq - static_cast<double>(norm_parts_[0]));
-    wait_held(world_.all_reduce(norm_parts_, norm_parts_, 2, comm::DataType::fp32));
-    sq = static_cast<double>(norm_parts_[0]) + static_cast<double>(norm_parts_[1]);
+    float parts[2];  // [2] high and low parts of the squared norm
+    parts[0] = static_cast<float>(sq);
+    parts[1] = static_cast<float>(sq - static_cast<double>(parts[0]));
+    float* device_parts = exchange_buffer(2);
+    k_.memory_upload(device_parts, parts, sizeof parts);
+    collective_prepare();
+    wait_held(world_.all_reduce(device_parts, device_parts, 2, comm::DataType::fp32));
+    k_.memory_download(parts, device_parts, sizeof parts);
+    sq = static_cast<double>(parts[0]) + static_cast<double>(parts[1]);
   }
   const double norm = std::sqrt(sq);
   // Global-norm clipping (Pascanu et al. 2013; torch.nn.utils.clip_grad_norm_: coefficient clip/(norm + 1e-6)).
@@ -205,18 +236,19 @@ double UnitStore::optimizer_step(AdamWParams a, double clip_norm) {
     UnitState& s = state_[u];
     const int64_t padded = units_[u].padded, shard = units_[u].shard(), off = rank_ * shard;
     switch (zero_) {
-      case 0: adamw_step_shard(s.full.data(), s.gfull.data(), s.m.data(), s.v.data(), padded, a); break;
-      case 1: adamw_step_shard(s.full.data() + off, s.gfull.data() + off, s.m.data(), s.v.data(), shard, a); break;
-      case 2: adamw_step_shard(s.full.data() + off, s.gshard.data(), s.m.data(), s.v.data(), shard, a); break;
-      default: adamw_step_shard(s.shard.data(), s.gshard.data(), s.m.data(), s.v.data(), shard, a); break;
+      case 0: k_.adamw_step_shard(s.full.data(), s.gfull.data(), s.m.data(), s.v.data(), padded, a); break;
+      case 1: k_.adamw_step_shard(s.full.data() + off, s.gfull.data() + off, s.m.data(), s.v.data(), shard, a); break;
+      case 2: k_.adamw_step_shard(s.full.data() + off, s.gshard.data(), s.m.data(), s.v.data(), shard, a); break;
+      default: k_.adamw_step_shard(s.shard.data(), s.gshard.data(), s.m.data(), s.v.data(), shard, a); break;
     }
     if ((zero_ == 1 || zero_ == 2) && size_ > 1) {
       sends_.emplace_back(arena_, shard, Category::buffers);
-      copy_floats(sends_.back().data(), s.full.data() + off, shard);
+      k_.memory_copy(sends_.back().data(), s.full.data() + off, float_bytes(shard));
+      collective_prepare();
       held_.push_back(world_.all_gather(sends_.back().data(), s.full.data(), static_cast<std::size_t>(shard),
                                         comm::DataType::fp32));
     }
-    if (zero_ <= 1) std::memset(s.gfull.data(), 0, static_cast<std::size_t>(padded) * sizeof(float));
+    if (zero_ <= 1) k_.memory_zero(s.gfull.data(), float_bytes(padded));
   }
   for (auto& h : held_) wait_timed(*h);
   held_.clear();
@@ -231,13 +263,16 @@ std::vector<float> UnitStore::params_full_read() {
     sends_.clear();
     if (zero_ == 3) {
       sends_.emplace_back(arena_, units_[u].padded, Category::buffers);  // [padded] the gathered unit
+      collective_prepare();
       wait_held(world_.all_gather(state_[u].shard.data(), sends_.back().data(),
                                   static_cast<std::size_t>(units_[u].shard()), comm::DataType::fp32));
       p = sends_.back().data();
     } else {
       p = state_[u].full.data();
     }
-    out.insert(out.end(), p, p + units_[u].numel);
+    const std::size_t at = out.size();
+    out.resize(at + static_cast<std::size_t>(units_[u].numel));
+    k_.memory_download(out.data() + at, p, float_bytes(units_[u].numel));
   }
   sends_.clear();
   return out;

@@ -14,15 +14,20 @@
 
 #include "comm/comm.hpp"
 #include "reference/arena.hpp"
-#include "reference/cpu_kernels.hpp"
+#include "reference/backend.hpp"
 #include "reference/layout.hpp"
 
 namespace shardplan::reference {
 
 class UnitStore {
  public:
+  // Tensors live in `arena`, on its backend; collectives run over `world` (its backend's memory: MPI with the CPU
+  // backend, NCCL with CUDA).
   UnitStore(const std::vector<UnitLayout>& units, int zero, comm::Communicator& world, Arena& arena,
             double timeout_s);
+  ~UnitStore();
+  UnitStore(const UnitStore&) = delete;
+  UnitStore& operator=(const UnitStore&) = delete;
   // Deterministic initial values (the same whatever the world size): N(0, 0.02) matrices, 0.02/√(2L) for the
   // residual projections (GPT-2), norm gains 1, biases 0.
   void params_init(uint64_t seed, int64_t layers);
@@ -66,19 +71,24 @@ class UnitStore {
   void wait_timed(comm::Handle& h);
   void wait_held(comm::HandlePtr h);  // keeps h in held_ until done
   void reduction_retire();
+  void collective_prepare();
+  // [floats] backend memory for values that cross between ranks through the host (stats, the grad norm); kept
+  // for the store's lifetime, outside the arena (a few bytes, not the loop's tensors).
+  float* exchange_buffer(std::size_t floats);
 
   const std::vector<UnitLayout>& units_;
   int zero_;
   comm::Communicator& world_;
   Arena& arena_;
+  Backend& k_;
   double timeout_s_;
   int rank_, size_;
   std::vector<UnitState> state_;
   std::deque<Pending> reductions_;
   std::vector<comm::HandlePtr> held_;  // loop-level collectives being waited
   std::vector<Buf> sends_;             // [shard] per unit: copies of updated shards being all-gathered (ZeRO-1/2)
-  float norm_parts_[2] = {0, 0};       // squared grad norm (high, low parts) being all-reduced
-  std::vector<double> stats_send_, stats_recv_;
+  float* exchange_ = nullptr;          // exchange_buffer
+  std::size_t exchange_floats_ = 0;
 };
 
 }  // namespace shardplan::reference

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "reference/arena.hpp"
+#include "reference/backend.hpp"
 #include "reference/data.hpp"
 #include "reference/model.hpp"
 #include "reference/reference.hpp"
@@ -22,6 +23,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 struct Loop {
+  Backend& k;
   const RunConfig& c;
   Dims d;
   const std::vector<UnitLayout>& units;
@@ -48,7 +50,7 @@ double micro_forward_backward(Loop& x, const int32_t* tokens, const int32_t* tar
     const EmbeddingView e = embedding_view(x.units[0], st.params_acquire(0));
     st.params_prefetch(1);
     resid[0] = Buf(x.arena, N * C, Category::activations);
-    embedding_forward(resid[0].data(), tokens, e.wte, e.wpe, d.batch, d.seq, C);
+    x.k.embedding_forward(resid[0].data(), tokens, e.wte, e.wpe, d.batch, d.seq, C);
     st.params_release(0);
     for (int64_t l = 0; l < L; ++l) {
       const int u = static_cast<int>(l + 1);
@@ -57,8 +59,8 @@ double micro_forward_backward(Loop& x, const int32_t* tokens, const int32_t* tar
       resid[static_cast<std::size_t>(l + 1)] = Buf(x.arena, N * C, Category::activations);
       // Full recompute keeps only the block input; the block's tensors live just while it runs.
       BlockActs a = block_acts_allocate(x.arena, d);
-      block_forward(resid[static_cast<std::size_t>(l + 1)].data(), resid[static_cast<std::size_t>(l)].data(), a, w,
-                    work.data(), d, x.poll);
+      block_forward(x.k, resid[static_cast<std::size_t>(l + 1)].data(), resid[static_cast<std::size_t>(l)].data(), a,
+                    w, work.data(), d, x.poll);
       if (!recompute) acts[static_cast<std::size_t>(l)] = std::move(a);
       st.params_release(u);
     }
@@ -77,7 +79,7 @@ double micro_forward_backward(Loop& x, const int32_t* tokens, const int32_t* tar
       d_lm = embedding_view(x.units[0], st.grads_acquire(0)).wte;
     }
     st.params_prefetch(static_cast<int>(L));
-    loss = head_forward_backward(d_resid.data(), resid[static_cast<std::size_t>(L)].data(), targets, w, g, lm, d_lm,
+    loss = head_forward_backward(x.k, d_resid.data(), resid[static_cast<std::size_t>(L)].data(), targets, w, g, lm, d_lm,
                                  x.arena, d, scale);
     resid[static_cast<std::size_t>(L)].reset();
     st.params_release(H);
@@ -98,10 +100,11 @@ double micro_forward_backward(Loop& x, const int32_t* tokens, const int32_t* tar
       if (recompute) {
         recomputed = block_acts_allocate(x.arena, d);
         Buf out(x.arena, N * C, Category::activations);  // [N,C] the recomputed output, unused
-        block_forward(out.data(), resid[static_cast<std::size_t>(l)].data(), recomputed, w, s.work.data(), d, x.poll);
+        block_forward(x.k, out.data(), resid[static_cast<std::size_t>(l)].data(), recomputed, w, s.work.data(), d,
+                      x.poll);
         a = &recomputed;
       }
-      block_backward(d_resid.data(), resid[static_cast<std::size_t>(l)].data(), *a, w, g, s, d, x.poll);
+      block_backward(x.k, d_resid.data(), resid[static_cast<std::size_t>(l)].data(), *a, w, g, s, d, x.poll);
       acts[static_cast<std::size_t>(l)] = BlockActs();
       recomputed = BlockActs();
       resid[static_cast<std::size_t>(l)].reset();
@@ -110,7 +113,7 @@ double micro_forward_backward(Loop& x, const int32_t* tokens, const int32_t* tar
     }
   }
   const EmbeddingView ge = embedding_view(x.units[0], st.grads_acquire(0));
-  embedding_backward(ge.wte, ge.wpe, d_resid.data(), tokens, d.batch, d.seq, C);
+  x.k.embedding_backward(ge.wte, ge.wpe, d_resid.data(), tokens, d.batch, d.seq, C);
   st.grads_done(0, last);
   return loss;
 }
@@ -119,17 +122,21 @@ double micro_forward_backward(Loop& x, const int32_t* tokens, const int32_t* tar
 // activations, logits, buffers, rss, loss_sum.
 constexpr int kStats = 12;
 
-// MemAvailable of /proc/meminfo in bytes; 0 when unknown.
-int64_t memory_available_read() {
-  std::FILE* f = std::fopen("/proc/meminfo", "r");
-  if (!f) return 0;
-  char line[256];
-  long long kib = 0;
-  while (std::fgets(line, sizeof line, f))
-    if (std::sscanf(line, "MemAvailable: %lld kB", &kib) == 1) break;
-  std::fclose(f);
-  return static_cast<int64_t>(kib) * 1024;
-}
+// [count] int32 in backend memory, outside the arena (the token ids of one micro-batch: input data, which the
+// planner does not count).
+class BackendInts {
+ public:
+  BackendInts(Backend& k, int64_t count)
+      : k_(k), data_(static_cast<int32_t*>(k.memory_allocate(static_cast<std::size_t>(count) * sizeof(int32_t)))) {}
+  ~BackendInts() { k_.memory_release(data_); }
+  BackendInts(const BackendInts&) = delete;
+  BackendInts& operator=(const BackendInts&) = delete;
+  int32_t* data() const { return data_; }
+
+ private:
+  Backend& k_;
+  int32_t* data_;
+};
 
 }  // namespace
 
@@ -160,7 +167,8 @@ RunResult train_steps(const RunConfig& c, comm::Communicator& world, const Dims&
   const int W = world.size(), rank = world.rank();
   const int64_t seq = d.seq;
   store.params_init(c.seed, c.model.layers);
-  Loop loop{c, d, units, arena, store, c.model.layers, [&store] { store.poll(); }};
+  Backend& k = arena.backend();
+  Loop loop{k, c, d, units, arena, store, c.model.layers, [&store] { store.poll(); }};
   TokenSource data(c.data, c.corpus_path, seq, c.model.vocab,
                    c.seed);
 
@@ -169,6 +177,7 @@ RunResult train_steps(const RunConfig& c, comm::Communicator& world, const Dims&
   const int64_t global = per_rank * W;                    // sequences per step
   const float scale = static_cast<float>(1.0 / static_cast<double>(global * seq));
   std::vector<int32_t> tokens(static_cast<std::size_t>(N)), targets(static_cast<std::size_t>(N));  // [B,T] each
+  BackendInts tokens_k(k, N), targets_k(k, N);  // [B,T] each, in backend memory
 
   RunResult result;
   result.world = W;
@@ -187,12 +196,15 @@ RunResult train_steps(const RunConfig& c, comm::Communicator& world, const Dims&
         const int64_t g = step * global + rank * per_rank + m * c.micro_batch + b;
         data.sequence_read(g, tokens.data() + b * seq, targets.data() + b * seq);
       }
-      loss_sum += micro_forward_backward(loop, tokens.data(), targets.data(), m + 1 == c.grad_accum, scale);
+      k.memory_upload(tokens_k.data(), tokens.data(), tokens.size() * sizeof(int32_t));
+      k.memory_upload(targets_k.data(), targets.data(), targets.size() * sizeof(int32_t));
+      loss_sum += micro_forward_backward(loop, tokens_k.data(), targets_k.data(), m + 1 == c.grad_accum, scale);
     }
     store.grads_finish();
     const AdamWParams adam{static_cast<float>(c.lr), static_cast<float>(c.beta1), static_cast<float>(c.beta2),
                            static_cast<float>(c.eps), static_cast<float>(c.weight_decay), step + 1, 1.0f};
     const double grad_norm = store.optimizer_step(adam, c.clip_norm);
+    k.synchronize();  // the optimizer's kernels belong to this step
     const double step_s = std::chrono::duration<double>(Clock::now() - t0).count();
 
     const MemoryByComponent& p = arena.at_peak();
@@ -206,7 +218,7 @@ RunResult train_steps(const RunConfig& c, comm::Communicator& world, const Dims&
                                  static_cast<double>(p.activations),
                                  static_cast<double>(p.logits),
                                  static_cast<double>(p.buffers),
-                                 static_cast<double>(rss_bytes_read()),
+                                 static_cast<double>(k.device_memory_used()),
                                  loss_sum};
     const std::vector<double> all = store.stats_gather(mine);
     StepRecord r;
@@ -258,17 +270,24 @@ RunResult run_training(const RunConfig& c, comm::Communicator& world,
   const std::string problem = check_config(c, world.size());
   if (!problem.empty()) throw std::invalid_argument(problem);
   const int W = world.size();
-  const int64_t need = bytes_needed(c, W), available = memory_available_read();
+  // The backend's memory must be what the communicator moves: host memory over MPI, device memory over NCCL.
+  const std::string expected_comm = c.backend == "cuda" ? "nccl" : "mpi";
+  if (world.backend() != expected_comm)
+    throw std::invalid_argument(fmt::format("the {} backend trains over {} but the communicator is {}", c.backend,
+                                            expected_comm, world.backend()));
+  // On the heap, and abandoned (not destroyed) when a failure leaves communication in flight: see UnitStore.
+  auto backend_owned = make_backend(c.backend);
+  Backend& backend = *backend_owned;
+  const int64_t need = bytes_needed(c, W), available = backend.device_memory_available();
   if (available > 0 && need > available)
     throw std::runtime_error(fmt::format(
-        "the reference run needs about {:.2f} GiB per rank but this machine has {:.2f} GiB available: use more "
+        "the reference run needs about {:.2f} GiB per rank but the {} has {:.2f} GiB available: use more "
         "ranks, a higher --zero, --recompute full, a smaller --micro-batch or --seq, or a smaller model",
-        static_cast<double>(need) / (1 << 30), static_cast<double>(available) / (1 << 30)));
+        static_cast<double>(need) / (1 << 30), backend.description(), static_cast<double>(available) / (1 << 30)));
   const int64_t seq = c.seq ? c.seq : c.model.seq;
   Dims d = dims_make(c.model, c.micro_batch, seq);
   std::vector<UnitLayout> units = layout_make(d, c.model.layers, W);
-  // On the heap, and abandoned (not destroyed) when a failure leaves communication in flight: see UnitStore.
-  auto arena_owned = std::make_unique<Arena>();
+  auto arena_owned = std::make_unique<Arena>(backend);
   Arena& arena = *arena_owned;
   auto store_owned = std::make_unique<UnitStore>(units, c.zero, world, arena, c.comm_timeout_s);
   UnitStore& store = *store_owned;
@@ -278,6 +297,7 @@ RunResult run_training(const RunConfig& c, comm::Communicator& world,
     if (store.in_flight()) {
       (void)store_owned.release();  // intentionally leaked: MPI may still complete into these buffers
       (void)arena_owned.release();
+      (void)backend_owned.release();
     }
     throw;
   }

@@ -164,7 +164,8 @@ TEST_SUITE("reference kernels") {
       m.qkv_bias = m.out_bias = !llama;
       const Dims d = dims_make(m, 2, 4);
       const auto units = layout_make(d, 1, 1);
-      Arena arena;
+      auto cpu = make_cpu_backend();
+      Arena arena(*cpu);
       auto params = random_vec(units[1].padded, 15, 0.3f);
       std::vector<float> grads(params.size(), 0.0f);
       const int64_t N = d.tokens(), C = d.hidden;
@@ -172,14 +173,14 @@ TEST_SUITE("reference kernels") {
       std::vector<float> out(N * C), work(d.seq * d.seq);
       auto J = [&] {
         BlockActs a = block_acts_allocate(arena, d);
-        block_forward(out.data(), x.data(), a, block_view(units[1], params.data()), work.data(), d, [] {});
+        block_forward(*cpu, out.data(), x.data(), a, block_view(units[1], params.data()), work.data(), d, [] {});
         return dot(out, R);
       };
       BlockActs a = block_acts_allocate(arena, d);
-      block_forward(out.data(), x.data(), a, block_view(units[1], params.data()), work.data(), d, [] {});
+      block_forward(*cpu, out.data(), x.data(), a, block_view(units[1], params.data()), work.data(), d, [] {});
       BlockScratch s = block_scratch_allocate(arena, d);
       std::vector<float> dx = R;
-      block_backward(dx.data(), x.data(), a, block_view(units[1], params.data()), block_view(units[1], grads.data()),
+      block_backward(*cpu, dx.data(), x.data(), a, block_view(units[1], params.data()), block_view(units[1], grads.data()),
                      s, d, [] {});
       CHECK(fd_error(x, dx, J, 0, 1e-2f) < kTol);
       CHECK(fd_error(params, grads, J, 0, 1e-2f) < kTol);
@@ -191,10 +192,10 @@ TEST_SUITE("reference kernels") {
       auto Jh = [&] {
         std::vector<float> scratch_g(hp.size(), 0.0f), dr(N * C);
         const HeadView w = head_view(units[2], hp.data()), g = head_view(units[2], scratch_g.data());
-        return head_forward_backward(dr.data(), x.data(), targets.data(), w, g, w.lm_head, g.lm_head, arena, d, 1.0f);
+        return head_forward_backward(*cpu, dr.data(), x.data(), targets.data(), w, g, w.lm_head, g.lm_head, arena, d, 1.0f);
       };
       const HeadView w = head_view(units[2], hp.data()), g = head_view(units[2], hg.data());
-      head_forward_backward(d_resid.data(), x.data(), targets.data(), w, g, w.lm_head, g.lm_head, arena, d, 1.0f);
+      head_forward_backward(*cpu, d_resid.data(), x.data(), targets.data(), w, g, w.lm_head, g.lm_head, arena, d, 1.0f);
       CHECK(fd_error(x, d_resid, Jh, 0, 1e-2f) < kTol);
       CHECK(fd_error(hp, hg, Jh, 64, 1e-2f) < kTol);
     }
@@ -215,7 +216,8 @@ TEST_SUITE("reference kernels") {
   }
 
   TEST_CASE("the arena records the peak and what was live at it") {
-    Arena a;
+    auto cpu = make_cpu_backend();
+    Arena a(*cpu);
     Buf p(a, 100, Category::params);       // 400 B
     {
       Buf act(a, 250, Category::activations);  // 1000 B

@@ -1,0 +1,88 @@
+#pragma once
+// The device one rank trains on: its memory and the kernels of the reference GPT, in the style of ggml's
+// backends. The CPU backend runs the fp32 kernels of cpu_kernels.hpp on host memory (Eigen + plain loops); the
+// CUDA backend runs the same functions on its GPU's memory (cuBLASLt GEMMs and small kernels of its own,
+// reference/cuda_*.cu), each tested against its CPU twin (tests/test_reference_cuda.cpp).
+//
+// Every pointer a backend takes is memory of that backend (host or device); shapes are those of
+// cpu_kernels.hpp. Kernels may run asynchronously, in issue order: synchronize() waits for all of them. The
+// functions returning a number (sum_squares, softmax_xent_forward_backward) wait for their own result.
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "reference/cpu_kernels.hpp"
+
+namespace shardplan::reference {
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual const char* name() const = 0;         // "cpu" | "cuda"
+  virtual std::string description() const = 0;  // "cpu" / "NVIDIA H200 (sm_90, CUDA 13.0)"
+
+  // --- memory ------------------------------------------------------------------------------------------------
+  // `bytes` of backend memory, 256-byte aligned; throws std::bad_alloc when the device has none left. Released
+  // memory may be kept for reuse (a caching allocator, as PyTorch's): release never waits for the device.
+  virtual void* memory_allocate(std::size_t bytes) = 0;
+  virtual void memory_release(void* p) = 0;
+  virtual void memory_zero(void* p, std::size_t bytes) = 0;
+  virtual void memory_copy(void* dst, const void* src, std::size_t bytes) = 0;            // backend → backend
+  virtual void memory_upload(void* dst, const void* host, std::size_t bytes) = 0;         // host → backend
+  virtual void memory_download(void* host, const void* src, std::size_t bytes) = 0;       // backend → host (waits)
+  // Waits until every kernel and copy issued so far is done: before a collective on another stream reads what
+  // they wrote, or writes memory they may still read.
+  virtual void synchronize() = 0;
+  // The device's own figure of memory in use, bytes: the resident set (/proc/self/statm) on CPU, total − free
+  // (cudaMemGetInfo) on GPU, which includes the CUDA context, cuBLAS workspaces and NCCL buffers.
+  virtual int64_t device_memory_used() const = 0;
+  // Bytes the loop could still allocate: MemAvailable (/proc/meminfo) on CPU, cudaMemGetInfo's free on GPU; 0 when
+  // unknown (no check before the run).
+  virtual int64_t device_memory_available() const { return 0; }
+
+  // --- kernels (cpu_kernels.hpp documents each) --------------------------------------------------------------
+  virtual void matmul_forward(float* out, const float* in, const float* w, const float* bias, int64_t n,
+                              int64_t in_dim, int64_t out_dim) = 0;
+  virtual void matmul_backward(float* din, float* dw, float* dbias, const float* dout, const float* in,
+                               const float* w, int64_t n, int64_t in_dim, int64_t out_dim) = 0;
+  virtual void residual_accumulate(float* x, const float* y, int64_t n) = 0;
+  virtual double sum_squares(const float* x, int64_t n) = 0;
+  virtual void norm_forward(float* out, float* mean, float* rstd, const float* x, const float* w,
+                            const float* bias, int64_t n, int64_t c, bool rms) = 0;
+  virtual void norm_backward_accumulate(float* dx, float* dw, float* dbias, const float* dout, const float* x,
+                                        const float* w, const float* mean, const float* rstd, int64_t n, int64_t c,
+                                        bool rms) = 0;
+  virtual void rope_forward(float* qkv, const AttentionShape& s) = 0;
+  virtual void rope_backward(float* dqkv, const AttentionShape& s) = 0;
+  virtual void attention_forward(float* out, float* lse, const float* qkv, float* work, const AttentionShape& s) = 0;
+  virtual void attention_backward(float* dqkv, const float* dout, const float* out, const float* lse,
+                                  const float* qkv, float* work, const AttentionShape& s) = 0;
+  virtual void gelu_forward(float* out, const float* in, int64_t n) = 0;
+  virtual void gelu_backward(float* din, const float* in, const float* dout, int64_t n) = 0;
+  virtual void swiglu_forward(float* out, const float* fc1, int64_t n, int64_t f) = 0;
+  virtual void swiglu_backward(float* dfc1, const float* fc1, const float* dout, int64_t n, int64_t f) = 0;
+  // tokens[B,T] in backend memory.
+  virtual void embedding_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe, int64_t b,
+                                 int64_t t, int64_t c) = 0;
+  virtual void embedding_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens, int64_t b,
+                                  int64_t t, int64_t c) = 0;
+  // targets[N] in backend memory.
+  virtual double softmax_xent_forward_backward(float* logits, const int32_t* targets, int64_t n,
+                                               int64_t padded_vocab, int64_t vocab, float scale) = 0;
+  virtual void adamw_step_shard(float* p, const float* g, float* m, float* v, int64_t n, const AdamWParams& a) = 0;
+};
+
+// Host memory and the kernels of cpu_kernels.hpp.
+std::unique_ptr<Backend> make_cpu_backend();
+
+// Whether this build has the CUDA backend (the CUDA toolkit was found at configure time).
+bool cuda_backend_built();
+// The CUDA backend on the current device (comm's NCCL world has chosen it: cudaSetDevice before this call).
+// Throws std::runtime_error naming the reason when the build has no CUDA or no GPU is visible.
+std::unique_ptr<Backend> make_cuda_backend();
+
+// "cpu" or "cuda"; throws std::runtime_error for another name or a backend this build or machine cannot run.
+std::unique_ptr<Backend> make_backend(const std::string& name);
+
+}  // namespace shardplan::reference
