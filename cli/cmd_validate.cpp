@@ -26,6 +26,7 @@
 #include "io/measurements.hpp"
 #include "planner/error.hpp"
 #include "planner/validation.hpp"
+#include "reference/backend.hpp"
 #include "reference/reference.hpp"
 
 namespace shardplan::cli {
@@ -126,6 +127,17 @@ std::map<std::string, int64_t> component_map(const reference::MemoryByComponent&
           {"activations", m.activations}, {"logits", m.logits}, {"buffers", m.buffers}};
 }
 
+// What the run measured, by CONTRACT names. On GPU the device memory in use before the loop allocated anything
+// is the `runtime` component (CUDA context, cuBLAS workspace, NCCL buffers), and counts toward the peak.
+MeasuredFigures measured_figures(const reference::RunResult& r) {
+  MeasuredFigures f{r.median_step_s, r.peak_bytes, component_map(r.at_peak)};
+  if (r.runtime_bytes > 0) {
+    f.components["runtime"] = r.runtime_bytes;
+    f.peak_bytes = r.peak_bytes + r.runtime_bytes;
+  }
+  return f;
+}
+
 // One line of the measurements schema (io/measurements.hpp) per step, so `validate --measurements` replays a run.
 nlohmann::json step_json(const reference::StepRecord& r) {
   return {{"step", r.step},           {"warmup", r.warmup},       {"step_s", r.step_s},
@@ -143,8 +155,18 @@ void print_progress(const reference::StepRecord& r, int64_t total) {
 }
 
 // The prediction for the reference loop on CPU ranks: its memory needs no calibration; its time needs a profile
-// measured on CPU ranks (calibrate --backend mpi), else it is not predicted.
-bool prepare_cpu_prediction(ResolvedConfig& cfg, const ValidateOptions& o, std::vector<std::string>& notes) {
+// measured on CPU ranks (calibrate --backend mpi), else it is not predicted. On GPUs (--backend cuda) the cluster
+// is the one given (--gpu, --cluster: a preset or a profile of calibrate --backend nccl).
+bool prepare_prediction(ResolvedConfig& cfg, const ValidateOptions& o, std::vector<std::string>& notes) {
+  if (o.backend == "cuda") {
+    if (cfg.cluster.gpu.cpu_ranks)
+      throw InputError("--cluster " + o.config.cluster + " was measured on CPU ranks; --backend cuda needs a GPU "
+                       "cluster (--gpu NAME, or a profile of calibrate --backend nccl)");
+    if (cfg.cluster_defaulted)
+      notes.push_back(std::string("no --cluster or --gpu given; predicted on ") + kDefaultCluster +
+                      " (pass --gpu with the GPU the ranks run on)");
+    return true;
+  }
   const bool cpu_profile = cfg.cluster.gpu.cpu_ranks;
   cfg.cluster.gpu.cpu_ranks = true;
   if (cpu_profile) return true;
@@ -178,9 +200,14 @@ void validate_from_log(const ValidateOptions& o, const GlobalOptions& global) {
 
 // The options of a training run, before MPI starts (every rank alike).
 void check_run_options(ValidateOptions& o) {
-  if (o.backend != "cpu")
-    throw InputError("--backend '" + o.backend + "': the reference loop runs on 'cpu' (Eigen + MPI) in this build; "
-                     "the CUDA loop is not built yet");
+  if (o.backend != "cpu" && o.backend != "cuda")
+    throw InputError("--backend '" + o.backend + "' is not one of: cpu (Eigen + MPI), cuda (cuBLASLt + NCCL)");
+  if (o.backend == "cuda" && !reference::cuda_backend_built())
+    throw InputError("--backend cuda: this build has no CUDA backend (the CUDA toolkit was not found when it was "
+                     "configured); use --backend cpu or rebuild on a machine with /usr/local/cuda");
+  if (o.backend == "cuda" && reference::cuda_devices_visible() == 0)
+    throw InputError("--backend cuda: no GPU is visible to this process (check nvidia-smi and CUDA_VISIBLE_DEVICES, "
+                     "or use --backend cpu)");
   if (o.data != "corpus" && o.data != "synthetic")
     throw InputError("--data '" + o.data + "' is not one of: corpus, synthetic");
   if (o.steps < 1) throw InputError(fmt::format("--steps must be at least 1, got {}", o.steps));
@@ -208,7 +235,7 @@ void train_and_compare(ValidateOptions o, const GlobalOptions& global, const com
   ResolvedConfig cfg = resolve_config(o.config, store);
   check_reference_strategy(cfg.strategy);
   ValidationSource src;
-  const bool time_predicted = prepare_cpu_prediction(cfg, o, src.notes);
+  const bool time_predicted = prepare_prediction(cfg, o, src.notes);
   const Prediction p = predict(cfg.model, cfg.strategy, cfg.cluster);  // before, and apart from, the run
   const reference::RunConfig rc = run_config_of(cfg, o);
   if (const std::string why = reference::check_config(rc, world_info.size); !why.empty()) throw InputError(why);
@@ -218,7 +245,7 @@ void train_and_compare(ValidateOptions o, const GlobalOptions& global, const com
   nlohmann::json steps = nlohmann::json::array();
   reference::RunResult result;
   try {
-    std::unique_ptr<comm::Communicator> world = comm::make_world("mpi");
+    std::unique_ptr<comm::Communicator> world = comm::make_world(o.backend == "cuda" ? "nccl" : "mpi");
     result = reference::run_training(rc, *world, [&](const reference::StepRecord& r) {
       inject_fault(world_info.rank, r.step);
       steps.push_back(step_json(r));
@@ -234,7 +261,7 @@ void train_and_compare(ValidateOptions o, const GlobalOptions& global, const com
   src.what = fmt::format("the reference loop ({} backend, {} ranks, {} data)", o.backend, world_info.size, o.data);
   src.steps_timed = o.steps;
   src.steps = steps;
-  const MeasuredFigures figures{result.median_step_s, result.peak_bytes, component_map(result.at_peak)};
+  const MeasuredFigures figures = measured_figures(result);
   if (!o.steps_out.empty()) {
     std::string lines;
     for (const nlohmann::json& s : steps) lines += s.dump() + "\n";
@@ -273,7 +300,8 @@ void add_validate_command(CLI::App& app, const GlobalOptions& global) {
   CLI::App* cmd = app.add_subcommand(
       "validate", "Train the reference FSDP loop (under mpirun) or read a run's log, and compare with the prediction");
   add_config_flags(*cmd, opts->config);
-  cmd->add_option("--backend", opts->backend, "Reference loop backend: cpu (Eigen + MPI); default cpu");
+  cmd->add_option("--backend", opts->backend,
+                  "Reference loop backend: cpu (Eigen + MPI) or cuda (one GPU per rank, cuBLASLt + NCCL); default cpu");
   cmd->add_option("--measurements", opts->measurements,
                   "Compare with a run's per-step log (JSON lines: step, step_s, peak_bytes, components) instead of "
                   "training");

@@ -78,6 +78,8 @@ std::unique_ptr<Backend> make_cpu_backend();
 
 // Whether this build has the CUDA backend (the CUDA toolkit was found at configure time).
 bool cuda_backend_built();
+// GPUs this process can see (cudaGetDeviceCount; 0 without the CUDA build or on error). Safe before MPI starts.
+int cuda_devices_visible();
 // The CUDA backend on the current device (comm's NCCL world has chosen it: cudaSetDevice before this call).
 // Throws std::runtime_error naming the reason when the build has no CUDA or no GPU is visible.
 std::unique_ptr<Backend> make_cuda_backend();

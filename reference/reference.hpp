@@ -24,7 +24,7 @@ struct RunConfig {
   int64_t seq = 0;                 // tokens per sequence (0: model.seq)
   Recompute recompute = Recompute::none;  // none | full (block-level activation checkpointing)
   Precision precision = Precision::fp32;  // CPU backend: fp32 only
-  std::string backend = "cpu";     // "cpu" (Eigen + MPI)
+  std::string backend = "cpu";     // "cpu" (Eigen, over an MPI communicator) | "cuda" (over NCCL)
   std::string data = "corpus";     // "corpus" (the shipped text, byte-level tokens) | "synthetic"
   int64_t steps = 8;               // optimizer steps measured, after warm-up
   int64_t warmup_steps = 2;        // steps run first and dropped from the timing
@@ -74,6 +74,9 @@ struct RunResult {
   int world = 1;
   // Additions of the implementation:
   MemoryByComponent between_steps;   // live after the last step on this rank: the persistent model states
+  // GPU: device memory in use before the loop allocated anything (cudaMemGetInfo: the CUDA context, cuBLAS
+  // workspace, NCCL buffers — the planner's `runtime`), max over ranks; 0 on CPU, where it is not separable.
+  int64_t runtime_bytes = 0;
   std::vector<float> final_params;   // every parameter after training, unpadded, in unit order (keep_params)
 };
 

@@ -287,12 +287,16 @@ RunResult run_training(const RunConfig& c, comm::Communicator& world,
   const int64_t seq = c.seq ? c.seq : c.model.seq;
   Dims d = dims_make(c.model, c.micro_batch, seq);
   std::vector<UnitLayout> units = layout_make(d, c.model.layers, W);
+  const int64_t runtime_bytes = backend.name() == std::string("cuda") ? backend.device_memory_used() : 0;
   auto arena_owned = std::make_unique<Arena>(backend);
   Arena& arena = *arena_owned;
   auto store_owned = std::make_unique<UnitStore>(units, c.zero, world, arena, c.comm_timeout_s);
   UnitStore& store = *store_owned;
   try {
-    return train_steps(c, world, d, units, arena, store, on_step);
+    RunResult r = train_steps(c, world, d, units, arena, store, on_step);
+    for (const double b : store.stats_gather({static_cast<double>(runtime_bytes)}))
+      r.runtime_bytes = std::max(r.runtime_bytes, static_cast<int64_t>(b));
+    return r;
   } catch (...) {
     if (store.in_flight()) {
       (void)store_owned.release();  // intentionally leaked: MPI may still complete into these buffers

@@ -11,6 +11,7 @@
 #include "io/preset_store.hpp"
 #include "reference/data.hpp"
 #include "reference/layout.hpp"
+#include "reference/backend.hpp"
 #include "reference/reference.hpp"
 
 using namespace shardplan;
@@ -72,8 +73,10 @@ TEST_SUITE("reference loop") {
     CHECK(check_config(bad, 2).find("--seq") != std::string::npos);
     bad = c, bad.model.position = PositionKind::alibi;
     CHECK(check_config(bad, 2).find("alibi") != std::string::npos);
-    bad = c, bad.backend = "cuda";
+    bad = c, bad.backend = "gloo";
     CHECK(check_config(bad, 2).find("--backend") != std::string::npos);
+    bad = c, bad.backend = "cuda";  // refused only where the build has no CUDA backend
+    CHECK(check_config(bad, 2).empty() == cuda_backend_built());
     bad = c, bad.model.vocab = 100;
     CHECK(check_config(bad, 2).find("vocab") != std::string::npos);
     bad = c, bad.model.kv_heads = 3;  // does not divide heads
