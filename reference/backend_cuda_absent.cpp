@@ -7,8 +7,6 @@ namespace shardplan::reference {
 
 bool cuda_backend_built() { return false; }
 
-int cuda_devices_visible() { return 0; }
-
 std::unique_ptr<Backend> make_cuda_backend() {
   throw std::runtime_error(
       "this build has no CUDA backend: the CUDA toolkit was not found at configure time (install it, or use "
