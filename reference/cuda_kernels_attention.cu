@@ -1,0 +1,235 @@
+// Rotary embedding and causal grouped-query attention on the GPU, twins of cpu_kernels_attention.cpp.
+//
+// Attention keeps no T×T matrix (the `work` buffer of the Backend interface is not used on the GPU): one warp per
+// query row runs the online softmax of FlashAttention (Dao et al. 2022 §3.1; Milakov & Gimelshein 2018) over the
+// keys j ≤ t, holding its q row and its output accumulator in registers (lane l holds dimensions l, l + 32, …),
+// and saves the row's log-sum-exp. Backward (FlashAttention-2, Dao 2023, Algorithm 2) recomputes
+// p_tj = exp(s_tj − lse_t): one warp per query row for dq (which also writes D_t = Σ_d dO_td·O_td), then one warp
+// per key row j of each kv head for dk and dv, looping over the query heads of its group and t ≥ j — every
+// element of dqkv is written by exactly one warp, so no atomics and no zeroing are needed (dqkv is overwritten,
+// as on CPU). Plain fp32, no tensor cores, no tiling through shared memory: a reference, not a fast kernel.
+#include <cmath>
+
+#include "reference/cuda_kernels.cuh"
+
+namespace shardplan::reference::gpu {
+
+namespace {
+
+constexpr int kWarpsPerBlock = 4;  // 128 threads: 4 adjacent query rows of one (b, h) share k/v loads in L1
+constexpr int kLanes = kMaxHeadDimPerLane;
+
+// Thread per (row of qkv, pair i < HD/2); loops over the NH + KVH rotated heads so the angle is computed once.
+// θ(t, i) = t · 10000^(−2i/HD) in double, as the CPU code (RoFormer eq. 34, rotate-half pairing (i, i + HD/2)).
+__global__ void rope_kernel(float* qkv, int64_t rows, int64_t seq, int64_t width, int64_t rotated_heads,
+                            int64_t head_dim, float sign) {
+  const int64_t half = head_dim / 2;
+  const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (idx >= rows * half) return;
+  const int64_t row = idx / half, i = idx % half, t = row % seq;
+  const double theta =
+      static_cast<double>(t) * pow(10000.0, -2.0 * static_cast<double>(i) / static_cast<double>(head_dim));
+  const float c = static_cast<float>(cos(theta)), sn = sign * static_cast<float>(sin(theta));
+  float* r = qkv + row * width;  // [QKV]
+  for (int64_t h = 0; h < rotated_heads; ++h) {
+    float* v = r + h * head_dim;  // [HD]
+    const float x1 = v[i], x2 = v[i + half];
+    v[i] = x1 * c - x2 * sn;
+    v[i + half] = x1 * sn + x2 * c;
+  }
+}
+
+// Loads a head_dim-wide row into the lane's registers (dimension lane + 32k in slot k; 0 past head_dim).
+__device__ inline void row_load(float (&dst)[kLanes], const float* src, int64_t head_dim, int lane) {
+#pragma unroll
+  for (int k = 0; k < kLanes; ++k) {
+    const int64_t d = lane + 32 * k;
+    dst[k] = d < head_dim ? src[d] : 0.0f;
+  }
+}
+
+// Σ_d a[d]·b[d] over the warp: a in registers, b in memory; every lane gets the sum.
+__device__ inline float row_dot(const float (&a)[kLanes], const float* b, int64_t head_dim, int lane) {
+  float s = 0.0f;
+#pragma unroll
+  for (int k = 0; k < kLanes; ++k) {
+    const int64_t d = lane + 32 * k;
+    if (d < head_dim) s += a[k] * b[d];
+  }
+  return warp_sum(s);
+}
+
+// One warp per (b, h, t): out[b,t,h,:] = Σ_{j≤t} softmax_j(q_t·k_j·scale) v_j, lse[b,h,t]. Warp w ↦ t = w mod T,
+// h = ⌊w/T⌋ mod NH, b = ⌊w/(T·NH)⌋. q is head h; k, v are kv head g = h / (NH/KVH) (GQA).
+__global__ void attention_forward_kernel(float* out, float* lse, const float* qkv, int64_t B, int64_t T, int64_t NH,
+                                         int64_t KVH, int64_t HD, float scale) {
+  const int64_t warp = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (warp >= B * NH * T) return;
+  const int64_t t = warp % T, h = (warp / T) % NH, b = warp / (T * NH);
+  const int64_t g = h / (NH / KVH);
+  const int64_t W = (NH + 2 * KVH) * HD, QW = NH * HD, KW = KVH * HD;
+  const float* base = qkv + b * T * W;  // [T,QKV] of sequence b
+  float q[kLanes], acc[kLanes];
+  row_load(q, base + t * W + h * HD, HD, lane);
+#pragma unroll
+  for (int k = 0; k < kLanes; ++k) acc[k] = 0.0f;
+  float m = -INFINITY, l = 0.0f;  // running max and Σ exp(s − m)
+  for (int64_t j = 0; j <= t; ++j) {
+    const float* kj = base + j * W + QW + g * HD;       // [HD]
+    const float* vj = base + j * W + QW + KW + g * HD;  // [HD]
+    const float s = row_dot(q, kj, HD, lane) * scale;
+    const float m_new = fmaxf(m, s);
+    const float corr = expf(m - m_new);  // 0 on the first key (m = −∞)
+    const float p = expf(s - m_new);
+    l = l * corr + p;
+#pragma unroll
+    for (int k = 0; k < kLanes; ++k) {
+      const int64_t d = lane + 32 * k;
+      if (d < HD) acc[k] = acc[k] * corr + p * vj[d];
+    }
+    m = m_new;
+  }
+  float* o = out + (b * T + t) * QW + h * HD;  // [HD]
+#pragma unroll
+  for (int k = 0; k < kLanes; ++k) {
+    const int64_t d = lane + 32 * k;
+    if (d < HD) o[d] = acc[k] / l;
+  }
+  if (lane == 0) lse[(b * NH + h) * T + t] = m + logf(l);
+}
+
+// One warp per (b, h, t): D_t = dO_t·O_t into delta[b,h,t]; dq_t = Σ_{j≤t} p_tj (dO_t·v_j − D_t)·scale · k_j
+// written (not added) into dqkv's q slice.
+__global__ void attention_backward_dq_kernel(float* dqkv, float* delta, const float* dout, const float* out,
+                                             const float* lse, const float* qkv, int64_t B, int64_t T, int64_t NH,
+                                             int64_t KVH, int64_t HD, float scale) {
+  const int64_t warp = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (warp >= B * NH * T) return;
+  const int64_t t = warp % T, h = (warp / T) % NH, b = warp / (T * NH);
+  const int64_t g = h / (NH / KVH);
+  const int64_t W = (NH + 2 * KVH) * HD, QW = NH * HD, KW = KVH * HD;
+  const float* base = qkv + b * T * W;  // [T,QKV]
+  float q[kLanes], d_o[kLanes], dq[kLanes];
+  row_load(q, base + t * W + h * HD, HD, lane);
+  row_load(d_o, dout + (b * T + t) * QW + h * HD, HD, lane);
+  const int64_t row = (b * NH + h) * T + t;  // index into lse, delta [B,NH,T]
+  const float D = row_dot(d_o, out + (b * T + t) * QW + h * HD, HD, lane);
+  if (lane == 0) delta[row] = D;
+  const float L = lse[row];
+#pragma unroll
+  for (int k = 0; k < kLanes; ++k) dq[k] = 0.0f;
+  for (int64_t j = 0; j <= t; ++j) {
+    const float* kj = base + j * W + QW + g * HD;       // [HD]
+    const float* vj = base + j * W + QW + KW + g * HD;  // [HD]
+    const float s = row_dot(q, kj, HD, lane) * scale;
+    const float dp = row_dot(d_o, vj, HD, lane);
+    const float ds = expf(s - L) * (dp - D) * scale;
+#pragma unroll
+    for (int k = 0; k < kLanes; ++k) {
+      const int64_t d = lane + 32 * k;
+      if (d < HD) dq[k] += ds * kj[d];
+    }
+  }
+  float* dst = dqkv + (b * T + t) * W + h * HD;  // [HD]
+#pragma unroll
+  for (int k = 0; k < kLanes; ++k) {
+    const int64_t d = lane + 32 * k;
+    if (d < HD) dst[d] = dq[k];
+  }
+}
+
+// One warp per (b, g, j), key row j of kv head g: over the query heads h of g's group and t ≥ j,
+// dv_j = Σ p_tj dO_t, dk_j = Σ p_tj (dO_t·v_j − D_t)·scale · q_t; written (not added) into dqkv's k and v slices.
+// Warp w ↦ j = w mod T, g = ⌊w/T⌋ mod KVH, b = ⌊w/(T·KVH)⌋.
+__global__ void attention_backward_dkv_kernel(float* dqkv, const float* delta, const float* dout, const float* lse,
+                                              const float* qkv, int64_t B, int64_t T, int64_t NH, int64_t KVH,
+                                              int64_t HD, float scale) {
+  const int64_t warp = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (warp >= B * KVH * T) return;
+  const int64_t j = warp % T, g = (warp / T) % KVH, b = warp / (T * KVH);
+  const int64_t group = NH / KVH;
+  const int64_t W = (NH + 2 * KVH) * HD, QW = NH * HD, KW = KVH * HD;
+  const float* base = qkv + b * T * W;  // [T,QKV]
+  float kr[kLanes], vr[kLanes], dk[kLanes], dv[kLanes];
+  row_load(kr, base + j * W + QW + g * HD, HD, lane);
+  row_load(vr, base + j * W + QW + KW + g * HD, HD, lane);
+#pragma unroll
+  for (int k = 0; k < kLanes; ++k) dk[k] = dv[k] = 0.0f;
+  for (int64_t h = g * group; h < (g + 1) * group; ++h) {
+    const float* l = lse + (b * NH + h) * T;    // [T]
+    const float* D = delta + (b * NH + h) * T;  // [T]
+    for (int64_t t = j; t < T; ++t) {
+      const float* qt = base + t * W + h * HD;            // [HD]
+      const float* dot = dout + (b * T + t) * QW + h * HD;  // [HD]
+      const float p = expf(row_dot(kr, qt, HD, lane) * scale - l[t]);
+      const float ds = p * (row_dot(vr, dot, HD, lane) - D[t]) * scale;
+#pragma unroll
+      for (int k = 0; k < kLanes; ++k) {
+        const int64_t d = lane + 32 * k;
+        if (d < HD) {
+          dv[k] += p * dot[d];
+          dk[k] += ds * qt[d];
+        }
+      }
+    }
+  }
+  float* dkr = dqkv + (b * T + j) * W + QW + g * HD;  // [HD]
+  float* dvr = dkr + KW;                              // [HD]
+#pragma unroll
+  for (int k = 0; k < kLanes; ++k) {
+    const int64_t d = lane + 32 * k;
+    if (d < HD) {
+      dkr[d] = dk[k];
+      dvr[d] = dv[k];
+    }
+  }
+}
+
+void head_dim_check(const AttentionDims& s) {
+  if (s.head_dim > kMaxHeadDim)
+    throw std::runtime_error("CUDA attention: head_dim " + std::to_string(s.head_dim) + " exceeds " +
+                             std::to_string(kMaxHeadDim) + " (the registers of one warp)");
+  if (s.kv_heads <= 0 || s.heads % s.kv_heads != 0)
+    throw std::runtime_error("CUDA attention: heads must be a multiple of kv_heads");
+}
+
+}  // namespace
+
+void rope_rotate(float* qkv, const AttentionDims& s, float sign, cudaStream_t stream) {
+  const int64_t rows = s.batch * s.seq, half = s.head_dim / 2;
+  if (rows * half <= 0) return;
+  const int64_t width = (s.heads + 2 * s.kv_heads) * s.head_dim;
+  // q and k heads are adjacent in qkv: the first NH + KVH slices of each row are rotated.
+  rope_kernel<<<blocks_for(rows * half, 256), 256, 0, stream>>>(qkv, rows, s.seq, width, s.heads + s.kv_heads,
+                                                                 s.head_dim, sign);
+  check_launch("rope_kernel");
+}
+
+void attention_forward(float* out, float* lse, const float* qkv, const AttentionDims& s, float scale,
+                       cudaStream_t stream) {
+  head_dim_check(s);
+  const int64_t warps = s.batch * s.heads * s.seq;
+  if (warps <= 0) return;
+  attention_forward_kernel<<<blocks_for(warps, kWarpsPerBlock), kWarpsPerBlock * 32, 0, stream>>>(
+      out, lse, qkv, s.batch, s.seq, s.heads, s.kv_heads, s.head_dim, scale);
+  check_launch("attention_forward_kernel");
+}
+
+void attention_backward(float* dqkv, const float* dout, const float* out, const float* lse, const float* qkv,
+                        float* delta, const AttentionDims& s, float scale, cudaStream_t stream) {
+  head_dim_check(s);
+  const int64_t q_warps = s.batch * s.heads * s.seq, kv_warps = s.batch * s.kv_heads * s.seq;
+  if (q_warps <= 0) return;
+  // dq first: it writes delta, which the dk/dv pass reads (stream order).
+  attention_backward_dq_kernel<<<blocks_for(q_warps, kWarpsPerBlock), kWarpsPerBlock * 32, 0, stream>>>(
+      dqkv, delta, dout, out, lse, qkv, s.batch, s.seq, s.heads, s.kv_heads, s.head_dim, scale);
+  check_launch("attention_backward_dq_kernel");
+  attention_backward_dkv_kernel<<<blocks_for(kv_warps, kWarpsPerBlock), kWarpsPerBlock * 32, 0, stream>>>(
+      dqkv, delta, dout, lse, qkv, s.batch, s.seq, s.heads, s.kv_heads, s.head_dim, scale);
+  check_launch("attention_backward_dkv_kernel");
+}
+
+}  // namespace shardplan::reference::gpu
