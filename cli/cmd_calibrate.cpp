@@ -2,24 +2,25 @@
 // (calibrate/README.md). Every rank runs this; rank 0 prints.
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "calibrate/run.hpp"
 #include "cli/commands.hpp"
+#include "comm/comm.hpp"
 
 namespace shardplan::cli {
 
 namespace {
 
-// The command line as started (/proc/self/cmdline), for the profile's meta.
-std::string own_command_line() {
-  std::ifstream in("/proc/self/cmdline", std::ios::binary);
-  std::string raw((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  for (char& c : raw)
-    if (c == '\0') c = ' ';
-  while (!raw.empty() && raw.back() == ' ') raw.pop_back();
-  return raw;
+// The command line as started (comm::own_command_line), joined by spaces, for the profile's meta.
+std::string command_line_text() {
+  const std::vector<std::string> args = comm::own_command_line();
+  std::string line;
+  for (size_t i = 0; i < args.size(); ++i) line += (i == 0 ? "" : " ") + args[i];
+  while (!line.empty() && line.back() == ' ') line.pop_back();  // as before: no trailing blanks in the meta
+  return line;
 }
 
 }  // namespace
@@ -47,7 +48,7 @@ void add_calibrate_command(CLI::App& app, const GlobalOptions& global) {
   cmd->callback([flags, cmd, &global] {
     flags->extras = cmd->remaining();
     const PresetStore store = load_presets(global);
-    const int code = calibrate::run_calibrate(*flags, store, own_command_line());
+    const int code = calibrate::run_calibrate(*flags, store, command_line_text());
     if (code != 0) {
       // MPI is finalised; the one error line is printed (rank 0). Leave with the code without main's printing.
       std::fflush(stdout);

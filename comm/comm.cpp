@@ -70,13 +70,30 @@ WorldInfo query_world() {
   return w;
 }
 
-std::vector<int> ranks_with_other_arguments() {
+std::vector<std::string> split_command_line(const std::string& raw) {
+  std::vector<std::string> out;
+  for (size_t start = 0; start < raw.size();) {
+    size_t end = raw.find('\0', start);
+    if (end == std::string::npos) end = raw.size();
+    out.push_back(raw.substr(start, end - start));
+    start = end + 1;
+  }
+  return out;
+}
+
+std::vector<std::string> own_command_line() {
   std::ifstream in("/proc/self/cmdline", std::ios::binary);
-  const std::string raw((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const size_t first = raw.find('\0');  // arguments after the program name, which may differ per node
+  return split_command_line(std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>()));
+}
+
+std::vector<int> ranks_with_other_arguments() {
+  // The arguments after the program name (which may differ per node), each with its NUL as in the cmdline file.
+  const std::vector<std::string> args = own_command_line();
   uint64_t mine = 1469598103934665603ull;  // FNV-1a 64 (Fowler, Noll, Vo)
-  for (size_t i = first == std::string::npos ? raw.size() : first + 1; i < raw.size(); ++i)
-    mine = (mine ^ static_cast<unsigned char>(raw[i])) * 1099511628211ull;
+  for (size_t a = 1; a < args.size(); ++a) {
+    for (const char c : args[a]) mine = (mine ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+    mine = (mine ^ 0u) * 1099511628211ull;  // the NUL that ends it
+  }
   int size = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   std::vector<uint64_t> all(static_cast<size_t>(size));

@@ -71,6 +71,11 @@ struct WorldInfo {
 // MPI must be initialised (see MpiSession). Collective over MPI_COMM_WORLD.
 WorldInfo query_world();
 
+// The program name, then its arguments, as this process was started (/proc/self/cmdline); empty when unreadable.
+std::vector<std::string> own_command_line();
+// The strings of a cmdline file, each ended by a NUL ("a\0\0b\0" → "a", "", "b"; a last one without its NUL too).
+std::vector<std::string> split_command_line(const std::string& raw);
+
 // The ranks whose command-line arguments (after the program name, /proc/self/cmdline) differ from rank 0's, in
 // order; empty when every rank got the same. A rank started with other flags (an MPMD launch, a wrapper that
 // differs per node) would otherwise wait forever in a collective of another size. Collective over

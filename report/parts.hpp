@@ -1,8 +1,10 @@
 #pragma once
-// Internal to report/: the pieces the document builders share (report.cpp: predictions and plans;
+// Internal to report/: the pieces the document builders share (report.cpp: predictions; report_plan.cpp: plans;
 // report_measured.cpp: validations and calibration profiles). Not part of the library's interface.
 #include <cmath>
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -110,11 +112,62 @@ Config read_config(const Reader& r, const json& c, const std::string& where);
 std::string config_line(const Config& c);
 std::string strategy_line(const Config& c, bool bold = false);
 
+// --- A predict object, read (report.cpp) --------------------------------------------------------------------------
+
+struct Time {
+  bool modelled = false;
+  double step = 0, compute = 0, slowdown = 0, tp = 0, pp = 0, dp = 0, dp_total = 0, bubble = 0, optimizer = 0;
+  double overhead() const { return slowdown + tp + pp + dp + bubble + optimizer; }
+};
+
+struct Memory {
+  double peak = 0, capacity = 0;
+  std::vector<Segment> components;  // CONTRACT.md order
+  bool fits = true, safe = true;
+  std::string phase;
+  int64_t stage = 0;
+};
+
+struct Rates {
+  double tokens_per_s = 0, per_gpu = 0, mfu = 0, hfu = 0, model_tflops = 0;
+};
+
+struct Pred {
+  Config config;
+  Memory memory;
+  Time time;
+  Rates rates;
+  double params = 0;
+  bool simulated = false;  // a `simulate --format json` document
+  bool has_rates = true;
+  const json* raw = nullptr;
+};
+
+Pred read_prediction(const Reader& r, const json& p, const std::string& where);
+const std::vector<Series>& memory_series();  // the components of memory, in CONTRACT.md order
+std::string family(const Config& c);         // the strategy family (planner/search.hpp family_of)
+std::string layout(int64_t tp, int64_t pp, int64_t dp, int64_t vpp, bool sp, int64_t hsdp);  // "tp 2 pp 1 dp 4"
+std::string layout(const Config& c);
+std::vector<Segment> time_segments(const Time& t, bool with_compute);
+
+// --- Charts, tables and cards of a prediction (report.cpp) --------------------------------------------------------
+
+std::string memory_value_color(double total, double capacity);
+BarChart memory_chart(const std::string& id, double capacity);
+BarChart time_chart(const std::string& id, bool with_compute);
+Table memory_items_table(const Reader& r, const Pred& p);
+Table time_table(const Time& t);
+std::vector<Card> prediction_cards(const Pred& p);
+
 // --- Blocks of a document ----------------------------------------------------------------------------------------
 
 Block chart_block(std::string svg, Table fallback = {}, std::string caption = "");
 Block paragraph(std::string s);
 Block table_block(Table t);
+
+// --- The document of a plan (report_plan.cpp) ----------------------------------------------------------------------
+
+Document plan_document(const json& doc, const Reader& r);
 
 // --- Documents of measurements (report_measured.cpp) ---------------------------------------------------------------
 

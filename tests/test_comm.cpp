@@ -2,7 +2,10 @@
 // The multi-rank behaviour (collectives, time-outs) is tested under mpirun: tests/mpi/*.sh.
 #include <doctest/doctest.h>
 
+#include <filesystem>
 #include <set>
+#include <string>
+#include <vector>
 
 #include "comm/comm.hpp"
 #include "comm/groups.hpp"
@@ -40,6 +43,18 @@ TEST_SUITE("comm") {
     CHECK(intra_node_split(w).color == 1);
     CHECK(rail_split(w).color == 3);  // with rank 3 of node 0
     CHECK(rail_split(w).key == 1);
+  }
+
+  TEST_CASE("the command line from /proc/self/cmdline") {
+    using Args = std::vector<std::string>;
+    // Every string ends with a NUL: 5 + 2 + 1 + 4 = 12 bytes; the empty argument stays, a blank inside one too.
+    CHECK(split_command_line(std::string("prog\0a\0\0b c\0", 12)) == Args{"prog", "a", "", "b c"});
+    CHECK(split_command_line(std::string("prog\0a", 6)) == Args{"prog", "a"});  // a last one without its NUL
+    CHECK(split_command_line("").empty());
+    // This process: the test binary's own path first.
+    const Args own = own_command_line();
+    REQUIRE_FALSE(own.empty());
+    CHECK(std::filesystem::path(own[0]).filename() == "shardplan_tests");
   }
 
   TEST_CASE("element sizes and backends") {
