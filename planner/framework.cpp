@@ -143,6 +143,9 @@ FrameworkTraits framework_traits(Framework f, const GpuSpec& device) {
     t.cuda_context_bytes = 0;
     t.cublas_workspace_bytes = 0;
     t.nccl_bytes_per_communicator = 0;
+  } else if (f == Framework::reference) {
+    // The reference loop's CUDA attention is an online softmax (reference/README_cuda.md): no T×T workspace.
+    t.attention_score_matrices = 0;
   }
   return t;
 }

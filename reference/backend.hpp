@@ -55,6 +55,9 @@ class Backend {
                                         bool rms) = 0;
   virtual void rope_forward(float* qkv, const AttentionShape& s) = 0;
   virtual void rope_backward(float* dqkv, const AttentionShape& s) = 0;
+  // Floats of the `work` scratch attention_forward (backward: attention_backward) needs: the T×T score matrix the
+  // CPU kernels keep per (sequence, head), 0 for kernels that keep none (online softmax on the GPU).
+  virtual int64_t attention_work_floats(const AttentionShape& s, bool backward) const = 0;
   virtual void attention_forward(float* out, float* lse, const float* qkv, float* work, const AttentionShape& s) = 0;
   virtual void attention_backward(float* dqkv, const float* dout, const float* out, const float* lse,
                                   const float* qkv, float* work, const AttentionShape& s) = 0;

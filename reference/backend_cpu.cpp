@@ -66,6 +66,9 @@ class CpuBackend final : public Backend {
   }
   void rope_forward(float* qkv, const AttentionShape& s) override { reference::rope_forward(qkv, s); }
   void rope_backward(float* dqkv, const AttentionShape& s) override { reference::rope_backward(dqkv, s); }
+  int64_t attention_work_floats(const AttentionShape& s, bool backward) const override {
+    return (backward ? 2 : 1) * s.seq * s.seq;  // [T,T] scores; backward [2,T,T] with their gradient
+  }
   void attention_forward(float* out, float* lse, const float* qkv, float* work, const AttentionShape& s) override {
     reference::attention_forward(out, lse, qkv, work, s);
   }

@@ -201,6 +201,8 @@ class CudaBackend final : public Backend {
     gpu::rope_rotate(dqkv, dims(s), -1.0f, stream_);
   }
   // `work` (the CPU's T×T scratch) is not used: the kernels keep no T×T matrix.
+  // Online softmax keeps no score matrix: the loop allocates no `work` on the GPU.
+  int64_t attention_work_floats(const AttentionShape&, bool) const override { return 0; }
   void attention_forward(float* out, float* lse, const float* qkv, float* /*work*/, const AttentionShape& s) override {
     gpu::attention_forward(out, lse, qkv, dims(s), attention_scale(s), stream_);
   }

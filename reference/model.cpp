@@ -32,7 +32,7 @@ BlockScratch block_scratch_allocate(Arena& a, const Dims& d) {
   b.d_fc1 = Buf(a, N * d.fc1_width, Category::activations);
   b.d_att = Buf(a, N * s.q_width(), Category::activations);
   b.d_qkv = Buf(a, N * s.qkv_width(), Category::activations);
-  b.work = Buf(a, 2 * d.seq * d.seq, Category::buffers);
+  b.work = Buf(a, a.backend().attention_work_floats(s, true), Category::buffers);
   return b;
 }
 

@@ -35,7 +35,7 @@ struct BlockScratch {
   Buf d_fc1;  // [N,F1]
   Buf d_att;  // [N,QW]
   Buf d_qkv;  // [N,QKV]
-  Buf work;   // [2,T,T] attention scores and their gradient (category buffers: workspace)
+  Buf work;   // [2,T,T] attention scores and their gradient on CPU, empty on GPU (category buffers: workspace)
 };
 BlockScratch block_scratch_allocate(Arena& a, const Dims& d);
 

@@ -46,7 +46,8 @@ double micro_forward_backward(Loop& x, const int32_t* tokens, const int32_t* tar
 
   // ---- forward: gather unit u+1 while unit u computes, reshard u after its forward.
   {
-    Buf work(x.arena, d.seq * d.seq, Category::buffers);  // [T,T] attention scores
+    // [T,T] attention scores on CPU; nothing on the GPU (backend.hpp attention_work_floats)
+    Buf work(x.arena, x.k.attention_work_floats(d.attention(), false), Category::buffers);
     const EmbeddingView e = embedding_view(x.units[0], st.params_acquire(0));
     st.params_prefetch(1);
     resid[0] = Buf(x.arena, N * C, Category::activations);
