@@ -139,6 +139,7 @@ int run_calibrate(const CalibrateFlags& flags, const PresetStore& store, const s
   if (const std::vector<int> odd = comm::ranks_with_other_arguments(); !odd.empty())
     return fail(2, fmt::format("rank(s) {} were started with other flags than rank 0: give every rank the same "
                                "calibrate command line", fmt::join(odd, ", ")));
+  if (const std::string why = comm::ranks_per_node_problem(); !why.empty()) return fail(2, why);
   RunPlan plan;
   try {
     plan = resolve_plan(flags, store, size);
@@ -314,8 +315,10 @@ int run_calibrate(const CalibrateFlags& flags, const PresetStore& store, const s
       if (!device->versions().empty()) meta.versions.emplace_back("cuda", device->versions());
       for (char** e = environ; *e != nullptr; ++e) {
         const std::string kv = *e;
-        // What a user sets to tune the transport (mpirun's own OMPI_MCA_orte_*/ess_* plumbing is left out).
-        bool tuning = kv.rfind("NCCL_", 0) == 0 || kv.rfind("UCX_", 0) == 0;
+        // What a user sets to tune the transport (mpirun's own OMPI_MCA_orte_*/ess_* plumbing is left out), and
+        // an emulated node layout (comm.hpp query_world): its "nodes" may share one machine.
+        bool tuning = kv.rfind("NCCL_", 0) == 0 || kv.rfind("UCX_", 0) == 0 ||
+                      kv.rfind("SHARDPLAN_RANKS_PER_NODE=", 0) == 0;
         for (const char* p : {"OMPI_MCA_btl", "OMPI_MCA_pml", "OMPI_MCA_coll", "OMPI_MCA_mtl", "OMPI_MCA_osc"})
           tuning = tuning || kv.rfind(p, 0) == 0;
         if (tuning) {

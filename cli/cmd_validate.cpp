@@ -217,6 +217,7 @@ void check_run_options(ValidateOptions& o) {
   if (o.framework_given && o.config.framework != "reference")
     throw InputError("--framework " + o.config.framework + ": validate runs shardplan's reference loop, so the "
                      "prediction is for --framework reference (compare other frameworks with --measurements)");
+  if (const std::string why = comm::ranks_per_node_problem(); !why.empty()) throw InputError(why);
   check_output_path(o.steps_out, "--steps-out");
   check_output_path(o.report, "--report");
   o.config.framework = "reference";

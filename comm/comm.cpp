@@ -46,6 +46,25 @@ void MpiSession::abort_job(int code) {
   std::_Exit(code);  // MPI_Abort does not return; this is for the type system (and a broken MPI)
 }
 
+namespace {
+
+// SHARDPLAN_RANKS_PER_NODE as a number ≥ 1; 0 when unset; -1 when it is not a valid count.
+int ranks_per_node_override() {
+  const char* env = std::getenv("SHARDPLAN_RANKS_PER_NODE");
+  if (env == nullptr || *env == '\0') return 0;
+  char* end = nullptr;
+  const long k = std::strtol(env, &end, 10);
+  return *end == '\0' && k >= 1 && k <= (1 << 24) ? static_cast<int>(k) : -1;
+}
+
+}  // namespace
+
+std::string ranks_per_node_problem() {
+  if (ranks_per_node_override() >= 0) return "";
+  return std::string("SHARDPLAN_RANKS_PER_NODE=") + std::getenv("SHARDPLAN_RANKS_PER_NODE") +
+         ": give a whole number of ranks per node, at least 1 (or unset it)";
+}
+
 WorldInfo query_world() {
   WorldInfo w;
   MPI_Comm_rank(MPI_COMM_WORLD, &w.rank);
@@ -67,6 +86,12 @@ WorldInfo query_world() {
   distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
   w.nodes = static_cast<int>(distinct.size());
   w.node = static_cast<int>(std::lower_bound(distinct.begin(), distinct.end(), leader) - distinct.begin());
+  if (const int per = ranks_per_node_override(); per > 0) {
+    w.node = w.rank / per;
+    w.nodes = (w.size + per - 1) / per;
+    w.local_rank = w.rank % per;
+    w.local_size = std::min(per, w.size - w.node * per);  // the last node may hold fewer
+  }
   return w;
 }
 

@@ -69,7 +69,12 @@ struct WorldInfo {
 };
 
 // MPI must be initialised (see MpiSession). Collective over MPI_COMM_WORLD.
+// SHARDPLAN_RANKS_PER_NODE=K overrides what MPI reports: every K consecutive world ranks are one node. For
+// launchers that hide the machine's topology, and to run the multi-node groups (intra-node, rails) on one
+// machine (tests/mpi/calibrate_nodes.sh). An invalid K is ignored here: callers check it first, before MPI starts.
 WorldInfo query_world();
+// "" when SHARDPLAN_RANKS_PER_NODE is unset or a whole number ≥ 1, else the one-line reason (bad input).
+std::string ranks_per_node_problem();
 
 // The program name, then its arguments, as this process was started (/proc/self/cmdline); empty when unreadable.
 std::vector<std::string> own_command_line();
