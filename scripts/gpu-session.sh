@@ -6,6 +6,10 @@
 #   1. the CUDA kernels against their CPU twins (shardplan_tests -tc='*cuda*')
 #   2. bf16 cuBLASLt GEMMs and the device copy bandwidth: calibrate --gemm-only (one rank), a GPU profile
 #   3. the reference loop on the GPU (validate --backend cuda): tiny with ZeRO-0 and 3, and gpt2-1.2b (fp32)
+#   4. PyTorch (the machine's torch) running plan --emit's FSDP2 script on a TinyLlama-1.1B-shaped model, held
+#      against the planner's prediction with validate --measurements
+# At most 7 files come back: session.log, gpu-tests.log, h200-gemm.yaml, validate-tiny.md, validate-1.2b.md,
+# torch-1.1b.jsonl, validate-torch-1.1b.md.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source scripts/gpu-env.sh
@@ -24,20 +28,47 @@ tail -4 "$OUT/gpu-tests.log" | tee -a "$log"
 
 step "2. GEMM and copy calibration (bf16 cuBLASLt, one rank)"
 timeout 240 mpirun -np 1 shardplan calibrate --backend nccl --gemm-only --preset gpt2-1.2b --quiet \
-  --out "$OUT/h200-gemm.yaml" >> "$log" 2>&1
+  --out "$OUT/h200-gemm.yaml" --raw /tmp/h200-gemm.raw.csv >> "$log" 2>&1
 echo "calibrate exit $?" | tee -a "$log"
 
-step "3. the reference loop on the GPU"
+step "3. the reference loop on the GPU (fp32)"
 cluster=(--gpu h200)
 [ -s "$OUT/h200-gemm.yaml" ] && cluster=(--cluster "$OUT/h200-gemm.yaml")
 for z in 0 3; do
+  echo "## tiny, ZeRO-$z" >> "$OUT/validate-tiny.md"
   timeout 60 mpirun -np 1 shardplan validate --backend cuda --preset tiny --zero "$z" "${cluster[@]}" --steps 6 \
-    --quiet --format markdown > "$OUT/validate-tiny-z$z.md" 2>> "$log"
+    --quiet --format markdown >> "$OUT/validate-tiny.md" 2>> "$log"
   echo "tiny z$z exit $?" | tee -a "$log"
 done
 timeout 150 mpirun -np 1 shardplan validate --backend cuda --preset gpt2-1.2b --zero 0 --micro-batch 4 \
   --global-batch 4 "${cluster[@]}" --steps 5 --warmup 2 --quiet --format markdown \
-  --steps-out "$OUT/steps-1.2b.jsonl" > "$OUT/validate-1.2b.md" 2>> "$log"
+  > "$OUT/validate-1.2b.md" 2>> "$log"
 echo "gpt2-1.2b exit $?" | tee -a "$log"
+
+step "4. PyTorch on the same GPU: the FSDP2 script of plan --emit, a TinyLlama-1.1B-shaped model, then validate"
+# TinyLlama-1.1B's published shape (config.json of TinyLlama/TinyLlama-1.1B-intermediate-step-1431k-3T).
+mkdir -p /tmp/tl && cat > /tmp/tl/config.json <<'JSON'
+{"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 2048, "intermediate_size": 5632,
+ "num_hidden_layers": 22, "num_attention_heads": 32, "num_key_value_heads": 4, "vocab_size": 32000,
+ "max_position_embeddings": 2048, "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "tie_word_embeddings": false,
+ "hidden_act": "silu"}
+JSON
+flags=(--hf-config /tmp/tl/config.json --gpus 1 --cluster h200x8 --zero 0 --micro-batch 8 --global-batch 8
+       --seq 2048 --recompute none --precision amp-bf16 --framework fsdp)
+rm -rf /tmp/tl/emit
+shardplan predict "${flags[@]}" >> "$log" 2>&1
+shardplan plan --hf-config /tmp/tl/config.json --gpus 1 --cluster h200x8 --global-batch 8 --seq 2048 \
+  --emit /tmp/tl/emit >> "$log" 2>&1
+# The emitted script with the strategy above and 20 steps (the plan's own choice is in session.log).
+sed -i -e 's/^MICRO_BATCH, GRAD_ACCUM, SEQ = .*/MICRO_BATCH, GRAD_ACCUM, SEQ = 8, 1, 2048/' \
+       -e 's/^RECOMPUTE = .*/RECOMPUTE = "none"/' -e 's/^ZERO = .*/ZERO = 0/' -e 's/^STEPS = .*/STEPS = 20/' \
+       /tmp/tl/emit/train_fsdp2.py
+# PyTorch uses the machine's own libraries, not the bundle's (an older libstdc++ there would break torch).
+( cd /tmp/tl/emit && env -u LD_LIBRARY_PATH MODEL=/tmp/tl SHARDPLAN_STEPS="$OUT/torch-1.1b.jsonl" \
+    timeout 240 torchrun --standalone --nproc_per_node 1 train_fsdp2.py ) >> "$log" 2>&1
+echo "torchrun exit $?" | tee -a "$log"
+shardplan validate "${flags[@]}" --measurements "$OUT/torch-1.1b.jsonl" --warmup 3 --format markdown \
+  > "$OUT/validate-torch-1.1b.md" 2>> "$log"
+echo "validate --measurements exit $?" | tee -a "$log"
 step "done"
-tail -n 30 "$OUT"/validate-*.md
+tail -n 25 "$OUT"/validate-*.md
