@@ -41,6 +41,52 @@ SimulatedCandidate summarise_simulation(const SimResult& r, const Strategy& s) {
   return c;
 }
 
+namespace {
+
+// f(m) on the line through (m1, f1) and (m2, f2).
+double affine_at(double m, double m1, double f1, double m2, double f2) { return f2 + (m - m2) * (f2 - f1) / (m2 - m1); }
+
+Strategy with_micro_batches(Strategy s, int64_t micro_batches) {
+  s.global_batch = micro_batches * s.micro_batch * s.dp;
+  return s;
+}
+
+}  // namespace
+
+SimulatedCandidate simulate_candidate(const ModelSpec& m, const Strategy& s, const ClusterSpec& c) {
+  const int64_t micro = grad_accum_steps(s);
+  const int64_t group = std::max<int64_t>(s.pp, 1);
+  const int64_t floor_m1 = std::max<int64_t>(8, 2 * s.pp * s.vpp);
+  const int64_t m1 = (floor_m1 + group - 1) / group * group, m2 = 2 * m1;
+  if (micro <= 2 * m2) {
+    SimulatedCandidate whole = summarise_simulation(simulate(m, s, c), s);
+    whole.micro_batches = micro;
+    return whole;
+  }
+  const SimulatedCandidate a = summarise_simulation(simulate(m, with_micro_batches(s, m1), c), s);
+  const SimulatedCandidate b = summarise_simulation(simulate(m, with_micro_batches(s, m2), c), s);
+  const auto x = static_cast<double>(micro), x1 = static_cast<double>(m1), x2 = static_cast<double>(m2);
+  auto at = [&](double f1, double f2) { return affine_at(x, x1, f1, x2, f2); };
+  SimulatedCandidate out = b;
+  out.step_s = at(a.step_s, b.step_s);
+  out.tokens_per_s = out.step_s > 0 ? static_cast<double>(s.global_batch * s.seq) / out.step_s : 0;
+  out.peak_bytes = at(a.peak_bytes, b.peak_bytes);  // flat for 1F1B; GPipe keeps every micro-batch in flight
+  StageTime& t = out.stage;
+  t.busy_compute_s = at(a.stage.busy_compute_s, b.stage.busy_compute_s);
+  t.overlap_slowdown_s = at(a.stage.overlap_slowdown_s, b.stage.overlap_slowdown_s);
+  t.exposed_tp_s = at(a.stage.exposed_tp_s, b.stage.exposed_tp_s);
+  t.exposed_pp_s = at(a.stage.exposed_pp_s, b.stage.exposed_pp_s);
+  t.exposed_dp_s = at(a.stage.exposed_dp_s, b.stage.exposed_dp_s);
+  t.bubble_s = at(a.stage.bubble_s, b.stage.bubble_s);
+  t.optimizer_s = at(a.stage.optimizer_s, b.stage.optimizer_s);
+  t.end_s = at(a.stage.end_s, b.stage.end_s);
+  out.ops = a.ops + b.ops;
+  out.micro_batches = micro;
+  out.simulated_m1 = m1;
+  out.simulated_m2 = m2;
+  return out;
+}
+
 std::string explain_difference(const SimulatedCandidate& sim, const StepTime& a) {
   struct Part {
     const char* what;
@@ -132,7 +178,7 @@ RerankResult rerank_candidates(const std::vector<Prediction>& top, size_t ranked
   for (size_t d = 0; d < todo.size(); ++d) {
     const Prediction& p = top[todo[d]];
     try {
-      out.simulated[todo[d]] = summarise_simulation(simulate(p.model, p.strategy, p.cluster), p.strategy);
+      out.simulated[todo[d]] = simulate_candidate(p.model, p.strategy, p.cluster);
     } catch (const InputError& e) {
       out.skipped[todo[d]] = e.what();  // a schedule the simulator cannot build: keeps its analytic place
     }

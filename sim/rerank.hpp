@@ -21,11 +21,23 @@ struct SimulatedCandidate {
   int64_t capacity_bytes = 0;
   StageTime stage;          // the critical stage's breakdown (parts add up to step_s)
   size_t ops = 0;
+  // Micro-batches actually played: all of them, or two shorter steps (m1 < m2) the step was extrapolated from
+  // (simulate_candidate).
+  int64_t micro_batches = 0, simulated_m1 = 0, simulated_m2 = 0;
+  bool extrapolated() const { return simulated_m2 > 0; }
   // Fits under the 80 % line by the simulated peak (the planner checked the analytic one).
   bool within_safety() const { return peak_bytes <= kSafeFractionOfCapacity * static_cast<double>(capacity_bytes); }
 };
 
 SimulatedCandidate summarise_simulation(const SimResult& r, const Strategy& s);
+
+// The candidate's simulated step for re-ranking. A step of m micro-batches repeats one steady-state period per
+// micro-batch once the pipeline is full, so its time, breakdown and peak are affine in m beyond the warm-up. For a
+// long accumulation (m > 2·m2) two shorter steps of m1 and m2 = 2·m1 micro-batches are played, with m1 the
+// smallest multiple of pp that is at least max(8, 2·pp·vpp) (a few periods past the warm-up and cool-down of
+// every schedule), and the figures extrapolated to m; otherwise the whole step is played. tests/test_sim_rerank.cpp
+// holds the extrapolation against whole-step simulations.
+SimulatedCandidate simulate_candidate(const ModelSpec& m, const Strategy& s, const ClusterSpec& c);
 
 // Why the simulated step differs from the analytic one, in words: the part of the breakdown that differs the most
 // ("the schedule hides more pipeline transfer time: 7.0 s exposed vs 9.4 s analytic").

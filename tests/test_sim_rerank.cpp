@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <optional>
 #include <vector>
 
 #include "io/preset_store.hpp"
@@ -159,5 +160,51 @@ TEST_SUITE("sim rerank") {
     const RerankResult appended = rerank_candidates(top, 3, 3, 10, Objective::throughput);
     CHECK(appended.window == 3);
     CHECK(appended.order[3] == 3);
+  }
+}
+
+TEST_SUITE("sim rerank: extrapolated long steps") {
+  // simulate_candidate plays two short steps and extrapolates when the accumulation is long. Held here against
+  // the whole step played out, on layouts of every kind: data parallel with per-step and per-micro-batch
+  // reduction, ZeRO-3, pipelines with 1F1B and interleaving, tensor parallelism.
+  struct Case {
+    const char* model;
+    const char* cluster;
+    int64_t gpus, tp, pp, vpp, zero, micro_batch, global_batch;
+    std::optional<GradSync> sync;
+  };
+  TEST_CASE("the extrapolated step, breakdown and peak equal the whole step's") {
+    const Case cases[] = {
+        {"8b", "a800x8", 8, 1, 1, 1, 2, 2, 2048, std::nullopt},            // ZeRO-2, 128 micro-batches
+        {"8b", "a800x8", 8, 1, 2, 1, 1, 2, 2048, std::nullopt},            // ZeRO-1 + PP 2, 256
+        {"8b", "a800x8", 8, 1, 2, 4, 3, 2, 2048, std::nullopt},            // ZeRO-3 + PP 2 interleaved
+        {"8b", "a800x8", 8, 1, 1, 1, 3, 1, 512, GradSync::per_micro},  // ZeRO-3, reduce every micro-batch
+        {"gpt3-175b", "dgx-a100-80g", 384, 8, 12, 1, 0, 1, 1536, std::nullopt},  // N21 Table 2, 384 micro-batches
+        {"gpt-39.1b", "dgx-a100-80g", 512, 8, 2, 3, 0, 1, 3072, std::nullopt},   // N21 Table 1 shape, interleaved v3, 96
+    };
+    for (const Case& k : cases) {
+      Strategy s;
+      s.gpus = k.gpus, s.tp = k.tp, s.pp = k.pp, s.vpp = k.vpp, s.dp = k.gpus / (k.tp * k.pp);
+      s.zero = static_cast<int>(k.zero), s.micro_batch = k.micro_batch, s.global_batch = k.global_batch;
+      s.seq = 2048, s.grad_sync = k.sync, s.sp = k.tp > 1;
+      s.recompute = k.tp > 1 ? Recompute::full : Recompute::none;
+      if (k.vpp > 1) s.schedule = Schedule::interleaved;
+      const ModelSpec m = presets().model(k.model);
+      const ClusterSpec c = presets().cluster(k.cluster);
+      const std::string name = k.model;
+      CAPTURE(name);
+      CAPTURE(s.pp);
+      CAPTURE(s.zero);
+      const SimulatedCandidate fast = simulate_candidate(m, s, c);
+      REQUIRE(fast.extrapolated());
+      const SimulatedCandidate whole = summarise_simulation(simulate(m, s, c), s);
+      CHECK(fast.micro_batches == grad_accum_steps(s));
+      CHECK(fast.ops < whole.ops / 2);
+      CHECK(fast.step_s == doctest::Approx(whole.step_s).epsilon(1e-7));
+      CHECK(fast.peak_bytes == doctest::Approx(whole.peak_bytes).epsilon(1e-7));
+      CHECK(fast.stage.bubble_s + 1 == doctest::Approx(whole.stage.bubble_s + 1).epsilon(1e-7));
+      CHECK(fast.stage.exposed_dp_s + 1 == doctest::Approx(whole.stage.exposed_dp_s + 1).epsilon(1e-7));
+      CHECK(fast.stage.busy_compute_s == doctest::Approx(whole.stage.busy_compute_s).epsilon(1e-7));
+    }
   }
 }
