@@ -265,9 +265,22 @@ std::string TextTable::render(const Terminal& term) const {
   return render_rows();
 }
 
+namespace {
+
+// SHARDPLAN_PROGRESS_DELAY_MS overrides the delay (tests: a bar drawn whatever the machine's speed).
+std::chrono::milliseconds progress_delay(std::chrono::milliseconds fallback) {
+  const char* env = std::getenv("SHARDPLAN_PROGRESS_DELAY_MS");
+  if (env == nullptr || *env == '\0') return fallback;
+  char* end = nullptr;
+  const long ms = std::strtol(env, &end, 10);
+  return *end == '\0' && ms >= 0 ? std::chrono::milliseconds(ms) : fallback;
+}
+
+}  // namespace
+
 ProgressBar::ProgressBar(std::string label, size_t total, std::chrono::milliseconds delay)
-    : label_(std::move(label)), total_(total), delay_(delay), enabled_(total > 0 && ::isatty(STDERR_FILENO) != 0),
-      start_(std::chrono::steady_clock::now()), last_(start_) {}
+    : label_(std::move(label)), total_(total), delay_(progress_delay(delay)),
+      enabled_(total > 0 && ::isatty(STDERR_FILENO) != 0), start_(std::chrono::steady_clock::now()), last_(start_) {}
 
 ProgressBar::~ProgressBar() { finish(); }
 

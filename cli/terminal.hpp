@@ -85,7 +85,8 @@ class TextTable {
 };
 
 // A progress bar on stderr, only when stderr is a terminal; silent otherwise. Drawn after `delay` (short work
-// shows nothing) and at most every 50 ms; erased when done, so the terminal keeps only the command's output.
+// shows nothing; SHARDPLAN_PROGRESS_DELAY_MS overrides it) and at most every 50 ms; erased when done, so the terminal
+// keeps only the command's output.
 class ProgressBar {
  public:
   ProgressBar(std::string label, size_t total, std::chrono::milliseconds delay = std::chrono::milliseconds(300));

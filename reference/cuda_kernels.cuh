@@ -6,6 +6,7 @@
 // allocator; their sizes are given by the *_size helpers below.
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -19,7 +20,9 @@ inline void check(cudaError_t e, const char* what) {
 // After a launch: a bad configuration (grid too large, too much shared memory) shows up here.
 inline void check_launch(const char* what) { check(cudaGetLastError(), what); }
 
-#ifdef __CUDACC__
+// Device code: compiled by nvcc, or as C++ by the host emulation of tests/cuda_emu (SHARDPLAN_CUDA_EMULATION), which
+// runs these very kernels in CI without a GPU.
+#if defined(__CUDACC__) || defined(SHARDPLAN_CUDA_EMULATION)
 // Sum over the 32 lanes of a warp (butterfly: every lane ends with the total); float or double.
 template <typename T>
 __device__ inline T warp_sum(T v) {
@@ -34,6 +37,17 @@ __device__ inline T warp_max(T v) {
 // Blocks needed for `n` items at `per_block` each (grid sizes are ≤ 2³¹ − 1 for every shape the loop uses).
 inline unsigned blocks_for(int64_t n, int64_t per_block) {
   return static_cast<unsigned>((n + per_block - 1) / per_block);
+}
+// kernel<<<grid, block, shared_bytes, stream>>>(args...): every launch of cuda_kernels_*.cu goes through here, the
+// one place that picks the real launch or the emulated one (which runs the grid on the host before returning).
+template <typename... P, typename... A>
+inline void launch(void (*kernel)(P...), dim3 grid, dim3 block, std::size_t shared_bytes, cudaStream_t stream,
+                   A... args) {
+#ifdef SHARDPLAN_CUDA_EMULATION
+  cuda_emu::launch(kernel, grid, block, shared_bytes, stream, args...);
+#else
+  kernel<<<grid, block, shared_bytes, stream>>>(args...);
+#endif
 }
 #endif
 

@@ -203,8 +203,8 @@ void rope_rotate(float* qkv, const AttentionDims& s, float sign, cudaStream_t st
   if (rows * half <= 0) return;
   const int64_t width = (s.heads + 2 * s.kv_heads) * s.head_dim;
   // q and k heads are adjacent in qkv: the first NH + KVH slices of each row are rotated.
-  rope_kernel<<<blocks_for(rows * half, 256), 256, 0, stream>>>(qkv, rows, s.seq, width, s.heads + s.kv_heads,
-                                                                 s.head_dim, sign);
+  launch(rope_kernel, blocks_for(rows * half, 256), 256, 0, stream, qkv, rows, s.seq, width, s.heads + s.kv_heads,
+         s.head_dim, sign);
   check_launch("rope_kernel");
 }
 
@@ -213,8 +213,8 @@ void attention_forward(float* out, float* lse, const float* qkv, const Attention
   head_dim_check(s);
   const int64_t warps = s.batch * s.heads * s.seq;
   if (warps <= 0) return;
-  attention_forward_kernel<<<blocks_for(warps, kWarpsPerBlock), kWarpsPerBlock * 32, 0, stream>>>(
-      out, lse, qkv, s.batch, s.seq, s.heads, s.kv_heads, s.head_dim, scale);
+  launch(attention_forward_kernel, blocks_for(warps, kWarpsPerBlock), kWarpsPerBlock * 32, 0, stream, out, lse, qkv,
+         s.batch, s.seq, s.heads, s.kv_heads, s.head_dim, scale);
   check_launch("attention_forward_kernel");
 }
 
@@ -224,11 +224,11 @@ void attention_backward(float* dqkv, const float* dout, const float* out, const 
   const int64_t q_warps = s.batch * s.heads * s.seq, kv_warps = s.batch * s.kv_heads * s.seq;
   if (q_warps <= 0) return;
   // dq first: it writes delta, which the dk/dv pass reads (stream order).
-  attention_backward_dq_kernel<<<blocks_for(q_warps, kWarpsPerBlock), kWarpsPerBlock * 32, 0, stream>>>(
-      dqkv, delta, dout, out, lse, qkv, s.batch, s.seq, s.heads, s.kv_heads, s.head_dim, scale);
+  launch(attention_backward_dq_kernel, blocks_for(q_warps, kWarpsPerBlock), kWarpsPerBlock * 32, 0, stream, dqkv, delta,
+         dout, out, lse, qkv, s.batch, s.seq, s.heads, s.kv_heads, s.head_dim, scale);
   check_launch("attention_backward_dq_kernel");
-  attention_backward_dkv_kernel<<<blocks_for(kv_warps, kWarpsPerBlock), kWarpsPerBlock * 32, 0, stream>>>(
-      dqkv, delta, dout, lse, qkv, s.batch, s.seq, s.heads, s.kv_heads, s.head_dim, scale);
+  launch(attention_backward_dkv_kernel, blocks_for(kv_warps, kWarpsPerBlock), kWarpsPerBlock * 32, 0, stream, dqkv,
+         delta, dout, lse, qkv, s.batch, s.seq, s.heads, s.kv_heads, s.head_dim, scale);
   check_launch("attention_backward_dkv_kernel");
 }
 

@@ -114,23 +114,23 @@ __global__ void sum_squares_kernel(double* block_sums, const float* x, int64_t n
 void embedding_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe, int64_t b, int64_t t,
                        int64_t c, cudaStream_t stream) {
   if (b * t * c <= 0) return;
-  embedding_forward_kernel<<<grid_for(b * t * c), kThreads, 0, stream>>>(out, tokens, wte, wpe, b * t * c, t, c);
+  launch(embedding_forward_kernel, grid_for(b * t * c), kThreads, 0, stream, out, tokens, wte, wpe, b * t * c, t, c);
   check_launch("embedding_forward_kernel");
 }
 
 void embedding_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens, int64_t b, int64_t t,
                         int64_t c, cudaStream_t stream) {
   if (b * t * c <= 0) return;
-  embedding_backward_kernel<<<grid_for(b * t * c), kThreads, 0, stream>>>(dwte, dwpe, dout, tokens, b * t * c, t,
-                                                                          c);
+  launch(embedding_backward_kernel, grid_for(b * t * c), kThreads, 0, stream, dwte, dwpe, dout, tokens, b * t * c, t,
+         c);
   check_launch("embedding_backward_kernel");
 }
 
 void softmax_xent_forward_backward(float* logits, double* row_loss, const int32_t* targets, int64_t n,
                                    int64_t padded_vocab, int64_t vocab, float scale, cudaStream_t stream) {
   if (n <= 0) return;
-  softmax_xent_kernel<<<static_cast<unsigned>(n), kThreads, 0, stream>>>(logits, row_loss, targets, padded_vocab,
-                                                                         vocab, scale);
+  launch(softmax_xent_kernel, static_cast<unsigned>(n), kThreads, 0, stream, logits, row_loss, targets, padded_vocab,
+         vocab, scale);
   check_launch("softmax_xent_kernel");
 }
 
@@ -140,7 +140,7 @@ int sum_squares_blocks(int64_t n) {
 }
 
 void sum_squares(double* block_sums, const float* x, int64_t n, cudaStream_t stream) {
-  sum_squares_kernel<<<static_cast<unsigned>(sum_squares_blocks(n)), kThreads, 0, stream>>>(block_sums, x, n);
+  launch(sum_squares_kernel, static_cast<unsigned>(sum_squares_blocks(n)), kThreads, 0, stream, block_sums, x, n);
   check_launch("sum_squares_kernel");
 }
 

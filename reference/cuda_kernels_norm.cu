@@ -115,10 +115,10 @@ void column_sums(float* dst, const float* a, const float* x, const float* mean, 
                  int64_t n, int64_t c, cudaStream_t stream) {
   if (n <= 0 || c <= 0) return;
   const int64_t p = column_partials_rows(n);
-  column_partials_kernel<<<dim3(blocks_for(c, 32), static_cast<unsigned>(p)), dim3(32, 8), 0, stream>>>(
-      partial, a, x, mean, rstd, n, c, rows_per_partial(n));
+  launch(column_partials_kernel, dim3(blocks_for(c, 32), static_cast<unsigned>(p)), dim3(32, 8), 0, stream, partial, a,
+         x, mean, rstd, n, c, rows_per_partial(n));
   check_launch("column_partials_kernel");
-  column_finalize_kernel<<<blocks_for(c, 256), 256, 0, stream>>>(dst, partial, p, c);
+  launch(column_finalize_kernel, blocks_for(c, 256), 256, 0, stream, dst, partial, p, c);
   check_launch("column_finalize_kernel");
 }
 
@@ -137,8 +137,8 @@ void column_sums_accumulate(float* dst, const float* a, float* partial, int64_t 
 void norm_forward(float* out, float* mean, float* rstd, const float* x, const float* w, const float* bias,
                   int64_t n, int64_t c, bool rms, cudaStream_t stream) {
   if (n <= 0) return;
-  norm_forward_kernel<<<blocks_for(n, kWarpsPerBlock), kWarpsPerBlock * 32, 0, stream>>>(out, mean, rstd, x, w,
-                                                                                          bias, n, c, rms);
+  launch(norm_forward_kernel, blocks_for(n, kWarpsPerBlock), kWarpsPerBlock * 32, 0, stream, out, mean, rstd, x, w,
+         bias, n, c, rms);
   check_launch("norm_forward_kernel");
 }
 
@@ -146,8 +146,8 @@ void norm_backward_accumulate(float* dx, float* dw, float* dbias, const float* d
                               const float* mean, const float* rstd, float* partial, int64_t n, int64_t c, bool rms,
                               cudaStream_t stream) {
   if (n <= 0) return;
-  norm_backward_dx_kernel<<<blocks_for(n, kWarpsPerBlock), kWarpsPerBlock * 32, 0, stream>>>(dx, dout, x, w, mean,
-                                                                                              rstd, n, c, rms);
+  launch(norm_backward_dx_kernel, blocks_for(n, kWarpsPerBlock), kWarpsPerBlock * 32, 0, stream, dx, dout, x, w, mean,
+         rstd, n, c, rms);
   check_launch("norm_backward_dx_kernel");
   // dw[j] += Σ_i dout[i,j]·x̂[i,j]; dbias[j] += Σ_i dout[i,j]. The two passes share `partial` (stream order).
   column_sums(dw, dout, x, rms ? nullptr : mean, rstd, partial, n, c, stream);

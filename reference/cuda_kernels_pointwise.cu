@@ -93,45 +93,45 @@ __global__ void adamw_kernel(float* p, const float* g, float* m, float* v, int64
 
 void bias_add(float* out, const float* bias, int64_t n, int64_t o, cudaStream_t stream) {
   if (n * o <= 0) return;
-  bias_add_kernel<<<grid_for(n * o), kThreads, 0, stream>>>(out, bias, n * o, o);
+  launch(bias_add_kernel, grid_for(n * o), kThreads, 0, stream, out, bias, n * o, o);
   check_launch("bias_add_kernel");
 }
 
 void residual_accumulate(float* x, const float* y, int64_t n, cudaStream_t stream) {
   if (n <= 0) return;
-  residual_kernel<<<grid_for(n), kThreads, 0, stream>>>(x, y, n);
+  launch(residual_kernel, grid_for(n), kThreads, 0, stream, x, y, n);
   check_launch("residual_kernel");
 }
 
 void gelu_forward(float* out, const float* in, int64_t n, cudaStream_t stream) {
   if (n <= 0) return;
-  gelu_forward_kernel<<<grid_for(n), kThreads, 0, stream>>>(out, in, n);
+  launch(gelu_forward_kernel, grid_for(n), kThreads, 0, stream, out, in, n);
   check_launch("gelu_forward_kernel");
 }
 
 void gelu_backward(float* din, const float* in, const float* dout, int64_t n, cudaStream_t stream) {
   if (n <= 0) return;
-  gelu_backward_kernel<<<grid_for(n), kThreads, 0, stream>>>(din, in, dout, n);
+  launch(gelu_backward_kernel, grid_for(n), kThreads, 0, stream, din, in, dout, n);
   check_launch("gelu_backward_kernel");
 }
 
 void swiglu_forward(float* out, const float* fc1, int64_t n, int64_t f, cudaStream_t stream) {
   if (n * f <= 0) return;
-  swiglu_forward_kernel<<<grid_for(n * f), kThreads, 0, stream>>>(out, fc1, n * f, f);
+  launch(swiglu_forward_kernel, grid_for(n * f), kThreads, 0, stream, out, fc1, n * f, f);
   check_launch("swiglu_forward_kernel");
 }
 
 void swiglu_backward(float* dfc1, const float* fc1, const float* dout, int64_t n, int64_t f, cudaStream_t stream) {
   if (n * f <= 0) return;
-  swiglu_backward_kernel<<<grid_for(n * f), kThreads, 0, stream>>>(dfc1, fc1, dout, n * f, f);
+  launch(swiglu_backward_kernel, grid_for(n * f), kThreads, 0, stream, dfc1, fc1, dout, n * f, f);
   check_launch("swiglu_backward_kernel");
 }
 
 void adamw_step(float* p, const float* g, float* m, float* v, int64_t n, float lr, float beta1, float beta2,
                 float eps, float weight_decay, float grad_scale, float c1, float c2, cudaStream_t stream) {
   if (n <= 0) return;
-  adamw_kernel<<<grid_for(n), kThreads, 0, stream>>>(p, g, m, v, n, lr, beta1, beta2, eps, weight_decay, grad_scale,
-                                                      c1, c2);
+  launch(adamw_kernel, grid_for(n), kThreads, 0, stream, p, g, m, v, n, lr, beta1, beta2, eps, weight_decay, grad_scale,
+         c1, c2);
   check_launch("adamw_kernel");
 }
 

@@ -18,8 +18,11 @@
 #include <vector>
 
 #include "reference/backend.hpp"
+#include "tests/kernel_compare.hpp"
 
 using namespace shardplan::reference;
+using kernel_compare::random_tokens;
+using kernel_compare::random_vec;
 
 namespace {
 
@@ -35,22 +38,6 @@ std::unique_ptr<Backend> cuda_or_skip() {
     MESSAGE("no usable GPU (" << std::string(e.what()) << "): skipped");
     return nullptr;
   }
-}
-
-std::vector<float> random_vec(std::size_t n, unsigned seed, float scale = 1.0f, float shift = 0.0f) {
-  std::mt19937 g(seed);
-  std::normal_distribution<float> d(shift, scale);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(g);
-  return v;
-}
-
-std::vector<int32_t> random_tokens(std::size_t n, int32_t vocab, unsigned seed) {
-  std::mt19937 g(seed);
-  std::uniform_int_distribution<int32_t> d(0, vocab - 1);
-  std::vector<int32_t> v(n);
-  for (auto& x : v) x = d(g);
-  return v;
 }
 
 // n elements of T in one backend's memory, `offset` elements past a 256-byte-aligned allocation (offset 1 makes
@@ -85,25 +72,8 @@ struct Twin {
 };
 using TwinF = Twin<float>;
 
-// Checks |gpu − cpu| ≤ rtol·(|cpu| + rms(cpu)) for every element, naming the worst one otherwise.
 void compare(const std::string& what, const TwinF& t, double rtol) {
-  const std::vector<float> c = t.cpu.get(), g = t.gpu.get();
-  REQUIRE(c.size() == g.size());
-  double ss = 0;
-  for (float x : c) ss += static_cast<double>(x) * x;
-  const double rms = c.empty() ? 0.0 : std::sqrt(ss / static_cast<double>(c.size()));
-  double worst = 0;
-  std::size_t at = 0;
-  for (std::size_t i = 0; i < c.size(); ++i) {
-    const double err = std::fabs(static_cast<double>(g[i]) - c[i]);
-    const double ratio = std::isfinite(g[i]) ? err / (rtol * (std::fabs(c[i]) + rms) + 1e-30) : INFINITY;
-    if (!(ratio <= worst)) {
-      worst = ratio;
-      at = i;
-    }
-  }
-  CHECK_MESSAGE(worst <= 1.0, what << ": worst element " << at << " cpu " << c[at] << " gpu " << g[at] << " ("
-                                   << worst << " × tolerance " << rtol << ")");
+  kernel_compare::compare(what, t.cpu.get(), t.gpu.get(), rtol, "gpu");
 }
 
 }  // namespace
@@ -377,13 +347,7 @@ TEST_SUITE("reference cuda") {
     TwinF g(*cpu, *gpu, random_vec(n, 81));
     TwinF m(*cpu, *gpu, random_vec(n, 82, 0.1f));
     TwinF v(*cpu, *gpu, v0);
-    AdamWParams a{};
-    a.lr = 1e-2f;
-    a.beta1 = 0.9f;
-    a.beta2 = 0.95f;
-    a.eps = 1e-8f;
-    a.weight_decay = 0.1f;
-    a.grad_scale = 0.5f;
+    AdamWParams a = kernel_compare::adamw_test_params();
     for (a.t = 3; a.t <= 4; ++a.t) {
       cpu->adamw_step_shard(p.cpu.p, g.cpu.p, m.cpu.p, v.cpu.p, n, a);
       gpu->adamw_step_shard(p.gpu.p, g.gpu.p, m.gpu.p, v.gpu.p, n, a);

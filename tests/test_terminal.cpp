@@ -278,14 +278,17 @@ TEST_SUITE("terminal") {
 
 TEST_SUITE("terminal") {
   TEST_CASE("progress: a bar on stderr only when stderr is a terminal, erased when done") {
-    // 10 simulations of the seed's case with its 4 M-token batch: about 1 s, past the bar's 0.3 s delay.
+    // 10 simulations of the seed's case; the bar's delay is set to 0 (SHARDPLAN_PROGRESS_DELAY_MS) so that it is
+    // drawn however fast the machine simulates.
     const std::string args = "plan --preset 8b --gpus 8 --cluster a800x8 --top 10 --simulate-top 10";
     const auto piped = shardplan::test::run_cli(args);
     REQUIRE(piped.exit_code == 0);
     CHECK(piped.err.empty());  // stderr is a file here: no bar, nothing at all
+    ::setenv("SHARDPLAN_PROGRESS_DELAY_MS", "0", 1);
     const std::string tty = run_on_pty(100, {"plan", "--preset", "8b", "--gpus", "8", "--cluster", "a800x8", "--top", "10",
                                              "--simulate-top", "10", "--no-color"},
                                        nullptr, true);
+    ::unsetenv("SHARDPLAN_PROGRESS_DELAY_MS");
     if (tty.empty()) return;  // no pseudo-terminal here
     const size_t bar = tty.find("simulating the top candidates [");
     REQUIRE(bar != std::string::npos);
