@@ -2,8 +2,12 @@
 #include "sim/rerank.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <exception>
+#include <mutex>
 #include <numeric>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -159,6 +163,44 @@ size_t recommend_simulated(const std::vector<Strategy>& strategies,
   return *pick;
 }
 
+namespace {
+
+// The candidates in `todo` simulated into out.simulated (or out.skipped), independently of each other: on as many
+// threads as the machine has cores, up to one per candidate ("use both cores where it helps": the simulations are
+// most of plan's time for long pipelines). Each result lands in its own slot, so the outcome does not depend on the
+// threads; progress is reported under a lock; an unexpected exception is rethrown after every thread has ended.
+void simulate_all(const std::vector<Prediction>& top, const std::vector<size_t>& todo, RerankResult& out,
+                  const std::function<void(size_t, size_t)>& progress) {
+  std::atomic<size_t> next{0};
+  size_t finished = 0;
+  std::mutex lock;
+  std::exception_ptr failure;
+  auto work = [&] {
+    for (size_t d = next++; d < todo.size(); d = next++) {
+      const Prediction& p = top[todo[d]];
+      try {
+        out.simulated[todo[d]] = simulate_candidate(p.model, p.strategy, p.cluster);
+      } catch (const InputError& e) {
+        out.skipped[todo[d]] = e.what();  // a schedule the simulator cannot build: keeps its analytic place
+      } catch (...) {
+        const std::lock_guard<std::mutex> g(lock);
+        if (!failure) failure = std::current_exception();
+      }
+      const std::lock_guard<std::mutex> g(lock);
+      ++finished;
+      if (progress) progress(finished, todo.size());
+    }
+  };
+  const size_t threads = std::min<size_t>(todo.size(), std::max(1u, std::thread::hardware_concurrency()));
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < threads; ++t) pool.emplace_back(work);
+  work();
+  for (std::thread& t : pool) t.join();
+  if (failure) std::rethrow_exception(failure);
+}
+
+}  // namespace
+
 RerankResult rerank_candidates(const std::vector<Prediction>& top, size_t ranked, size_t recommended, size_t k,
                                Objective o, const std::function<void(size_t, size_t)>& progress) {
   RerankResult out;
@@ -175,15 +217,7 @@ RerankResult rerank_candidates(const std::vector<Prediction>& top, size_t ranked
   std::vector<size_t> todo(out.window);
   std::iota(todo.begin(), todo.end(), size_t{0});
   if (recommended >= out.window && recommended < n) todo.push_back(recommended);
-  for (size_t d = 0; d < todo.size(); ++d) {
-    const Prediction& p = top[todo[d]];
-    try {
-      out.simulated[todo[d]] = simulate_candidate(p.model, p.strategy, p.cluster);
-    } catch (const InputError& e) {
-      out.skipped[todo[d]] = e.what();  // a schedule the simulator cannot build: keeps its analytic place
-    }
-    if (progress) progress(d + 1, todo.size());
-  }
+  simulate_all(top, todo, out, progress);
 
   std::vector<RankKey> keys(n);
   for (size_t i = 0; i < n; ++i)
