@@ -155,6 +155,27 @@ TEST_SUITE("reference loop") {
     CHECK(bytes_needed(c, 1) < 2 * r.peak_bytes);
   }
 
+  TEST_CASE("a loss that stops being finite ends the run, naming the step") {
+    RunConfig c;
+    c.model = presets().model("tiny");
+    c.model.layers = 1;
+    c.seq = 16;
+    c.micro_batch = 1;
+    c.steps = 6;
+    c.warmup_steps = 0;
+    c.lr = 1e36;  // the first AdamW step moves every weight by ~1e36: the next forward overflows fp32
+    c.clip_norm = 0;
+    std::string what;
+    try {
+      run_training(c, world_single());
+    } catch (const std::runtime_error& e) {
+      what = e.what();
+    }
+    MESSAGE(what);
+    CHECK(what.find("the loss became") != std::string::npos);
+    CHECK(what.find("at step 1") != std::string::npos);  // step 0 trains on the initial weights
+  }
+
   TEST_CASE("full recompute and gradient accumulation change memory, not the result") {
     RunConfig c;
     c.model = presets().model("tiny");
