@@ -23,8 +23,10 @@ cp -a /etc/openmpi "$B/root/etc/"
 cp /usr/bin/orterun "$B/bin/mpirun"
 cp /usr/bin/orted "$B/bin/orted"
 
-# Shared libraries of the binaries and of every plugin, minus what the device machine must provide itself.
-skip='^(linux-vdso|ld-linux|libc\.|libm\.|libdl\.|libpthread\.|librt\.|libcuda\.|libcublas|libcublasLt|libnccl)'
+# Shared libraries of the binaries and of every plugin, minus what the device machine provides itself: the C and
+# C++ runtimes (PyTorch's image has a libstdc++ at least as new; Debian 12's needs glibc 2.36), the CUDA driver,
+# cuBLAS(Lt) and NCCL.
+skip='^(linux-vdso|ld-linux|libc\.|libm\.|libdl\.|libpthread\.|librt\.|libstdc\+\+|libgcc_s|libcuda\.|libcublas|libcublasLt|libnccl)'
 collect() {
   ldd "$1" 2>/dev/null | awk '/=> \// {print $1, $3}' | while read -r name path; do
     [[ "$name" =~ $skip ]] && continue
@@ -39,9 +41,11 @@ set -e
 for d in /usr/lib/x86_64-linux-gnu/openmpi /usr/lib/x86_64-linux-gnu/pmix2 /usr/share/openmpi; do mount -t tmpfs none "$d"; done
 source scripts/gpu-env.sh
 mpirun --oversubscribe -np 1 shardplan validate --preset tiny --zero 3 --backend cpu --steps 1 --warmup 0 --quiet --format csv
+# ... and as an MPI singleton, the session's fallback where mpirun cannot start.
+shardplan validate --preset tiny --zero 0 --backend cpu --steps 1 --warmup 0 --quiet --format csv
 INNER
 if unshare -m bash /tmp/gpu-bundle-check.sh > /tmp/gpu-bundle-check.log 2>&1; then
-  echo "bundle check: a 1-rank validate ran from $B with the system OpenMPI hidden"
+  echo "bundle check: a 1-rank validate ran from $B with the system OpenMPI hidden, under mpirun and as a singleton"
 else
   cat /tmp/gpu-bundle-check.log
   echo "bundle check FAILED (see above)" >&2

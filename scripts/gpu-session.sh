@@ -18,16 +18,21 @@ mkdir -p "$OUT"
 log="$OUT/session.log"
 step() { echo "== $(date +%T) $*" | tee -a "$log"; }
 
+# One rank: through the bundle's mpirun, or as an MPI singleton where mpirun cannot start on this image.
+if mpirun --version > /dev/null 2>&1; then one_rank=(mpirun -np 1); else one_rank=(); fi
+
 step "machine"
 { nvidia-smi -L; nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv; } 2>&1 | tee -a "$log"
-ldd .gpu-bundle/bin/shardplan | grep -E "not found|nccl|cublas|cudart" | tee -a "$log"
+{ cat /etc/os-release | head -2; ldd --version | head -1; } 2>&1 | tee -a "$log"
+ldd .gpu-bundle/bin/shardplan | grep -E "not found|nccl|cublas|cudart|stdc" | tee -a "$log"
+echo "one rank: ${one_rank[*]:-MPI singleton}" | tee -a "$log"
 
 step "1. CUDA kernels against the CPU twins"
 timeout 120 shardplan_tests -tc='*cuda*' -s 2>&1 | tail -40 > "$OUT/gpu-tests.log"
 tail -4 "$OUT/gpu-tests.log" | tee -a "$log"
 
 step "2. GEMM and copy calibration (bf16 cuBLASLt, one rank)"
-timeout 240 mpirun -np 1 shardplan calibrate --backend nccl --gemm-only --preset gpt2-1.2b --quiet \
+timeout 240 "${one_rank[@]}" shardplan calibrate --backend nccl --gemm-only --preset gpt2-1.2b --quiet \
   --out "$OUT/h200-gemm.yaml" --raw /tmp/h200-gemm.raw.csv >> "$log" 2>&1
 echo "calibrate exit $?" | tee -a "$log"
 
@@ -36,11 +41,11 @@ cluster=(--gpu h200)
 [ -s "$OUT/h200-gemm.yaml" ] && cluster=(--cluster "$OUT/h200-gemm.yaml")
 for z in 0 3; do
   echo "## tiny, ZeRO-$z" >> "$OUT/validate-tiny.md"
-  timeout 60 mpirun -np 1 shardplan validate --backend cuda --preset tiny --zero "$z" "${cluster[@]}" --steps 6 \
+  timeout 60 "${one_rank[@]}" shardplan validate --backend cuda --preset tiny --zero "$z" "${cluster[@]}" --steps 6 \
     --quiet --format markdown >> "$OUT/validate-tiny.md" 2>> "$log"
   echo "tiny z$z exit $?" | tee -a "$log"
 done
-timeout 150 mpirun -np 1 shardplan validate --backend cuda --preset gpt2-1.2b --zero 0 --micro-batch 4 \
+timeout 150 "${one_rank[@]}" shardplan validate --backend cuda --preset gpt2-1.2b --zero 0 --micro-batch 4 \
   --global-batch 4 "${cluster[@]}" --steps 5 --warmup 2 --quiet --format markdown \
   > "$OUT/validate-1.2b.md" 2>> "$log"
 echo "gpt2-1.2b exit $?" | tee -a "$log"
