@@ -22,6 +22,8 @@ cp -a /usr/share/openmpi "$B/root/usr/share/"
 cp -a /etc/openmpi "$B/root/etc/"
 cp /usr/bin/orterun "$B/bin/mpirun"
 cp /usr/bin/orted "$B/bin/orted"
+# An MPI singleton starts orted from the relocated prefix's bindir.
+mkdir -p "$B/root/usr/bin" && cp /usr/bin/orted "$B/root/usr/bin/orted"
 
 # Shared libraries of the binaries and of every plugin, minus what the device machine provides itself: the C and
 # C++ runtimes (PyTorch's image has a libstdc++ at least as new; Debian 12's needs glibc 2.36), the CUDA driver,
