@@ -306,12 +306,8 @@ int run_calibrate(const CalibrateFlags& flags, const PresetStore& store, const s
         if (std::find(meta.hostnames.begin(), meta.hostnames.end(), h) == meta.hostnames.end()) meta.hostnames.push_back(h);
       for (const std::string& d : devices)
         if (std::find(meta.devices.begin(), meta.devices.end(), d) == meta.devices.end()) meta.devices.push_back(d);
-      char library[MPI_MAX_LIBRARY_VERSION_STRING] = {};
-      int library_length = 0;
-      MPI_Get_library_version(library, &library_length);
-      std::string mpi_version(library);
-      mpi_version = mpi_version.substr(0, mpi_version.find_first_of(",\n"));
-      meta.versions.emplace_back("mpi", mpi_version);
+      meta.versions.emplace_back("mpi", comm::mpi_library_version());
+      if (std::string(world_comm->backend()) == "nccl") meta.versions.emplace_back("nccl", world_comm->library_version());
       if (!device->versions().empty()) meta.versions.emplace_back("cuda", device->versions());
       for (char** e = environ; *e != nullptr; ++e) {
         const std::string kv = *e;

@@ -129,6 +129,14 @@ std::vector<int> ranks_with_other_arguments() {
   return odd;
 }
 
+std::string mpi_library_version() {
+  char library[MPI_MAX_LIBRARY_VERSION_STRING] = {};
+  int length = 0;
+  MPI_Get_library_version(library, &length);
+  const std::string line(library);
+  return line.substr(0, line.find_first_of(",\n"));
+}
+
 bool backend_available(const std::string& backend) {
   if (backend == "mpi") return true;
 #if SHARDPLAN_HAVE_NCCL

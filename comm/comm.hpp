@@ -44,6 +44,8 @@ class Communicator {
   virtual int rank() const = 0;
   virtual int size() const = 0;
   virtual const char* backend() const = 0;  // "mpi" | "nccl"
+  // The communication library under it, for the record: "Open MPI v4.1.4", "NCCL 2.27.3".
+  virtual std::string library_version() const = 0;
 
   // recv[size·count] = concat over ranks of send[count].
   virtual HandlePtr all_gather(const void* send, void* recv, std::size_t count, DataType t) = 0;
@@ -86,6 +88,9 @@ std::vector<std::string> split_command_line(const std::string& raw);
 // differs per node) would otherwise wait forever in a collective of another size. Collective over
 // MPI_COMM_WORLD (one 64-bit FNV-1a hash per rank).
 std::vector<int> ranks_with_other_arguments();
+
+// The MPI library's version line (MPI_Get_library_version, up to its first comma): "Open MPI v4.1.4".
+std::string mpi_library_version();
 
 // MPI_Init_thread on construction (MPI_THREAD_MULTIPLE when offered: the watchdog aborts from its own thread),
 // MPI_Finalize on destruction. One per process.

@@ -67,6 +67,7 @@ class MpiCommunicator final : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   const char* backend() const override { return "mpi"; }
+  std::string library_version() const override { return mpi_library_version(); }
 
   HandlePtr all_gather(const void* send, void* recv, std::size_t count, DataType t) override {
     MPI_Request r;

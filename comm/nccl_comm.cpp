@@ -85,6 +85,12 @@ class NcclCommunicator final : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   const char* backend() const override { return "nccl"; }
+  // ncclGetVersion: major·10000 + minor·100 + patch since NCCL 2.9 (nccl.h NCCL_VERSION).
+  std::string library_version() const override {
+    int code = 0;
+    nccl_check(ncclGetVersion(&code), "ncclGetVersion");
+    return fmt::format("NCCL {}.{}.{}", code / 10000, code / 100 % 100, code % 100);
+  }
 
   HandlePtr all_gather(const void* send, void* recv, std::size_t count, DataType t) override {
     nccl_check(ncclAllGather(send, recv, count, nccl_type(t), comm_, stream_), "ncclAllGather");

@@ -155,6 +155,13 @@ TEST_SUITE("reference loop") {
     CHECK(bytes_needed(c, 1) < 2 * r.peak_bytes);
   }
 
+  TEST_CASE("the communicator names its library (calibrate's meta.versions)") {
+    const std::string v = world_single().library_version();
+    CHECK(v.find("MPI") != std::string::npos);  // "Open MPI v4.1.4" on Debian 12
+    CHECK(v.find(',') == std::string::npos);    // the first line's head only
+    CHECK(v == comm::mpi_library_version());
+  }
+
   TEST_CASE("a loss that stops being finite ends the run, naming the step") {
     RunConfig c;
     c.model = presets().model("tiny");
