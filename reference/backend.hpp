@@ -2,7 +2,8 @@
 // The device one rank trains on: its memory and the kernels of the reference GPT, in the style of ggml's
 // backends. The CPU backend runs the fp32 kernels of cpu_kernels.hpp on host memory (Eigen + plain loops); the
 // CUDA backend runs the same functions on its GPU's memory (cuBLASLt GEMMs and small kernels of its own,
-// reference/cuda_*.cu), each tested against its CPU twin (tests/test_reference_cuda.cpp).
+// reference/cuda_*.cu), each tested against its CPU twin: on a GPU (tests/test_reference_cuda.cpp) and, on every
+// CI run, under a host emulator of the CUDA execution model (tests/cuda_emu).
 //
 // Every pointer a backend takes is memory of that backend (host or device); shapes are those of
 // cpu_kernels.hpp. Kernels may run asynchronously, in issue order: synchronize() waits for all of them. The
@@ -29,7 +30,7 @@ class Backend {
   virtual void memory_release(void* p) = 0;
   virtual void memory_zero(void* p, std::size_t bytes) = 0;
   virtual void memory_copy(void* dst, const void* src, std::size_t bytes) = 0;            // backend → backend
-  virtual void memory_upload(void* dst, const void* host, std::size_t bytes) = 0;         // host → backend
+  virtual void memory_upload(void* dst, const void* host, std::size_t bytes) = 0;         // host → backend (waits)
   virtual void memory_download(void* host, const void* src, std::size_t bytes) = 0;       // backend → host (waits)
   // Waits until every kernel and copy issued so far is done: before a collective on another stream reads what
   // they wrote, or writes memory they may still read.
