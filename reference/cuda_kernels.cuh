@@ -3,7 +3,7 @@
 // cpu_kernels.hpp: same functions, same row-major layouts, same accumulate-vs-overwrite semantics. Every launcher
 // enqueues its kernels on `stream` and returns at once; every pointer is device memory. Scratch buffers
 // (`partial`, `delta`, `row_loss`, `block_sums`) are passed in by the backend, which takes them from its caching
-// allocator; their sizes are given by the *_size helpers below.
+// allocator; their sizes are given by column_partials_rows and sum_squares_blocks below.
 #include <cuda_runtime.h>
 
 #include <cstddef>

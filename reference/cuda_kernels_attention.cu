@@ -39,6 +39,16 @@ __global__ void rope_kernel(float* qkv, int64_t rows, int64_t seq, int64_t width
   }
 }
 
+// The query row of warp w: t = w mod T, h = ⌊w/T⌋ mod NH, b = ⌊w/(T·NH)⌋, and the kv head g = h / (NH/KVH) it
+// reads (GQA, Ainslie et al. 2023).
+struct QueryRow {
+  int64_t b, h, t, g;
+};
+__device__ inline QueryRow query_row_of(int64_t warp, int64_t T, int64_t NH, int64_t KVH) {
+  const int64_t h = (warp / T) % NH;
+  return {warp / (T * NH), h, warp % T, h / (NH / KVH)};
+}
+
 // Loads a head_dim-wide row into the lane's registers (dimension lane + 32k in slot k; 0 past head_dim).
 __device__ inline void row_load(float (&dst)[kLanes], const float* src, int64_t head_dim, int lane) {
 #pragma unroll
@@ -59,15 +69,15 @@ __device__ inline float row_dot(const float (&a)[kLanes], const float* b, int64_
   return warp_sum(s);
 }
 
-// One warp per (b, h, t): out[b,t,h,:] = Σ_{j≤t} softmax_j(q_t·k_j·scale) v_j, lse[b,h,t]. Warp w ↦ t = w mod T,
-// h = ⌊w/T⌋ mod NH, b = ⌊w/(T·NH)⌋. q is head h; k, v are kv head g = h / (NH/KVH) (GQA).
+// One warp per query row (b, h, t) (query_row_of): out[b,t,h,:] = Σ_{j≤t} softmax_j(q_t·k_j·scale) v_j, lse[b,h,t].
+// q is head h; k, v are kv head g.
 __global__ void attention_forward_kernel(float* out, float* lse, const float* qkv, int64_t B, int64_t T, int64_t NH,
                                          int64_t KVH, int64_t HD, float scale) {
   const int64_t warp = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (warp >= B * NH * T) return;
-  const int64_t t = warp % T, h = (warp / T) % NH, b = warp / (T * NH);
-  const int64_t g = h / (NH / KVH);
+  const QueryRow r = query_row_of(warp, T, NH, KVH);
+  const int64_t t = r.t, h = r.h, b = r.b, g = r.g;
   const int64_t W = (NH + 2 * KVH) * HD, QW = NH * HD, KW = KVH * HD;
   const float* base = qkv + b * T * W;  // [T,QKV] of sequence b
   float q[kLanes], acc[kLanes];
@@ -107,8 +117,8 @@ __global__ void attention_backward_dq_kernel(float* dqkv, float* delta, const fl
   const int64_t warp = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (warp >= B * NH * T) return;
-  const int64_t t = warp % T, h = (warp / T) % NH, b = warp / (T * NH);
-  const int64_t g = h / (NH / KVH);
+  const QueryRow r = query_row_of(warp, T, NH, KVH);
+  const int64_t t = r.t, h = r.h, b = r.b, g = r.g;
   const int64_t W = (NH + 2 * KVH) * HD, QW = NH * HD, KW = KVH * HD;
   const float* base = qkv + b * T * W;  // [T,QKV]
   float q[kLanes], d_o[kLanes], dq[kLanes];
