@@ -10,15 +10,23 @@
 
 #include "comm/comm.hpp"
 #include "comm/mpi_util.hpp"
+#include "reference/bf16.hpp"  // header-only bf16 rounding, shared with the kernels so that all round alike
 
 namespace shardplan::comm {
 
 namespace {
 
 MPI_Datatype mpi_type(DataType t) {
-  // bf16 has no MPI type; the MPI backend is the CPU path and always runs fp32 (bf16 buffers are rejected).
-  if (t != DataType::fp32) throw CommError("the MPI backend reduces fp32 only (bf16 is the NCCL backend's)");
-  return MPI_FLOAT;
+  // bf16 has no MPI type: its elements travel as 16-bit words and are added by bf16_sum.
+  return t == DataType::bf16 ? MPI_UINT16_T : MPI_FLOAT;
+}
+
+// MPI user reduction for bf16: inout[i] = round(in[i] + inout[i]), each pairwise sum computed in fp32 and rounded
+// to bf16 (RNE), as NCCL's bf16 reductions round at every step.
+void bf16_sum(void* in, void* inout, int* len, MPI_Datatype*) {
+  const auto* a = static_cast<const reference::bf16*>(in);
+  auto* b = static_cast<reference::bf16*>(inout);
+  for (int i = 0; i < *len; ++i) b[i] = reference::bf16_from_float(reference::bf16_to_float(a[i]) + reference::bf16_to_float(b[i]));
 }
 
 int as_int(std::size_t count) {
@@ -62,6 +70,10 @@ class MpiCommunicator final : public Communicator {
     MPI_Comm_size(comm_, &size_);
   }
   ~MpiCommunicator() override {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (finalized) return;
+    if (bf16_sum_ != MPI_OP_NULL) MPI_Op_free(&bf16_sum_);
     if (owned_) MPI_Comm_free(&comm_);
   }
   int rank() const override { return rank_; }
@@ -77,13 +89,13 @@ class MpiCommunicator final : public Communicator {
   }
   HandlePtr reduce_scatter(const void* send, void* recv, std::size_t count, DataType t) override {
     MPI_Request r;
-    mpi_check(MPI_Ireduce_scatter_block(send, recv, as_int(count), mpi_type(t), MPI_SUM, comm_, &r),
+    mpi_check(MPI_Ireduce_scatter_block(send, recv, as_int(count), mpi_type(t), sum_op(t), comm_, &r),
               "MPI_Ireduce_scatter_block");
     return std::make_unique<MpiHandle>(r, "reduce_scatter");
   }
   HandlePtr all_reduce(const void* send, void* recv, std::size_t count, DataType t) override {
     MPI_Request r;
-    mpi_check(MPI_Iallreduce(send == recv ? MPI_IN_PLACE : send, recv, as_int(count), mpi_type(t), MPI_SUM, comm_, &r),
+    mpi_check(MPI_Iallreduce(send == recv ? MPI_IN_PLACE : send, recv, as_int(count), mpi_type(t), sum_op(t), comm_, &r),
               "MPI_Iallreduce");
     return std::make_unique<MpiHandle>(r, "all_reduce");
   }
@@ -114,7 +126,15 @@ class MpiCommunicator final : public Communicator {
   }
 
  private:
+  // The reduction of a sum in dtype t; the bf16 one is created at its first use and freed with the communicator.
+  MPI_Op sum_op(DataType t) {
+    if (t == DataType::fp32) return MPI_SUM;
+    if (bf16_sum_ == MPI_OP_NULL) mpi_check(MPI_Op_create(&bf16_sum, 1, &bf16_sum_), "MPI_Op_create");
+    return bf16_sum_;
+  }
+
   static constexpr int kTag = 7;
+  MPI_Op bf16_sum_ = MPI_OP_NULL;
   MPI_Comm comm_;
   bool owned_;
   int rank_ = 0, size_ = 1;

@@ -197,7 +197,7 @@ double last_stage_extra_bytes(const ModelSpec& m, const Strategy& s) {
 
 double logits_bytes(const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw) {
   const double elements = tokens_per_microbatch(s) * static_cast<double>(model_padded_vocab(m)) / s.tp;
-  double bytes = elements * fw.logits_bytes_per_element;
+  double bytes = elements * (fw.logits_bytes_per_element + fw.logits_compute_dtype_copies * activation_dtype_bytes(s));
   // A chunked loss materialises the logits one chunk of tokens at a time.
   if (s.loss == LossKind::chunked) bytes /= static_cast<double>(fw.loss_chunks);
   return bytes;

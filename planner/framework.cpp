@@ -116,7 +116,10 @@ FrameworkTraits reference_traits() {
   t.unsharded_grad_units = 1;
   t.head_grads_in_flight = true;
   t.attention_score_matrices = 2;  // scores and their gradient, per (sequence, head), in backward
-  t.logits_bytes_per_element = 6;  // bf16 logits + fp32 probabilities, gradient written in place
+  // One logits tensor in the compute dtype; the fused cross-entropy writes the gradient in place
+  // (reference/model.cpp head_forward_backward).
+  t.logits_bytes_per_element = 0;
+  t.logits_compute_dtype_copies = 1;
   t.block_backward_scratch = true;  // the loop's one reused set of block gradient scratch (reference/README.md)
   t.swiglu_saved_intermediates = 3;
   t.optimizer_temp_bytes_per_param = 0;

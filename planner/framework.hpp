@@ -43,6 +43,7 @@ struct FrameworkTraits {
 
   // --- loss and MLP implementation -------------------------------------------------------------------------
   double logits_bytes_per_element = 0;    // bytes per logit element alive at the loss (see framework.cpp)
+  double logits_compute_dtype_copies = 0; // plus this many copies in the compute dtype (2 B bf16, 4 B fp32)
   // One block's backward temporaries (activations.hpp block_backward_scratch_bytes) are counted. The logits are
   // freed before the blocks' backward, so the last stage holds the larger of the two, not both.
   bool block_backward_scratch = false;

@@ -31,11 +31,11 @@ Arena::~Arena() {
   for (auto& [p, e] : entries_) backend_.memory_release(p);
 }
 
-float* Arena::allocate(int64_t count, Category c, bool zero) {
+void* Arena::allocate(int64_t count, DType dtype, Category c, bool zero) {
   // The tensor's own bytes are counted; the backend rounds the allocation up to its alignment (slack that is the
   // allocator's, not the loop's: it shows in the device's own figure).
-  const int64_t bytes = count * 4;
-  float* p = static_cast<float*>(backend_.memory_allocate(static_cast<std::size_t>(bytes)));
+  const int64_t bytes = count * dtype_bytes(dtype);
+  void* p = backend_.memory_allocate(static_cast<std::size_t>(bytes));
   if (zero) backend_.memory_zero(p, static_cast<std::size_t>(bytes));
   entries_[p] = Entry{bytes, c};
   component_of(live_, c) += bytes;
@@ -47,7 +47,7 @@ float* Arena::allocate(int64_t count, Category c, bool zero) {
   return p;
 }
 
-void Arena::release(float* p) {
+void Arena::release(void* p) {
   auto it = entries_.find(p);
   if (it == entries_.end()) return;
   component_of(live_, it->second.category) -= it->second.bytes;

@@ -3,6 +3,7 @@
 // memory component (reference.hpp MemoryByComponent). It keeps the live bytes per component, the high-water
 // mark of their sum, and what was live at that mark — the measured side of `shardplan validate`.
 #include <cstdint>
+#include <stdexcept>
 #include <unordered_map>
 
 #include "reference/backend.hpp"
@@ -20,9 +21,9 @@ class Arena {
   Arena& operator=(const Arena&) = delete;
   ~Arena();
 
-  // `count` fp32 elements of backend memory, zero-filled when `zero` (the caller overwrites otherwise).
-  float* allocate(int64_t count, Category c, bool zero);
-  void release(float* p);
+  // `count` elements of `dtype` in backend memory, zero-filled when `zero` (the caller overwrites otherwise).
+  void* allocate(int64_t count, DType dtype, Category c, bool zero);
+  void release(void* p);
 
   int64_t live_total() const { return live_total_; }
   MemoryByComponent live() const { return live_; }
@@ -38,24 +39,33 @@ class Arena {
     Category category;
   };
   Backend& backend_;
-  std::unordered_map<float*, Entry> entries_;
+  std::unordered_map<void*, Entry> entries_;
   MemoryByComponent live_;
   int64_t live_total_ = 0;
   int64_t peak_ = 0;
   MemoryByComponent at_peak_;
 };
 
-// An owned fp32 tensor in the arena (move-only). Shapes are documented where each Buf is declared.
+// An owned tensor in the arena (move-only): `count` elements of one dtype. Shapes are documented where each Buf is
+// declared. Tensors the kernels see as floatX are of the backend's dtype (x()); statistics, moments and the master
+// copy are fp32 (f()).
 class Buf {
  public:
   Buf() = default;
-  Buf(Arena& a, int64_t count, Category c, bool zero = false)
-      : arena_(&a), data_(a.allocate(count, c, zero)), count_(count) {}
-  Buf(Buf&& o) noexcept : arena_(o.arena_), data_(o.data_), count_(o.count_) { o.data_ = nullptr; o.count_ = 0; }
+  Buf(Arena& a, int64_t count, DType dtype, Category c, bool zero = false)
+      : arena_(&a), data_(a.allocate(count, dtype, c, zero)), count_(count), dtype_(dtype) {}
+  // A tensor of the backend's dtype.
+  static Buf of_backend_dtype(Arena& a, int64_t count, Category c, bool zero = false) {
+    return Buf(a, count, a.backend().dtype(), c, zero);
+  }
+  Buf(Buf&& o) noexcept : arena_(o.arena_), data_(o.data_), count_(o.count_), dtype_(o.dtype_) {
+    o.data_ = nullptr;
+    o.count_ = 0;
+  }
   Buf& operator=(Buf&& o) noexcept {
     if (this != &o) {
       reset();
-      arena_ = o.arena_, data_ = o.data_, count_ = o.count_;
+      arena_ = o.arena_, data_ = o.data_, count_ = o.count_, dtype_ = o.dtype_;
       o.data_ = nullptr, o.count_ = 0;
     }
     return *this;
@@ -68,14 +78,26 @@ class Buf {
     if (data_) arena_->release(data_);
     data_ = nullptr, count_ = 0;
   }
-  float* data() const { return data_; }
+  void* data() const { return data_; }
+  // As a kernel tensor: elements of the backend's dtype (checked: a Buf of another dtype is a bug).
+  floatX* x() const {
+    if (data_ && dtype_ != arena_->backend().dtype()) throw std::logic_error("Buf::x on a tensor of another dtype");
+    return static_cast<floatX*>(data_);
+  }
+  float* f() const {
+    if (data_ && dtype_ != DType::fp32) throw std::logic_error("Buf::f on a tensor that is not fp32");
+    return static_cast<float*>(data_);
+  }
   int64_t size() const { return count_; }
+  DType dtype() const { return dtype_; }
+  int64_t bytes() const { return count_ * dtype_bytes(dtype_); }
   explicit operator bool() const { return data_ != nullptr; }
 
  private:
   Arena* arena_ = nullptr;
-  float* data_ = nullptr;
+  void* data_ = nullptr;
   int64_t count_ = 0;
+  DType dtype_ = DType::fp32;
 };
 
 // The process's resident set in bytes (/proc/self/statm, second field × page size); 0 where unreadable.

@@ -1,4 +1,5 @@
-// The CPU backend (backend.hpp): host memory and the fp32 kernels of cpu_kernels.hpp, run at once.
+// The CPU backend (backend.hpp): host memory and the kernels of cpu_kernels.hpp, run at once, instantiated for the
+// backend's tensor dtype (fp32, or bf16 storage with fp32 compute).
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -26,10 +27,34 @@ int64_t memory_available_read() {
   return static_cast<int64_t>(kib) * 1024;
 }
 
+// The typed view of an opaque floatX tensor, for the kernel instantiation chosen by the tag's type (T{}).
+template <typename T>
+T* typed(T, floatX* p) {
+  return reinterpret_cast<T*>(p);
+}
+template <typename T>
+const T* typed(T, const floatX* p) {
+  return reinterpret_cast<const T*>(p);
+}
+
 class CpuBackend final : public Backend {
+  DType dtype_;
+
+  // Calls f(bf16{}) or f(float{}) as the tensors' dtype says; returns what f returns. (Defined before the kernels:
+  // they deduce its return type.)
+  template <typename F>
+  auto run(F&& f) {
+    if (dtype_ == DType::bf16) return f(bf16{});
+    return f(float{});
+  }
+
  public:
+  explicit CpuBackend(DType dtype) : dtype_(dtype) {}
   const char* name() const override { return "cpu"; }
-  std::string description() const override { return "cpu (fp32, Eigen)"; }
+  DType dtype() const override { return dtype_; }
+  std::string description() const override {
+    return dtype_ == DType::bf16 ? "cpu (bf16 storage, fp32 compute, Eigen)" : "cpu (fp32, Eigen)";
+  }
 
   void* memory_allocate(std::size_t bytes) override {
     const std::size_t rounded = ((bytes + kAlignment - 1) / kAlignment) * kAlignment;
@@ -46,70 +71,108 @@ class CpuBackend final : public Backend {
   int64_t device_memory_used() const override { return rss_bytes_read(); }
   int64_t device_memory_available() const override { return memory_available_read(); }
 
-  void matmul_forward(float* out, const float* in, const float* w, const float* bias, int64_t n, int64_t in_dim,
+  // Every kernel: `run` calls the lambda with a tag of the storage type, float{} or bf16{}, and the lambda calls
+  // the kernel instantiation for it on typed(tag, tensor) views.
+  void matmul_forward(floatX* out, const floatX* in, const floatX* w, const floatX* bias, int64_t n, int64_t in_dim,
                       int64_t out_dim) override {
-    reference::matmul_forward(out, in, w, bias, n, in_dim, out_dim);
+    run([&](auto t) {
+      reference::matmul_forward(typed(t, out), typed(t, in), typed(t, w), typed(t, bias), n, in_dim, out_dim);
+    });
   }
-  void matmul_backward(float* din, float* dw, float* dbias, const float* dout, const float* in, const float* w,
+  void matmul_backward(floatX* din, floatX* dw, floatX* dbias, const floatX* dout, const floatX* in, const floatX* w,
                        int64_t n, int64_t in_dim, int64_t out_dim) override {
-    reference::matmul_backward(din, dw, dbias, dout, in, w, n, in_dim, out_dim);
+    run([&](auto t) {
+      reference::matmul_backward(typed(t, din), typed(t, dw), typed(t, dbias), typed(t, dout), typed(t, in),
+                                 typed(t, w), n, in_dim, out_dim);
+    });
   }
-  void residual_accumulate(float* x, const float* y, int64_t n) override { reference::residual_accumulate(x, y, n); }
-  double sum_squares(const float* x, int64_t n) override { return reference::sum_squares(x, n); }
-  void norm_forward(float* out, float* mean, float* rstd, const float* x, const float* w, const float* bias,
+  void residual_accumulate(floatX* x, const floatX* y, int64_t n) override {
+    run([&](auto t) { reference::residual_accumulate(typed(t, x), typed(t, y), n); });
+  }
+  double sum_squares(const floatX* x, int64_t n) override {
+    return run([&](auto t) { return reference::sum_squares(typed(t, x), n); });
+  }
+  void norm_forward(floatX* out, float* mean, float* rstd, const floatX* x, const floatX* w, const floatX* bias,
                     int64_t n, int64_t c, bool rms) override {
-    reference::norm_forward(out, mean, rstd, x, w, bias, n, c, rms);
+    run([&](auto t) {
+      reference::norm_forward(typed(t, out), mean, rstd, typed(t, x), typed(t, w), typed(t, bias), n, c, rms);
+    });
   }
-  void norm_backward_accumulate(float* dx, float* dw, float* dbias, const float* dout, const float* x, const float* w,
-                                const float* mean, const float* rstd, int64_t n, int64_t c, bool rms) override {
-    reference::norm_backward_accumulate(dx, dw, dbias, dout, x, w, mean, rstd, n, c, rms);
+  void norm_backward_accumulate(floatX* dx, floatX* dw, floatX* dbias, const floatX* dout, const floatX* x,
+                                const floatX* w, const float* mean, const float* rstd, int64_t n, int64_t c,
+                                bool rms) override {
+    run([&](auto t) {
+      reference::norm_backward_accumulate(typed(t, dx), typed(t, dw), typed(t, dbias), typed(t, dout), typed(t, x),
+                                          typed(t, w), mean, rstd, n, c, rms);
+    });
   }
-  void rope_forward(float* qkv, const AttentionShape& s) override { reference::rope_forward(qkv, s); }
-  void rope_backward(float* dqkv, const AttentionShape& s) override { reference::rope_backward(dqkv, s); }
+  void rope_forward(floatX* qkv, const AttentionShape& s) override {
+    run([&](auto t) { reference::rope_forward(typed(t, qkv), s); });
+  }
+  void rope_backward(floatX* dqkv, const AttentionShape& s) override {
+    run([&](auto t) { reference::rope_backward(typed(t, dqkv), s); });
+  }
   int64_t attention_work_floats(const AttentionShape& s, bool backward) const override {
     return (backward ? 2 : 1) * s.seq * s.seq;  // [T,T] scores; backward [2,T,T] with their gradient
   }
-  void attention_forward(float* out, float* lse, const float* qkv, float* work, const AttentionShape& s) override {
-    reference::attention_forward(out, lse, qkv, work, s);
+  void attention_forward(floatX* out, float* lse, const floatX* qkv, float* work, const AttentionShape& s) override {
+    run([&](auto t) { reference::attention_forward(typed(t, out), lse, typed(t, qkv), work, s); });
   }
-  void attention_backward(float* dqkv, const float* dout, const float* out, const float* lse, const float* qkv,
+  void attention_backward(floatX* dqkv, const floatX* dout, const floatX* out, const float* lse, const floatX* qkv,
                           float* work, const AttentionShape& s) override {
-    reference::attention_backward(dqkv, dout, out, lse, qkv, work, s);
+    run([&](auto t) {
+      reference::attention_backward(typed(t, dqkv), typed(t, dout), typed(t, out), lse, typed(t, qkv), work, s);
+    });
   }
-  void gelu_forward(float* out, const float* in, int64_t n) override { reference::gelu_forward(out, in, n); }
-  void gelu_backward(float* din, const float* in, const float* dout, int64_t n) override {
-    reference::gelu_backward(din, in, dout, n);
+  void gelu_forward(floatX* out, const floatX* in, int64_t n) override {
+    run([&](auto t) { reference::gelu_forward(typed(t, out), typed(t, in), n); });
   }
-  void swiglu_forward(float* out, const float* fc1, int64_t n, int64_t f) override {
-    reference::swiglu_forward(out, fc1, n, f);
+  void gelu_backward(floatX* din, const floatX* in, const floatX* dout, int64_t n) override {
+    run([&](auto t) { reference::gelu_backward(typed(t, din), typed(t, in), typed(t, dout), n); });
   }
-  void swiglu_backward(float* dfc1, const float* fc1, const float* dout, int64_t n, int64_t f) override {
-    reference::swiglu_backward(dfc1, fc1, dout, n, f);
+  void swiglu_forward(floatX* out, const floatX* fc1, int64_t n, int64_t f) override {
+    run([&](auto t) { reference::swiglu_forward(typed(t, out), typed(t, fc1), n, f); });
   }
-  void embedding_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe, int64_t b, int64_t t,
-                         int64_t c) override {
-    reference::embedding_forward(out, tokens, wte, wpe, b, t, c);
+  void swiglu_backward(floatX* dfc1, const floatX* fc1, const floatX* dout, int64_t n, int64_t f) override {
+    run([&](auto t) { reference::swiglu_backward(typed(t, dfc1), typed(t, fc1), typed(t, dout), n, f); });
   }
-  void embedding_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens, int64_t b, int64_t t,
-                          int64_t c) override {
-    reference::embedding_backward(dwte, dwpe, dout, tokens, b, t, c);
+  void embedding_forward(floatX* out, const int32_t* tokens, const floatX* wte, const floatX* wpe, int64_t b,
+                         int64_t t_len, int64_t c) override {
+    run([&](auto t) {
+      reference::embedding_forward(typed(t, out), tokens, typed(t, wte), typed(t, wpe), b, t_len, c);
+    });
   }
-  double softmax_xent_forward_backward(float* logits, const int32_t* targets, int64_t n, int64_t padded_vocab,
+  void embedding_backward(floatX* dwte, floatX* dwpe, const floatX* dout, const int32_t* tokens, int64_t b,
+                          int64_t t_len, int64_t c) override {
+    run([&](auto t) {
+      reference::embedding_backward(typed(t, dwte), typed(t, dwpe), typed(t, dout), tokens, b, t_len, c);
+    });
+  }
+  double softmax_xent_forward_backward(floatX* logits, const int32_t* targets, int64_t n, int64_t padded_vocab,
                                        int64_t vocab, float scale) override {
-    return reference::softmax_xent_forward_backward(logits, targets, n, padded_vocab, vocab, scale);
+    return run([&](auto t) {
+      return reference::softmax_xent_forward_backward(typed(t, logits), targets, n, padded_vocab, vocab, scale);
+    });
   }
-  void adamw_step_shard(float* p, const float* g, float* m, float* v, int64_t n, const AdamWParams& a) override {
-    reference::adamw_step_shard(p, g, m, v, n, a);
+  void adamw_step_shard(floatX* p, float* master, const floatX* g, float* m, float* v, int64_t n,
+                        const AdamWParams& a) override {
+    run([&](auto t) { reference::adamw_step_shard(typed(t, p), master, typed(t, g), m, v, n, a); });
   }
 };
 
 }  // namespace
 
-std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
+std::unique_ptr<Backend> make_cpu_backend(DType dtype) {
+  if (dtype != DType::fp32 && dtype != DType::bf16) {
+    throw std::runtime_error(std::string("the cpu backend has no ") + to_string(dtype) +
+                             " kernels: use an fp32 or bf16 precision (fp32, pure-bf16, amp-bf16)");
+  }
+  return std::make_unique<CpuBackend>(dtype);
+}
 
-std::unique_ptr<Backend> make_backend(const std::string& name) {
-  if (name == "cpu") return make_cpu_backend();
-  if (name == "cuda") return make_cuda_backend();
+std::unique_ptr<Backend> make_backend(const std::string& name, DType dtype) {
+  if (name == "cpu") return make_cpu_backend(dtype);
+  if (name == "cuda") return make_cuda_backend(dtype);
   throw std::runtime_error("backend '" + name + "': use cpu or cuda");
 }
 

@@ -1,5 +1,6 @@
-// The CUDA backend (backend.hpp): device memory through a caching allocator, fp32 GEMMs through cuBLASLt, the
-// other kernels of cuda_kernels_*.cu — all on one non-blocking stream, in issue order (README_cuda.md).
+// The CUDA backend (backend.hpp): device memory through a caching allocator, fp32 or bf16 GEMMs (fp32 compute)
+// through cuBLASLt, the other kernels of cuda_kernels_*.cu — all on one non-blocking stream, in issue order
+// (README_cuda.md). Tensors are of the backend's dtype (fp32 or bf16): every call picks the kernel instantiation.
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
@@ -31,13 +32,24 @@ void lt_check(cublasStatus_t s, const char* what) {
     throw std::runtime_error(std::string("cuBLASLt error in ") + what + ": " + cublasLtGetStatusString(s));
 }
 
-// Largest power of two ≤ 256 dividing the address: cuBLASLt picks only kernels whose vector loads this allows
-// (weights are views at float offsets into flat unit buffers, so 4-byte alignment happens).
-uint32_t alignment_of(const void* p) {
+// Largest power of two ≤ 256 dividing the address, at least the element size: cuBLASLt picks only kernels whose
+// vector loads this allows (weights are views at element offsets into flat unit buffers, so 4-byte alignment
+// happens in fp32 and 2-byte alignment in bf16).
+uint32_t alignment_of(const void* p, uint32_t element_bytes) {
   const auto a = reinterpret_cast<std::uintptr_t>(p);
   uint32_t al = 256;
-  while (al > 4 && a % al != 0) al /= 2;
+  while (al > element_bytes && a % al != 0) al /= 2;
   return al;
+}
+
+// A floatX tensor as the element type of the backend's dtype (float or bf16, reference/bf16.hpp).
+template <typename T>
+T* as(floatX* p) {
+  return reinterpret_cast<T*>(p);
+}
+template <typename T>
+const T* as(const floatX* p) {
+  return reinterpret_cast<const T*>(p);
 }
 
 // One column-major GEMM shape with its descriptors and the heuristic's first algorithm, made once and reused.
@@ -52,7 +64,7 @@ using GemmKey = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64
 
 class CudaBackend final : public Backend {
  public:
-  explicit CudaBackend(int device) : device_(device) {
+  CudaBackend(int device, DType dtype) : device_(device), dtype_(dtype) {
     try {
       check(cudaSetDevice(device_), "cudaSetDevice");
       check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
@@ -68,13 +80,15 @@ class CudaBackend final : public Backend {
   CudaBackend& operator=(const CudaBackend&) = delete;
 
   const char* name() const override { return "cuda"; }
+  DType dtype() const override { return dtype_; }
+  // "NVIDIA H200 (sm_90, CUDA 13.0, bf16)"
   std::string description() const override {
     cudaDeviceProp prop{};
     int runtime = 0;
     check(cudaGetDeviceProperties(&prop, device_), "cudaGetDeviceProperties");
     check(cudaRuntimeGetVersion(&runtime), "cudaRuntimeGetVersion");
     return std::string(prop.name) + " (sm_" + std::to_string(prop.major) + std::to_string(prop.minor) + ", CUDA " +
-           std::to_string(runtime / 1000) + "." + std::to_string(runtime % 1000 / 10) + ")";
+           std::to_string(runtime / 1000) + "." + std::to_string(runtime % 1000 / 10) + ", " + to_string(dtype_) + ")";
   }
 
   // --- memory: a caching allocator ------------------------------------------------------------------------------
@@ -158,27 +172,47 @@ class CudaBackend final : public Backend {
   //            m = I, n = N, k = O, neither transposed.
   //            dw[O,I] += dout[N,O]ᵀ·in[N,I]  ⇔  dwᵀ(I×O, ld I) += inᵀ(I×N, ld I) · (doutᵀ(O×N, ld O))ᵀ
   //            m = I, n = O, k = N, B transposed, β = 1.
-  // CUBLAS_COMPUTE_32F with fp32 matrices: true fp32 FMA (no TF32), so results match the CPU to rounding.
-  // The bias is added by bias_add (one pass over out) rather than the BIAS epilogue; dbias by column sums.
-  void matmul_forward(float* out, const float* in, const float* w, const float* bias, int64_t n, int64_t in_dim,
+  // CUBLAS_COMPUTE_32F: true fp32 FMAs (no TF32) on fp32 matrices; on bf16 matrices the tensor cores multiply bf16
+  // and accumulate in fp32, and D = α·A·B + β·C is formed in fp32 and rounded once to bf16 (cuBLAS docs,
+  // cublasLtMatmul), as the CPU kernels round. The bias is the C operand (out = bias broadcast, then β = 1), so a
+  // biased output is also rounded once; dbias by the deterministic column sums.
+  void matmul_forward(floatX* out, const floatX* in, const floatX* w, const floatX* bias, int64_t n, int64_t in_dim,
                       int64_t out_dim) override {
-    gemm(true, false, out_dim, n, in_dim, w, in_dim, in, in_dim, out, out_dim, 0.0f);
-    if (bias) gpu::bias_add(out, bias, n, out_dim, stream_);
+    float beta = 0.0f;
+    if (bias) {
+      with_dtype([&](auto tag) {
+        using T = decltype(tag);
+        gpu::bias_broadcast(as<T>(out), as<T>(bias), n, out_dim, stream_);
+      });
+      beta = 1.0f;
+    }
+    gemm(true, false, out_dim, n, in_dim, w, in_dim, in, in_dim, out, out_dim, beta);
   }
-  void matmul_backward(float* din, float* dw, float* dbias, const float* dout, const float* in, const float* w,
+  void matmul_backward(floatX* din, floatX* dw, floatX* dbias, const floatX* dout, const floatX* in, const floatX* w,
                        int64_t n, int64_t in_dim, int64_t out_dim) override {
     gemm(false, false, in_dim, n, out_dim, w, in_dim, dout, out_dim, din, in_dim, 0.0f);
     gemm(false, true, in_dim, out_dim, n, in, in_dim, dout, out_dim, dw, in_dim, 1.0f);
     if (dbias) {
-      Temp partial(this, sizeof(float) * gpu::column_partials_rows(n) * out_dim);
-      gpu::column_sums_accumulate(dbias, dout, partial.f(), n, out_dim, stream_);
+      Temp partial(this, sizeof(float) * gpu::column_partials_rows(n) * out_dim);  // [P,O]
+      with_dtype([&](auto tag) {
+        using T = decltype(tag);
+        gpu::column_sums_accumulate(as<T>(dbias), as<T>(dout), partial.f(), n, out_dim, stream_);
+      });
     }
   }
-  void residual_accumulate(float* x, const float* y, int64_t n) override { gpu::residual_accumulate(x, y, n, stream_); }
-  double sum_squares(const float* x, int64_t n) override {
+  void residual_accumulate(floatX* x, const floatX* y, int64_t n) override {
+    with_dtype([&](auto tag) {
+      using T = decltype(tag);
+      gpu::residual_accumulate(as<T>(x), as<T>(y), n, stream_);
+    });
+  }
+  double sum_squares(const floatX* x, int64_t n) override {
     const int blocks = gpu::sum_squares_blocks(n);
-    Temp sums(this, sizeof(double) * blocks);
-    gpu::sum_squares(sums.d(), x, n, stream_);
+    Temp sums(this, sizeof(double) * blocks);  // [blocks]
+    with_dtype([&](auto tag) {
+      using T = decltype(tag);
+      gpu::sum_squares(sums.d(), as<T>(x), n, stream_);
+    });
     std::vector<double> host(static_cast<std::size_t>(blocks));
     memory_download(host.data(), sums.p, sizeof(double) * host.size());
     double s = 0;
@@ -187,66 +221,110 @@ class CudaBackend final : public Backend {
   }
 
   // --- norms, attention, MLP ------------------------------------------------------------------------------------
-  void norm_forward(float* out, float* mean, float* rstd, const float* x, const float* w, const float* bias,
+  void norm_forward(floatX* out, float* mean, float* rstd, const floatX* x, const floatX* w, const floatX* bias,
                     int64_t n, int64_t c, bool rms) override {
-    gpu::norm_forward(out, mean, rstd, x, w, bias, n, c, rms, stream_);
+    with_dtype([&](auto tag) {
+      using T = decltype(tag);
+      gpu::norm_forward(as<T>(out), mean, rstd, as<T>(x), as<T>(w), as<T>(bias), n, c, rms, stream_);
+    });
   }
-  void norm_backward_accumulate(float* dx, float* dw, float* dbias, const float* dout, const float* x, const float* w,
-                                const float* mean, const float* rstd, int64_t n, int64_t c, bool rms) override {
-    Temp partial(this, sizeof(float) * gpu::column_partials_rows(n) * c);
-    gpu::norm_backward_accumulate(dx, dw, dbias, dout, x, w, mean, rstd, partial.f(), n, c, rms, stream_);
+  void norm_backward_accumulate(floatX* dx, floatX* dw, floatX* dbias, const floatX* dout, const floatX* x,
+                                const floatX* w, const float* mean, const float* rstd, int64_t n, int64_t c,
+                                bool rms) override {
+    Temp partial(this, sizeof(float) * gpu::column_partials_rows(n) * c);  // [P,C]
+    with_dtype([&](auto tag) {
+      using T = decltype(tag);
+      gpu::norm_backward_accumulate(as<T>(dx), as<T>(dw), as<T>(dbias), as<T>(dout), as<T>(x), as<T>(w), mean, rstd,
+                                    partial.f(), n, c, rms, stream_);
+    });
   }
-  void rope_forward(float* qkv, const AttentionShape& s) override { gpu::rope_rotate(qkv, dims(s), 1.0f, stream_); }
-  void rope_backward(float* dqkv, const AttentionShape& s) override {
-    gpu::rope_rotate(dqkv, dims(s), -1.0f, stream_);
-  }
-  // `work` (the CPU's T×T scratch) is not used: the kernels keep no T×T matrix.
+  void rope_forward(floatX* qkv, const AttentionShape& s) override { rope(qkv, s, 1.0f); }
+  void rope_backward(floatX* dqkv, const AttentionShape& s) override { rope(dqkv, s, -1.0f); }
   // Online softmax keeps no score matrix: the loop allocates no `work` on the GPU.
   int64_t attention_work_floats(const AttentionShape&, bool) const override { return 0; }
-  void attention_forward(float* out, float* lse, const float* qkv, float* /*work*/, const AttentionShape& s) override {
-    gpu::attention_forward(out, lse, qkv, dims(s), attention_scale(s), stream_);
+  void attention_forward(floatX* out, float* lse, const floatX* qkv, float* /*work*/,
+                         const AttentionShape& s) override {
+    with_dtype([&](auto tag) {
+      using T = decltype(tag);
+      gpu::attention_forward(as<T>(out), lse, as<T>(qkv), dims(s), attention_scale(s), stream_);
+    });
   }
-  void attention_backward(float* dqkv, const float* dout, const float* out, const float* lse, const float* qkv,
+  void attention_backward(floatX* dqkv, const floatX* dout, const floatX* out, const float* lse, const floatX* qkv,
                           float* /*work*/, const AttentionShape& s) override {
     Temp delta(this, sizeof(float) * s.batch * s.heads * s.seq);  // D[B,NH,T]
-    gpu::attention_backward(dqkv, dout, out, lse, qkv, delta.f(), dims(s), attention_scale(s), stream_);
+    with_dtype([&](auto tag) {
+      using T = decltype(tag);
+      gpu::attention_backward(as<T>(dqkv), as<T>(dout), as<T>(out), lse, as<T>(qkv), delta.f(), dims(s),
+                              attention_scale(s), stream_);
+    });
   }
-  void gelu_forward(float* out, const float* in, int64_t n) override { gpu::gelu_forward(out, in, n, stream_); }
-  void gelu_backward(float* din, const float* in, const float* dout, int64_t n) override {
-    gpu::gelu_backward(din, in, dout, n, stream_);
+  void gelu_forward(floatX* out, const floatX* in, int64_t n) override {
+    with_dtype([&](auto tag) {
+      using T = decltype(tag);
+      gpu::gelu_forward(as<T>(out), as<T>(in), n, stream_);
+    });
   }
-  void swiglu_forward(float* out, const float* fc1, int64_t n, int64_t f) override {
-    gpu::swiglu_forward(out, fc1, n, f, stream_);
+  void gelu_backward(floatX* din, const floatX* in, const floatX* dout, int64_t n) override {
+    with_dtype([&](auto tag) {
+      using T = decltype(tag);
+      gpu::gelu_backward(as<T>(din), as<T>(in), as<T>(dout), n, stream_);
+    });
   }
-  void swiglu_backward(float* dfc1, const float* fc1, const float* dout, int64_t n, int64_t f) override {
-    gpu::swiglu_backward(dfc1, fc1, dout, n, f, stream_);
+  void swiglu_forward(floatX* out, const floatX* fc1, int64_t n, int64_t f) override {
+    with_dtype([&](auto tag) {
+      using T = decltype(tag);
+      gpu::swiglu_forward(as<T>(out), as<T>(fc1), n, f, stream_);
+    });
+  }
+  void swiglu_backward(floatX* dfc1, const floatX* fc1, const floatX* dout, int64_t n, int64_t f) override {
+    with_dtype([&](auto tag) {
+      using T = decltype(tag);
+      gpu::swiglu_backward(as<T>(dfc1), as<T>(fc1), as<T>(dout), n, f, stream_);
+    });
   }
 
   // --- embedding, loss, optimizer -------------------------------------------------------------------------------
-  void embedding_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe, int64_t b, int64_t t,
-                         int64_t c) override {
-    gpu::embedding_forward(out, tokens, wte, wpe, b, t, c, stream_);
+  void embedding_forward(floatX* out, const int32_t* tokens, const floatX* wte, const floatX* wpe, int64_t b,
+                         int64_t t, int64_t c) override {
+    with_dtype([&](auto tag) {
+      using T = decltype(tag);
+      gpu::embedding_forward(as<T>(out), tokens, as<T>(wte), as<T>(wpe), b, t, c, stream_);
+    });
   }
-  void embedding_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens, int64_t b, int64_t t,
+  void embedding_backward(floatX* dwte, floatX* dwpe, const floatX* dout, const int32_t* tokens, int64_t b, int64_t t,
                           int64_t c) override {
-    gpu::embedding_backward(dwte, dwpe, dout, tokens, b, t, c, stream_);
+    if (b * t <= 0) return;
+    Temp links(this, sizeof(int32_t) * 2 * b * t);  // [2, B·T]: next occurrence, first-occurrence flag
+    with_dtype([&](auto tag) {
+      using T = decltype(tag);
+      gpu::embedding_backward(as<T>(dwte), as<T>(dwpe), as<T>(dout), tokens, links.i(), b, t, c, stream_);
+    });
   }
-  double softmax_xent_forward_backward(float* logits, const int32_t* targets, int64_t n, int64_t padded_vocab,
+  double softmax_xent_forward_backward(floatX* logits, const int32_t* targets, int64_t n, int64_t padded_vocab,
                                        int64_t vocab, float scale) override {
     if (n <= 0) return 0.0;
     Temp row_loss(this, sizeof(double) * n);  // [N]
-    gpu::softmax_xent_forward_backward(logits, row_loss.d(), targets, n, padded_vocab, vocab, scale, stream_);
+    with_dtype([&](auto tag) {
+      using T = decltype(tag);
+      gpu::softmax_xent_forward_backward(as<T>(logits), row_loss.d(), targets, n, padded_vocab, vocab, scale,
+                                         stream_);
+    });
     std::vector<double> host(static_cast<std::size_t>(n));
     memory_download(host.data(), row_loss.p, sizeof(double) * host.size());
     double loss = 0;  // rows in order, as the CPU loop adds them
     for (double v : host) loss += v;
     return loss;
   }
-  void adamw_step_shard(float* p, const float* g, float* m, float* v, int64_t n, const AdamWParams& a) override {
+  void adamw_step_shard(floatX* p, float* master, const floatX* g, float* m, float* v, int64_t n,
+                        const AdamWParams& a) override {
     // The bias corrections exactly as cpu_kernels_adamw.cpp forms them (pow in double, then float).
     const float c1 = 1.0f - static_cast<float>(std::pow(a.beta1, static_cast<double>(a.t)));
     const float c2 = 1.0f - static_cast<float>(std::pow(a.beta2, static_cast<double>(a.t)));
-    gpu::adamw_step(p, g, m, v, n, a.lr, a.beta1, a.beta2, a.eps, a.weight_decay, a.grad_scale, c1, c2, stream_);
+    with_dtype([&](auto tag) {
+      using T = decltype(tag);
+      gpu::adamw_step(as<T>(p), master, as<T>(g), m, v, n, a.lr, a.beta1, a.beta2, a.eps, a.weight_decay,
+                      a.grad_scale, c1, c2, stream_);
+    });
   }
 
  private:
@@ -264,9 +342,28 @@ class CudaBackend final : public Backend {
     Temp& operator=(const Temp&) = delete;
     float* f() const { return static_cast<float*>(p); }
     double* d() const { return static_cast<double*>(p); }
+    int32_t* i() const { return static_cast<int32_t*>(p); }
     CudaBackend* be;
     void* p;
   };
+
+  // Calls f(T{}) with T the element type of dtype_: float or bf16 (make_cuda_backend admits no other).
+  template <typename F>
+  void with_dtype(F&& f) const {
+    if (dtype_ == DType::bf16)
+      f(bf16{});
+    else
+      f(0.0f);
+  }
+  uint32_t element_bytes() const { return static_cast<uint32_t>(dtype_bytes(dtype_)); }
+  cudaDataType_t cuda_type() const { return dtype_ == DType::bf16 ? CUDA_R_16BF : CUDA_R_32F; }
+
+  void rope(floatX* qkv, const AttentionShape& s, float sign) {
+    with_dtype([&](auto tag) {
+      using T = decltype(tag);
+      gpu::rope_rotate(as<T>(qkv), dims(s), sign, stream_);
+    });
+  }
 
   static gpu::AttentionDims dims(const AttentionShape& s) {
     return {s.batch, s.seq, s.heads, s.kv_heads, s.head_dim};
@@ -276,17 +373,18 @@ class CudaBackend final : public Backend {
     return 1.0f / std::sqrt(static_cast<float>(s.head_dim));
   }
 
-  // C(m×n, ldc) = op(A)·op(B) + β·C, column-major, fp32; A is m×k (k×m stored when trans_a), B is k×n (n×k stored
-  // when trans_b).
-  void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
-            int64_t ldb, float* c, int64_t ldc, float beta) {
+  // C(m×n, ldc) = op(A)·op(B) + β·C, column-major, matrices of dtype_, fp32 compute and scalars; A is m×k (k×m
+  // stored when trans_a), B is k×n (n×k stored when trans_b).
+  void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const floatX* a, int64_t lda,
+            const floatX* b, int64_t ldb, floatX* c, int64_t ldc, float beta) {
     if (m <= 0 || n <= 0) return;
     if (k <= 0) {  // an empty sum: C = β·C
-      if (beta == 0.0f) memory_zero(c, sizeof(float) * static_cast<std::size_t>(ldc * n));
+      if (beta == 0.0f) memory_zero(c, element_bytes() * static_cast<std::size_t>(ldc * n));
       return;
     }
-    const GemmPlan& plan = gemm_plan(trans_a, trans_b, m, n, k, lda, ldb, ldc, alignment_of(a), alignment_of(b),
-                                     alignment_of(c));
+    const uint32_t e = element_bytes();
+    const GemmPlan& plan = gemm_plan(trans_a, trans_b, m, n, k, lda, ldb, ldc, alignment_of(a, e), alignment_of(b, e),
+                                     alignment_of(c, e));
     const float alpha = 1.0f;
     lt_check(cublasLtMatmul(lt_, plan.desc, &alpha, a, plan.a, b, plan.b, &beta, c, plan.c, c, plan.c, &plan.algo,
                             workspace_, kWorkspaceBytes, stream_),
@@ -307,10 +405,12 @@ class CudaBackend final : public Backend {
                "cublasLtMatmulDescSetAttribute(TRANSA)");
       lt_check(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)),
                "cublasLtMatmulDescSetAttribute(TRANSB)");
-      // Stored shapes: A is (ta ? k×m : m×k), B is (tb ? n×k : k×n), C is m×n; all column-major.
-      lt_check(cublasLtMatrixLayoutCreate(&plan.a, CUDA_R_32F, ta ? k : m, ta ? m : k, lda), "layout A");
-      lt_check(cublasLtMatrixLayoutCreate(&plan.b, CUDA_R_32F, tb ? n : k, tb ? k : n, ldb), "layout B");
-      lt_check(cublasLtMatrixLayoutCreate(&plan.c, CUDA_R_32F, m, n, ldc), "layout C");
+      // Stored shapes: A is (ta ? k×m : m×k), B is (tb ? n×k : k×n), C is m×n; all column-major, of dtype_ (C and D
+      // share one layout: D = C in place).
+      const cudaDataType_t type = cuda_type();
+      lt_check(cublasLtMatrixLayoutCreate(&plan.a, type, ta ? k : m, ta ? m : k, lda), "layout A");
+      lt_check(cublasLtMatrixLayoutCreate(&plan.b, type, tb ? n : k, tb ? k : n, ldb), "layout B");
+      lt_check(cublasLtMatrixLayoutCreate(&plan.c, type, m, n, ldc), "layout C");
       lt_check(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
       const std::size_t ws = kWorkspaceBytes;
       lt_check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)),
@@ -327,7 +427,8 @@ class CudaBackend final : public Backend {
       lt_check(cublasLtMatmulAlgoGetHeuristic(lt_, plan.desc, plan.a, plan.b, plan.c, plan.c, pref, 1, &result, &found),
                "cublasLtMatmulAlgoGetHeuristic");
       if (found == 0)
-        throw std::runtime_error("cuBLASLt has no fp32 algorithm for m=" + std::to_string(m) + " n=" +
+        throw std::runtime_error(std::string("cuBLASLt has no ") + to_string(dtype_) + " algorithm for m=" +
+                                 std::to_string(m) + " n=" +
                                  std::to_string(n) + " k=" + std::to_string(k));
       plan.algo = result.algo;
       cublasLtMatmulPreferenceDestroy(pref);
@@ -374,6 +475,7 @@ class CudaBackend final : public Backend {
   }
 
   int device_ = 0;
+  DType dtype_ = DType::fp32;  // of every floatX tensor
   cudaStream_t stream_ = nullptr;
   cublasLtHandle_t lt_ = nullptr;
   void* workspace_ = nullptr;  // [kWorkspaceBytes]
@@ -388,7 +490,9 @@ class CudaBackend final : public Backend {
 
 bool cuda_backend_built() { return true; }
 
-std::unique_ptr<Backend> make_cuda_backend() {
+std::unique_ptr<Backend> make_cuda_backend(DType dtype) {
+  if (dtype != DType::fp32 && dtype != DType::bf16)
+    throw std::runtime_error(std::string("the CUDA backend stores fp32 or bf16 tensors, not ") + to_string(dtype));
   int count = 0;
   const cudaError_t e = cudaGetDeviceCount(&count);
   if (e != cudaSuccess || count == 0) {
@@ -399,7 +503,7 @@ std::unique_ptr<Backend> make_cuda_backend() {
   }
   int device = 0;
   check(cudaGetDevice(&device), "cudaGetDevice");
-  return std::make_unique<CudaBackend>(device);
+  return std::make_unique<CudaBackend>(device, dtype);
 }
 
 }  // namespace shardplan::reference

@@ -7,6 +7,12 @@
 
 namespace shardplan::reference {
 
+DType run_dtype(Precision p) {
+  return p == Precision::pure_bf16 || p == Precision::amp_bf16 ? DType::bf16 : DType::fp32;
+}
+
+bool run_keeps_master(Precision p) { return p == Precision::amp_bf16; }
+
 std::string check_config(const RunConfig& c, int world_size) {
   const ModelSpec& m = c.model;
   try {
@@ -27,8 +33,8 @@ std::string check_config(const RunConfig& c, int world_size) {
                        c.backend);
   if (c.backend == "cuda" && !cuda_backend_built())
     return "--backend cuda: this build has no CUDA backend (the CUDA toolkit was not found at configure time)";
-  if (c.precision != Precision::fp32)
-    return fmt::format("--precision {}: the reference loop runs fp32 only (both backends)", to_string(c.precision));
+  if (c.precision != Precision::fp32 && c.precision != Precision::pure_bf16 && c.precision != Precision::amp_bf16)
+    return fmt::format("--precision {}: the reference loop runs fp32, pure-bf16 and amp-bf16", to_string(c.precision));
   if (c.recompute == Recompute::selective)
     return "--recompute selective: the reference loop implements none and full";
   if (c.data != "corpus" && c.data != "synthetic")

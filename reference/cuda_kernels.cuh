@@ -2,14 +2,21 @@
 // Launchers of the CUDA kernels of the reference GPT (reference/cuda_kernels_*.cu), the GPU twins of
 // cpu_kernels.hpp: same functions, same row-major layouts, same accumulate-vs-overwrite semantics. Every launcher
 // enqueues its kernels on `stream` and returns at once; every pointer is device memory. Scratch buffers
-// (`partial`, `delta`, `row_loss`, `block_sums`) are passed in by the backend, which takes them from its caching
-// allocator; their sizes are given by column_partials_rows and sum_squares_blocks below.
+// (`partial`, `delta`, `links`, `row_loss`, `block_sums`) are passed in by the backend, which takes them from its
+// caching allocator; their sizes are given with each launcher (column_partials_rows, sum_squares_blocks below).
+//
+// Every launcher is a template over the storage type T of its tensors, float or bf16 (reference/bf16.hpp; both are
+// instantiated in the .cu files), as the CPU kernels are: a kernel widens what it reads to fp32, computes exactly as
+// in fp32 and rounds once when it stores (an accumulating output: x = round(x + v), v formed in fp32). Statistics
+// (mean, rstd, lse), scratch and the AdamW moments and master weights are float (or double) whatever T is.
 #include <cuda_runtime.h>
 
 #include <cstddef>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+
+#include "reference/bf16.hpp"
 
 namespace shardplan::reference::gpu {
 
@@ -54,18 +61,21 @@ inline void launch(void (*kernel)(P...), dim3 grid, dim3 block, std::size_t shar
 // --- column sums (cuda_kernels_norm.cu) ---------------------------------------------------------------------
 // Rows summed per block by column_sums: partial buffers hold column_partials_rows(n) × C floats.
 int64_t column_partials_rows(int64_t n);
-// dst[C] += Σ_rows a[N,C] (the bias gradient of a matmul); deterministic (fixed order). partial[P,C] scratch.
-void column_sums_accumulate(float* dst, const float* a, float* partial, int64_t n, int64_t c, cudaStream_t stream);
+// dst[C] += Σ_rows a[N,C] (the bias gradient of a matmul), the sum in fp32 and one rounding per column;
+// deterministic (fixed order). partial[P,C] float scratch.
+template <typename T>
+void column_sums_accumulate(T* dst, const T* a, float* partial, int64_t n, int64_t c, cudaStream_t stream);
 
 // --- norms (cuda_kernels_norm.cu) -----------------------------------------------------------------------------
 // out[N,C], mean[N] (may be null), rstd[N]; x[N,C], w[C], bias[C] (may be null). LayerNorm, or RMSNorm if rms.
-void norm_forward(float* out, float* mean, float* rstd, const float* x, const float* w, const float* bias,
-                  int64_t n, int64_t c, bool rms, cudaStream_t stream);
+template <typename T>
+void norm_forward(T* out, float* mean, float* rstd, const T* x, const T* w, const T* bias, int64_t n, int64_t c,
+                  bool rms, cudaStream_t stream);
 // dx[N,C] +=, dw[C] +=, dbias[C] += (may be null); dout[N,C], x[N,C], w[C], mean[N] (ignored when rms), rstd[N].
-// partial[P,C] scratch with P = column_partials_rows(n).
-void norm_backward_accumulate(float* dx, float* dw, float* dbias, const float* dout, const float* x, const float* w,
-                              const float* mean, const float* rstd, float* partial, int64_t n, int64_t c, bool rms,
-                              cudaStream_t stream);
+// partial[P,C] float scratch with P = column_partials_rows(n).
+template <typename T>
+void norm_backward_accumulate(T* dx, T* dw, T* dbias, const T* dout, const T* x, const T* w, const float* mean,
+                              const float* rstd, float* partial, int64_t n, int64_t c, bool rms, cudaStream_t stream);
 
 // --- rotary embedding and attention (cuda_kernels_attention.cu) -----------------------------------------------
 // The largest head_dim the attention kernels hold in registers (a warp of 32 lanes × kMaxHeadDimPerLane).
@@ -75,39 +85,58 @@ struct AttentionDims {
   int64_t batch, seq, heads, kv_heads, head_dim;
 };
 // qkv[B,T,QKV] rotated in place (sign +1 forward, −1 backward on dqkv).
-void rope_rotate(float* qkv, const AttentionDims& s, float sign, cudaStream_t stream);
-// out[B,T,NH·HD], lse[B,NH,T] from qkv[B,T,QKV]; scale = 1/√HD as computed by the CPU code.
-void attention_forward(float* out, float* lse, const float* qkv, const AttentionDims& s, float scale,
-                       cudaStream_t stream);
-// dqkv[B,T,QKV] overwritten; dout[B,T,NH·HD], out[B,T,NH·HD], lse[B,NH,T], qkv[B,T,QKV]; delta[B,NH,T] scratch.
-void attention_backward(float* dqkv, const float* dout, const float* out, const float* lse, const float* qkv,
-                        float* delta, const AttentionDims& s, float scale, cudaStream_t stream);
+template <typename T>
+void rope_rotate(T* qkv, const AttentionDims& s, float sign, cudaStream_t stream);
+// out[B,T,NH·HD], lse[B,NH,T] (float) from qkv[B,T,QKV]; scale = 1/√HD as computed by the CPU code.
+template <typename T>
+void attention_forward(T* out, float* lse, const T* qkv, const AttentionDims& s, float scale, cudaStream_t stream);
+// dqkv[B,T,QKV] overwritten; dout[B,T,NH·HD], out[B,T,NH·HD], lse[B,NH,T], qkv[B,T,QKV]; delta[B,NH,T] float
+// scratch.
+template <typename T>
+void attention_backward(T* dqkv, const T* dout, const T* out, const float* lse, const T* qkv, float* delta,
+                        const AttentionDims& s, float scale, cudaStream_t stream);
 
 // --- pointwise (cuda_kernels_pointwise.cu) --------------------------------------------------------------------
-// out[N,O] += bias[O] broadcast over rows (after the bias-less GEMM).
-void bias_add(float* out, const float* bias, int64_t n, int64_t o, cudaStream_t stream);
-void residual_accumulate(float* x, const float* y, int64_t n, cudaStream_t stream);  // x[n] += y[n]
-void gelu_forward(float* out, const float* in, int64_t n, cudaStream_t stream);
-void gelu_backward(float* din, const float* in, const float* dout, int64_t n, cudaStream_t stream);
-void swiglu_forward(float* out, const float* fc1, int64_t n, int64_t f, cudaStream_t stream);  // out[N,F], fc1[N,2F]
-void swiglu_backward(float* dfc1, const float* fc1, const float* dout, int64_t n, int64_t f, cudaStream_t stream);
-// AdamW with the bias corrections c1 = 1 − β1^t, c2 = 1 − β2^t computed on the host as the CPU code does.
-void adamw_step(float* p, const float* g, float* m, float* v, int64_t n, float lr, float beta1, float beta2,
+// out[N,O] = bias[O] on every row: the C operand of the GEMM that then adds in·wᵀ with β = 1, so that the biased
+// output is rounded once (as the CPU kernel rounds it), not once after the GEMM and again after the bias.
+template <typename T>
+void bias_broadcast(T* out, const T* bias, int64_t n, int64_t o, cudaStream_t stream);
+template <typename T>
+void residual_accumulate(T* x, const T* y, int64_t n, cudaStream_t stream);  // x[n] += y[n]
+template <typename T>
+void gelu_forward(T* out, const T* in, int64_t n, cudaStream_t stream);
+template <typename T>
+void gelu_backward(T* din, const T* in, const T* dout, int64_t n, cudaStream_t stream);
+template <typename T>
+void swiglu_forward(T* out, const T* fc1, int64_t n, int64_t f, cudaStream_t stream);  // out[N,F], fc1[N,2F]
+template <typename T>
+void swiglu_backward(T* dfc1, const T* fc1, const T* dout, int64_t n, int64_t f, cudaStream_t stream);
+// AdamW on p[n] from g[n], m[n], v[n] (float); master[n] (float) null: p updated in place (widened, rounded back);
+// otherwise master is updated and p = round(master). Bias corrections c1 = 1 − β1^t, c2 = 1 − β2^t computed on the
+// host as the CPU code does.
+template <typename T>
+void adamw_step(T* p, float* master, const T* g, float* m, float* v, int64_t n, float lr, float beta1, float beta2,
                 float eps, float weight_decay, float grad_scale, float c1, float c2, cudaStream_t stream);
 
 // --- embedding, loss, reductions (cuda_kernels_loss.cu) -------------------------------------------------------
 // out[B·T,C] = wte[tokens] + wpe[t] (wpe may be null); tokens[B·T].
-void embedding_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe, int64_t b, int64_t t,
-                       int64_t c, cudaStream_t stream);
-// dwte[V,C] +=, dwpe[T,C] += (may be null), with atomicAdd (tokens repeat).
-void embedding_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens, int64_t b, int64_t t,
+template <typename T>
+void embedding_forward(T* out, const int32_t* tokens, const T* wte, const T* wpe, int64_t b, int64_t t, int64_t c,
+                       cudaStream_t stream);
+// dwte[V,C] +=, dwpe[T,C] += (may be null). Deterministic, no atomics: the occurrences of each token are summed in
+// fp32 in position order and added with one rounding. links[2·B·T] int32 scratch (next occurrence, first flag);
+// B·T < 2³¹.
+template <typename T>
+void embedding_backward(T* dwte, T* dwpe, const T* dout, const int32_t* tokens, int32_t* links, int64_t b, int64_t t,
                         int64_t c, cudaStream_t stream);
 // logits[N,Vp] overwritten by the scaled gradient; row_loss[N] (double) = −log p(target) per row.
-void softmax_xent_forward_backward(float* logits, double* row_loss, const int32_t* targets, int64_t n,
+template <typename T>
+void softmax_xent_forward_backward(T* logits, double* row_loss, const int32_t* targets, int64_t n,
                                    int64_t padded_vocab, int64_t vocab, float scale, cudaStream_t stream);
 // Number of block sums sum_squares writes (its scratch holds that many doubles).
 int sum_squares_blocks(int64_t n);
 // block_sums[sum_squares_blocks(n)] (double) = per-block Σ x[i]²; the host adds them up.
-void sum_squares(double* block_sums, const float* x, int64_t n, cudaStream_t stream);
+template <typename T>
+void sum_squares(double* block_sums, const T* x, int64_t n, cudaStream_t stream);
 
 }  // namespace shardplan::reference::gpu

@@ -88,35 +88,35 @@ const TensorSlot* UnitLayout::find(const std::string& n) const {
 }
 
 namespace {
-float* at(const UnitLayout& u, float* base, const char* name) {
+floatX* at(const UnitLayout& u, floatX* base, DType dtype, const char* name) {
   const TensorSlot* t = u.find(name);
-  return t ? base + t->offset : nullptr;
+  return t ? x_offset(base, t->offset, dtype) : nullptr;
 }
 }  // namespace
 
-BlockView block_view(const UnitLayout& u, float* base) {
+BlockView block_view(const UnitLayout& u, floatX* base, DType t) {
   BlockView v;
-  v.ln1_w = at(u, base, "ln1_w");
-  v.ln1_b = at(u, base, "ln1_b");
-  v.qkv_w = at(u, base, "qkv_w");
-  v.qkv_b = at(u, base, "qkv_b");
-  v.out_w = at(u, base, "out_w");
-  v.out_b = at(u, base, "out_b");
-  v.ln2_w = at(u, base, "ln2_w");
-  v.ln2_b = at(u, base, "ln2_b");
-  v.fc1_w = at(u, base, "fc1_w");
-  v.fc1_b = at(u, base, "fc1_b");
-  v.fc2_w = at(u, base, "fc2_w");
-  v.fc2_b = at(u, base, "fc2_b");
+  v.ln1_w = at(u, base, t, "ln1_w");
+  v.ln1_b = at(u, base, t, "ln1_b");
+  v.qkv_w = at(u, base, t, "qkv_w");
+  v.qkv_b = at(u, base, t, "qkv_b");
+  v.out_w = at(u, base, t, "out_w");
+  v.out_b = at(u, base, t, "out_b");
+  v.ln2_w = at(u, base, t, "ln2_w");
+  v.ln2_b = at(u, base, t, "ln2_b");
+  v.fc1_w = at(u, base, t, "fc1_w");
+  v.fc1_b = at(u, base, t, "fc1_b");
+  v.fc2_w = at(u, base, t, "fc2_w");
+  v.fc2_b = at(u, base, t, "fc2_b");
   return v;
 }
 
-EmbeddingView embedding_view(const UnitLayout& u, float* base) {
-  return EmbeddingView{at(u, base, "wte"), at(u, base, "wpe")};
+EmbeddingView embedding_view(const UnitLayout& u, floatX* base, DType t) {
+  return EmbeddingView{at(u, base, t, "wte"), at(u, base, t, "wpe")};
 }
 
-HeadView head_view(const UnitLayout& u, float* base) {
-  return HeadView{at(u, base, "lnf_w"), at(u, base, "lnf_b"), at(u, base, "lm_head")};
+HeadView head_view(const UnitLayout& u, floatX* base, DType t) {
+  return HeadView{at(u, base, t, "lnf_w"), at(u, base, t, "lnf_b"), at(u, base, t, "lm_head")};
 }
 
 }  // namespace shardplan::reference

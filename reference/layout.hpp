@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "planner/model.hpp"
-#include "reference/cpu_kernels.hpp"
+#include "reference/backend.hpp"
 
 namespace shardplan::reference {
 
@@ -48,24 +48,24 @@ struct UnitLayout {
 std::vector<UnitLayout> layout_make(const Dims& d, int64_t layers, int world);
 int64_t layout_params(const std::vector<UnitLayout>& units);  // Σ numel (unpadded)
 
-// Pointers into one block unit's buffer (parameters or their gradients); null where the model has no such
-// tensor. Shapes: norms [C]; qkv_w [(NH+2KVH)·HD, C]; qkv_b [(NH+2KVH)·HD]; out_w [C, NH·HD]; out_b [C];
+// Pointers into one block unit's buffer (parameters or their gradients, elements of the backend's dtype `t`); null
+// where the model has no such tensor. Shapes: norms [C]; qkv_w [(NH+2KVH)·HD, C]; qkv_b [(NH+2KVH)·HD]; out_w [C, NH·HD]; out_b [C];
 // fc1_w [F1, C]; fc1_b [F1]; fc2_w [C, F]; fc2_b [C].
 struct BlockView {
-  float *ln1_w = nullptr, *ln1_b = nullptr, *qkv_w = nullptr, *qkv_b = nullptr, *out_w = nullptr,
-        *out_b = nullptr, *ln2_w = nullptr, *ln2_b = nullptr, *fc1_w = nullptr, *fc1_b = nullptr,
-        *fc2_w = nullptr, *fc2_b = nullptr;
+  floatX *ln1_w = nullptr, *ln1_b = nullptr, *qkv_w = nullptr, *qkv_b = nullptr, *out_w = nullptr,
+         *out_b = nullptr, *ln2_w = nullptr, *ln2_b = nullptr, *fc1_w = nullptr, *fc1_b = nullptr,
+         *fc2_w = nullptr, *fc2_b = nullptr;
 };
-BlockView block_view(const UnitLayout& u, float* base);
+BlockView block_view(const UnitLayout& u, floatX* base, DType t);
 // Embedding unit: wte [Vp, C], wpe [max_seq, C] (learned positions) or null.
 struct EmbeddingView {
-  float *wte = nullptr, *wpe = nullptr;
+  floatX *wte = nullptr, *wpe = nullptr;
 };
-EmbeddingView embedding_view(const UnitLayout& u, float* base);
+EmbeddingView embedding_view(const UnitLayout& u, floatX* base, DType t);
 // Head unit: lnf_w [C], lnf_b [C] or null, lm_head [Vp, C] or null when tied (the LM head is then wte).
 struct HeadView {
-  float *lnf_w = nullptr, *lnf_b = nullptr, *lm_head = nullptr;
+  floatX *lnf_w = nullptr, *lnf_b = nullptr, *lm_head = nullptr;
 };
-HeadView head_view(const UnitLayout& u, float* base);
+HeadView head_view(const UnitLayout& u, floatX* base, DType t);
 
 }  // namespace shardplan::reference

@@ -10,6 +10,7 @@
 
 #include "comm/comm.hpp"
 #include "planner/model.hpp"
+#include "planner/precision.hpp"
 #include "planner/strategy.hpp"
 
 namespace shardplan::reference {
@@ -23,7 +24,7 @@ struct RunConfig {
   int64_t grad_accum = 1;          // micro-batches per optimizer step (no_sync semantics: one reduction per step)
   int64_t seq = 0;                 // tokens per sequence (0: model.seq)
   Recompute recompute = Recompute::none;  // none | full (block-level activation checkpointing)
-  Precision precision = Precision::fp32;  // CPU backend: fp32 only
+  Precision precision = Precision::fp32;  // fp32 | pure-bf16 | amp-bf16 (run_dtype, run_keeps_master), both backends
   std::string backend = "cpu";     // "cpu" (Eigen, over an MPI communicator) | "cuda" (over NCCL)
   std::string data = "corpus";     // "corpus" (the shipped text, byte-level tokens) | "synthetic"
   int64_t steps = 8;               // optimizer steps measured, after warm-up
@@ -79,6 +80,13 @@ struct RunResult {
   int64_t runtime_bytes = 0;
   std::vector<float> final_params;   // every parameter after training, unpadded, in unit order (keep_params)
 };
+
+// Mixed precision (CONTRACT.md "Precision policies"): the dtype of the loop's tensors — parameters, gradients,
+// activations, logits — is bf16 under pure-bf16 and amp-bf16, fp32 under fp32; AdamW moments, per-row statistics and
+// the master copy are fp32 always. amp-bf16 alone keeps an fp32 master copy of the parameters (sharded from ZeRO-1
+// on, as the ZeRO paper's K = 12 optimizer states).
+DType run_dtype(Precision p);
+bool run_keeps_master(Precision p);
 
 // Rejects what this loop cannot run (tp/pp, unsupported precision/backend/recompute), naming the field.
 // Returns an empty string when the configuration is runnable.

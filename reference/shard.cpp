@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "reference/bf16.hpp"
+
 namespace shardplan::reference {
 
 namespace {
@@ -30,23 +32,52 @@ double normal_draw(uint64_t& state) {
 
 std::size_t float_bytes(int64_t n) { return static_cast<std::size_t>(n) * sizeof(float); }
 
+// Host values as the backend's dtype: fp32 as they are, or rounded to bf16.
+std::vector<char> host_values_as(const float* values, int64_t n, DType t) {
+  std::vector<char> out(static_cast<std::size_t>(n * dtype_bytes(t)));
+  if (t == DType::fp32) {
+    std::memcpy(out.data(), values, out.size());
+  } else {
+    auto* b = reinterpret_cast<bf16*>(out.data());
+    for (int64_t i = 0; i < n; ++i) b[i] = bf16_from_float(values[i]);
+  }
+  return out;
+}
+
+// Widens n elements of dtype t (host memory) to fp32.
+void host_values_widen(float* out, const char* in, int64_t n, DType t) {
+  if (t == DType::fp32) {
+    std::memcpy(out, in, float_bytes(n));
+    return;
+  }
+  const auto* b = reinterpret_cast<const bf16*>(in);
+  for (int64_t i = 0; i < n; ++i) out[i] = bf16_to_float(b[i]);
+}
+
 }  // namespace
 
-UnitStore::UnitStore(const std::vector<UnitLayout>& units, int zero, comm::Communicator& world, Arena& arena,
-                     double timeout_s)
-    : units_(units), zero_(zero), world_(world), arena_(arena), k_(arena.backend()), timeout_s_(timeout_s),
-      rank_(world.rank()), size_(world.size()), state_(units.size()) {
+UnitStore::UnitStore(const std::vector<UnitLayout>& units, int zero, bool keep_master, comm::Communicator& world,
+                     Arena& arena, double timeout_s)
+    : units_(units), zero_(zero), keep_master_(keep_master), world_(world), arena_(arena), k_(arena.backend()),
+      dtype_(k_.dtype()), comm_dtype_(dtype_ == DType::bf16 ? comm::DataType::bf16 : comm::DataType::fp32),
+      timeout_s_(timeout_s), rank_(world.rank()), size_(world.size()), state_(units.size()) {
   for (std::size_t u = 0; u < units.size(); ++u) {
     const int64_t padded = units[u].padded, shard = units[u].shard();
     UnitState& s = state_[u];
-    if (zero_ <= 2) s.full = Buf(arena_, padded, Category::params, true);
-    if (zero_ == 3) s.shard = Buf(arena_, shard, Category::params, true);
-    if (zero_ <= 1) s.gfull = Buf(arena_, padded, Category::grads, true);
-    if (zero_ >= 2) s.gshard = Buf(arena_, shard, Category::grads, true);
+    if (zero_ <= 2) s.full = Buf(arena_, padded, dtype_, Category::params, true);
+    if (zero_ == 3) s.shard = Buf(arena_, shard, dtype_, Category::params, true);
+    if (zero_ <= 1) s.gfull = Buf(arena_, padded, dtype_, Category::grads, true);
+    if (zero_ >= 2) s.gshard = Buf(arena_, shard, dtype_, Category::grads, true);
+    // ZeRO §5.1: stage 1 shards the optimizer states, the master copy among them.
     const int64_t moments = zero_ == 0 ? padded : shard;
-    s.m = Buf(arena_, moments, Category::optimizer, true);
-    s.v = Buf(arena_, moments, Category::optimizer, true);
+    s.m = Buf(arena_, moments, DType::fp32, Category::optimizer, true);
+    s.v = Buf(arena_, moments, DType::fp32, Category::optimizer, true);
+    if (keep_master_) s.master = Buf(arena_, moments, DType::fp32, Category::master, true);
   }
+}
+
+std::size_t UnitStore::bytes_of(int64_t elements) const {
+  return static_cast<std::size_t>(elements * dtype_bytes(dtype_));
 }
 
 UnitStore::~UnitStore() {
@@ -71,8 +102,15 @@ void UnitStore::params_init(uint64_t seed, int64_t layers) {
       }
     }
     UnitState& s = state_[u];
-    if (zero_ <= 2) k_.memory_upload(s.full.data(), values.data(), float_bytes(L.padded));
-    if (zero_ == 3) k_.memory_upload(s.shard.data(), values.data() + rank_ * L.shard(), float_bytes(L.shard()));
+    const int64_t off = rank_ * L.shard();
+    // The parameters are the master values rounded to the backend's dtype (amp-bf16: p = bf16(master) always).
+    const std::vector<char> stored = host_values_as(values.data(), L.padded, dtype_);
+    if (zero_ <= 2) k_.memory_upload(s.full.data(), stored.data(), bytes_of(L.padded));
+    if (zero_ == 3) k_.memory_upload(s.shard.data(), stored.data() + bytes_of(off), bytes_of(L.shard()));
+    if (s.master) {
+      const int64_t first = zero_ == 0 ? 0 : off;
+      k_.memory_upload(s.master.data(), values.data() + first, float_bytes(s.master.size()));
+    }
   }
 }
 
@@ -138,14 +176,13 @@ void UnitStore::params_prefetch(int u) {
   UnitState& s = state_[static_cast<std::size_t>(u)];
   if (s.full) return;  // gathered or in flight
   // A gathered unit is working set, not the rank's parameters: `buffers`, as the planner counts it (memory.cpp).
-  s.full = Buf(arena_, units_[static_cast<std::size_t>(u)].padded, Category::buffers);
+  s.full = Buf(arena_, units_[static_cast<std::size_t>(u)].padded, dtype_, Category::buffers);
   collective_prepare();
   s.gather = world_.all_gather(s.shard.data(), s.full.data(),
-                               static_cast<std::size_t>(units_[static_cast<std::size_t>(u)].shard()),
-                               comm::DataType::fp32);
+                               static_cast<std::size_t>(units_[static_cast<std::size_t>(u)].shard()), comm_dtype_);
 }
 
-float* UnitStore::params_acquire(int u) {
+floatX* UnitStore::params_acquire(int u) {
   UnitState& s = state_[static_cast<std::size_t>(u)];
   if (zero_ == 3) {
     params_prefetch(u);
@@ -154,7 +191,7 @@ float* UnitStore::params_acquire(int u) {
       s.gather.reset();
     }
   }
-  return s.full.data();
+  return s.full.x();
 }
 
 void UnitStore::params_release(int u) {
@@ -167,11 +204,11 @@ void UnitStore::params_release(int u) {
   s.full.reset();
 }
 
-float* UnitStore::grads_acquire(int u) {
+floatX* UnitStore::grads_acquire(int u) {
   UnitState& s = state_[static_cast<std::size_t>(u)];
   // ZeRO-2/3: a unit's unsharded gradients live until its reduce-scatter is done: working set, `buffers`.
-  if (!s.gfull) s.gfull = Buf(arena_, units_[static_cast<std::size_t>(u)].padded, Category::buffers, true);
-  return s.gfull.data();
+  if (!s.gfull) s.gfull = Buf(arena_, units_[static_cast<std::size_t>(u)].padded, dtype_, Category::buffers, true);
+  return s.gfull.x();
 }
 
 void UnitStore::reduction_retire() {
@@ -189,11 +226,11 @@ void UnitStore::grads_done(int u, bool reduce) {
   if (zero_ <= 1) {
     // DDP bucket = the unit's flat gradient, all-reduced in place (no bucket copy).
     reductions_.push_back({u, world_.all_reduce(s.gfull.data(), s.gfull.data(), static_cast<std::size_t>(L.padded),
-                                                comm::DataType::fp32)});
+                                                comm_dtype_)});
     return;
   }
   reductions_.push_back({u, world_.reduce_scatter(s.gfull.data(), s.gshard.data(),
-                                                  static_cast<std::size_t>(L.shard()), comm::DataType::fp32)});
+                                                  static_cast<std::size_t>(L.shard()), comm_dtype_)});
   // At most one reduce-scatter in flight: the previous unit's unsharded grads are freed before this unit's
   // backward is followed by the next one's (bounds unsharded grads to two units, as FSDP does).
   while (reductions_.size() > 1) reduction_retire();
@@ -210,9 +247,9 @@ double UnitStore::optimizer_step(AdamWParams a, double clip_norm) {
   for (std::size_t u = 0; u < units_.size(); ++u) {
     const UnitState& s = state_[u];
     const int64_t shard = units_[u].shard();
-    if (zero_ == 0) sq += k_.sum_squares(s.gfull.data(), units_[u].padded);
-    if (zero_ == 1) sq += k_.sum_squares(s.gfull.data() + rank_ * shard, shard);
-    if (zero_ >= 2) sq += k_.sum_squares(s.gshard.data(), shard);
+    if (zero_ == 0) sq += k_.sum_squares(s.gfull.x(), units_[u].padded);
+    if (zero_ == 1) sq += k_.sum_squares(x_offset(s.gfull.x(), rank_ * shard, dtype_), shard);
+    if (zero_ >= 2) sq += k_.sum_squares(s.gshard.x(), shard);
   }
   if (zero_ >= 1 && size_ > 1) {
     // Two floats carry the double's high and low parts, so the sum keeps ~double precision.
@@ -235,20 +272,17 @@ double UnitStore::optimizer_step(AdamWParams a, double clip_norm) {
   for (std::size_t u = 0; u < units_.size(); ++u) {
     UnitState& s = state_[u];
     const int64_t padded = units_[u].padded, shard = units_[u].shard(), off = rank_ * shard;
-    switch (zero_) {
-      case 0: k_.adamw_step_shard(s.full.data(), s.gfull.data(), s.m.data(), s.v.data(), padded, a); break;
-      case 1: k_.adamw_step_shard(s.full.data() + off, s.gfull.data() + off, s.m.data(), s.v.data(), shard, a); break;
-      case 2: k_.adamw_step_shard(s.full.data() + off, s.gshard.data(), s.m.data(), s.v.data(), shard, a); break;
-      default: k_.adamw_step_shard(s.shard.data(), s.gshard.data(), s.m.data(), s.v.data(), shard, a); break;
-    }
+    floatX* own = zero_ == 3 ? s.shard.x() : x_offset(s.full.x(), zero_ == 0 ? 0 : off, dtype_);  // [moments]
+    const floatX* grad = zero_ >= 2 ? s.gshard.x() : x_offset(s.gfull.x(), zero_ == 0 ? 0 : off, dtype_);
+    k_.adamw_step_shard(own, s.master.f(), grad, s.m.f(), s.v.f(), zero_ == 0 ? padded : shard, a);
     if ((zero_ == 1 || zero_ == 2) && size_ > 1) {
-      sends_.emplace_back(arena_, shard, Category::buffers);
-      k_.memory_copy(sends_.back().data(), s.full.data() + off, float_bytes(shard));
+      sends_.emplace_back(arena_, shard, dtype_, Category::buffers);
+      k_.memory_copy(sends_.back().data(), own, bytes_of(shard));
       collective_prepare();
-      held_.push_back(world_.all_gather(sends_.back().data(), s.full.data(), static_cast<std::size_t>(shard),
-                                        comm::DataType::fp32));
+      held_.push_back(
+          world_.all_gather(sends_.back().data(), s.full.data(), static_cast<std::size_t>(shard), comm_dtype_));
     }
-    if (zero_ <= 1) k_.memory_zero(s.gfull.data(), float_bytes(padded));
+    if (zero_ <= 1) k_.memory_zero(s.gfull.data(), bytes_of(padded));
   }
   for (auto& h : held_) wait_timed(*h);
   held_.clear();
@@ -259,20 +293,22 @@ double UnitStore::optimizer_step(AdamWParams a, double clip_norm) {
 std::vector<float> UnitStore::params_full_read() {
   std::vector<float> out;
   for (std::size_t u = 0; u < units_.size(); ++u) {
-    const float* p = nullptr;
+    const void* p = nullptr;
     sends_.clear();
     if (zero_ == 3) {
-      sends_.emplace_back(arena_, units_[u].padded, Category::buffers);  // [padded] the gathered unit
+      sends_.emplace_back(arena_, units_[u].padded, dtype_, Category::buffers);  // [padded] the gathered unit
       collective_prepare();
       wait_held(world_.all_gather(state_[u].shard.data(), sends_.back().data(),
-                                  static_cast<std::size_t>(units_[u].shard()), comm::DataType::fp32));
+                                  static_cast<std::size_t>(units_[u].shard()), comm_dtype_));
       p = sends_.back().data();
     } else {
       p = state_[u].full.data();
     }
+    std::vector<char> stored(bytes_of(units_[u].numel));  // [numel] in the backend's dtype
+    k_.memory_download(stored.data(), p, stored.size());
     const std::size_t at = out.size();
     out.resize(at + static_cast<std::size_t>(units_[u].numel));
-    k_.memory_download(out.data() + at, p, float_bytes(units_[u].numel));
+    host_values_widen(out.data() + at, stored.data(), units_[u].numel, dtype_);
   }
   sends_.clear();
   return out;

@@ -21,9 +21,11 @@ namespace shardplan::reference {
 
 class UnitStore {
  public:
-  // Tensors live in `arena`, on its backend; collectives run over `world` (its backend's memory: MPI with the CPU
-  // backend, NCCL with CUDA).
-  UnitStore(const std::vector<UnitLayout>& units, int zero, comm::Communicator& world, Arena& arena,
+  // Tensors live in `arena`, on its backend, in the backend's dtype (parameters and gradients: fp32 or bf16); AdamW
+  // moments are fp32, and with `keep_master` (amp-bf16) an fp32 master copy of the parameters is kept where the
+  // moments are. Collectives run over `world` (its backend's memory: MPI with the CPU backend, NCCL with CUDA), in
+  // the backend's dtype.
+  UnitStore(const std::vector<UnitLayout>& units, int zero, bool keep_master, comm::Communicator& world, Arena& arena,
             double timeout_s);
   ~UnitStore();
   UnitStore(const UnitStore&) = delete;
@@ -32,17 +34,17 @@ class UnitStore {
   // residual projections (GPT-2), norm gains 1, biases 0.
   void params_init(uint64_t seed, int64_t layers);
 
-  float* params_acquire(int u);   // unit u's full parameters [padded], gathered when sharded
+  floatX* params_acquire(int u);  // unit u's full parameters [padded], gathered when sharded
   void params_prefetch(int u);    // ZeRO-3: start gathering unit u (no-op otherwise or when out of range)
   void params_release(int u);     // ZeRO-3: free the gathered copy (reshard)
-  float* grads_acquire(int u);    // unit u's unsharded gradients [padded], zeroed at first use in a step
+  floatX* grads_acquire(int u);   // unit u's unsharded gradients [padded], zeroed at first use in a step
   void grads_done(int u, bool reduce);  // unit u's backward is over; reduce when `reduce` (last micro-batch)
   void grads_finish();            // waits every reduction of the step
   // Global grad norm (before clipping), clipping, AdamW on what this rank owns, parameter all-gather (ZeRO-1/2).
   double optimizer_step(AdamWParams a, double clip_norm);
   void poll();                    // drives communication in flight
 
-  // Every unit's parameters, unpadded, concatenated (collective under ZeRO-3).
+  // Every unit's parameters, unpadded, concatenated, widened to fp32 (collective under ZeRO-3).
   std::vector<float> params_full_read();
   int64_t params_stored() const;  // elements of parameters this rank keeps persistently
   double comm_wait_s = 0;         // seconds blocked in wait(), accumulated by the caller's window
@@ -62,7 +64,8 @@ class UnitStore {
     comm::HandlePtr gather;  // ZeRO-3 all-gather in flight into `full`
     Buf gfull;            // [padded] unsharded gradients
     Buf gshard;           // [shard] ZeRO-2/3 reduced gradients
-    Buf m, v;             // [padded] under DDP, [shard] otherwise: AdamW moments
+    Buf m, v;             // [padded] under DDP, [shard] otherwise: AdamW moments (fp32)
+    Buf master;           // [padded] under DDP, [shard] otherwise: fp32 master parameters (amp-bf16 only)
   };
   struct Pending {
     int unit;
@@ -75,12 +78,16 @@ class UnitStore {
   // [floats] backend memory for values that cross between ranks through the host (stats, the grad norm); kept
   // for the store's lifetime, outside the arena (a few bytes, not the loop's tensors).
   float* exchange_buffer(std::size_t floats);
+  std::size_t bytes_of(int64_t elements) const;  // of the backend's dtype
 
   const std::vector<UnitLayout>& units_;
   int zero_;
+  bool keep_master_;
   comm::Communicator& world_;
   Arena& arena_;
   Backend& k_;
+  DType dtype_;                  // of parameters and gradients
+  comm::DataType comm_dtype_;    // the same, as the communicator names it
   double timeout_s_;
   int rank_, size_;
   std::vector<UnitState> state_;

@@ -41,46 +41,47 @@ double micro_forward_backward(Loop& x, const int32_t* tokens, const int32_t* tar
   const int H = static_cast<int>(L + 1);  // head unit
   const bool recompute = x.c.recompute == Recompute::full;
   UnitStore& st = x.store;
+  const DType X = x.k.dtype();
   std::vector<Buf> resid(static_cast<std::size_t>(L + 1));  // [L+1][N,C] block inputs; resid[L] feeds the head
   std::vector<BlockActs> acts(static_cast<std::size_t>(L));  // saved per block (empty under full recompute)
 
   // ---- forward: gather unit u+1 while unit u computes, reshard u after its forward.
   {
     // [T,T] attention scores on CPU; nothing on the GPU (backend.hpp attention_work_floats)
-    Buf work(x.arena, x.k.attention_work_floats(d.attention(), false), Category::buffers);
-    const EmbeddingView e = embedding_view(x.units[0], st.params_acquire(0));
+    Buf work(x.arena, x.k.attention_work_floats(d.attention(), false), DType::fp32, Category::buffers);
+    const EmbeddingView e = embedding_view(x.units[0], st.params_acquire(0), X);
     st.params_prefetch(1);
-    resid[0] = Buf(x.arena, N * C, Category::activations);
-    x.k.embedding_forward(resid[0].data(), tokens, e.wte, e.wpe, d.batch, d.seq, C);
+    resid[0] = Buf::of_backend_dtype(x.arena, N * C, Category::activations);
+    x.k.embedding_forward(resid[0].x(), tokens, e.wte, e.wpe, d.batch, d.seq, C);
     st.params_release(0);
     for (int64_t l = 0; l < L; ++l) {
       const int u = static_cast<int>(l + 1);
-      const BlockView w = block_view(x.units[static_cast<std::size_t>(u)], st.params_acquire(u));
+      const BlockView w = block_view(x.units[static_cast<std::size_t>(u)], st.params_acquire(u), X);
       st.params_prefetch(u + 1);
-      resid[static_cast<std::size_t>(l + 1)] = Buf(x.arena, N * C, Category::activations);
+      resid[static_cast<std::size_t>(l + 1)] = Buf::of_backend_dtype(x.arena, N * C, Category::activations);
       // Full recompute keeps only the block input; the block's tensors live just while it runs.
       BlockActs a = block_acts_allocate(x.arena, d);
-      block_forward(x.k, resid[static_cast<std::size_t>(l + 1)].data(), resid[static_cast<std::size_t>(l)].data(), a,
-                    w, work.data(), d, x.poll);
+      block_forward(x.k, resid[static_cast<std::size_t>(l + 1)].x(), resid[static_cast<std::size_t>(l)].x(), a, w,
+                    work.f(), d, x.poll);
       if (!recompute) acts[static_cast<std::size_t>(l)] = std::move(a);
       st.params_release(u);
     }
   }
 
   // ---- head: final norm, logits, loss and their backward at once; BACKWARD_PRE prefetch of the last block.
-  Buf d_resid(x.arena, N * C, Category::activations);  // [N,C] ∂loss/∂(residual stream)
+  Buf d_resid = Buf::of_backend_dtype(x.arena, N * C, Category::activations);  // [N,C] ∂loss/∂(residual stream)
   double loss = 0;
   {
-    const HeadView w = head_view(x.units[static_cast<std::size_t>(H)], st.params_acquire(H));
-    const HeadView g = head_view(x.units[static_cast<std::size_t>(H)], st.grads_acquire(H));
-    const float* lm = w.lm_head;
-    float* d_lm = g.lm_head;
+    const HeadView w = head_view(x.units[static_cast<std::size_t>(H)], st.params_acquire(H), X);
+    const HeadView g = head_view(x.units[static_cast<std::size_t>(H)], st.grads_acquire(H), X);
+    const floatX* lm = w.lm_head;
+    floatX* d_lm = g.lm_head;
     if (d.tied) {  // the LM head is the embedding matrix: its unit is gathered again and receives gradients
-      lm = embedding_view(x.units[0], st.params_acquire(0)).wte;
-      d_lm = embedding_view(x.units[0], st.grads_acquire(0)).wte;
+      lm = embedding_view(x.units[0], st.params_acquire(0), X).wte;
+      d_lm = embedding_view(x.units[0], st.grads_acquire(0), X).wte;
     }
     st.params_prefetch(static_cast<int>(L));
-    loss = head_forward_backward(x.k, d_resid.data(), resid[static_cast<std::size_t>(L)].data(), targets, w, g, lm, d_lm,
+    loss = head_forward_backward(x.k, d_resid.x(), resid[static_cast<std::size_t>(L)].x(), targets, w, g, lm, d_lm,
                                  x.arena, d, scale);
     resid[static_cast<std::size_t>(L)].reset();
     st.params_release(H);
@@ -93,19 +94,18 @@ double micro_forward_backward(Loop& x, const int32_t* tokens, const int32_t* tar
     BlockScratch s = block_scratch_allocate(x.arena, d);
     for (int64_t l = L - 1; l >= 0; --l) {
       const int u = static_cast<int>(l + 1);
-      const BlockView w = block_view(x.units[static_cast<std::size_t>(u)], st.params_acquire(u));
+      const BlockView w = block_view(x.units[static_cast<std::size_t>(u)], st.params_acquire(u), X);
       if (u - 1 >= 1) st.params_prefetch(u - 1);
-      const BlockView g = block_view(x.units[static_cast<std::size_t>(u)], st.grads_acquire(u));
+      const BlockView g = block_view(x.units[static_cast<std::size_t>(u)], st.grads_acquire(u), X);
       BlockActs recomputed;
       const BlockActs* a = &acts[static_cast<std::size_t>(l)];
       if (recompute) {
         recomputed = block_acts_allocate(x.arena, d);
-        Buf out(x.arena, N * C, Category::activations);  // [N,C] the recomputed output, unused
-        block_forward(x.k, out.data(), resid[static_cast<std::size_t>(l)].data(), recomputed, w, s.work.data(), d,
-                      x.poll);
+        Buf out = Buf::of_backend_dtype(x.arena, N * C, Category::activations);  // [N,C] the recomputed output, unused
+        block_forward(x.k, out.x(), resid[static_cast<std::size_t>(l)].x(), recomputed, w, s.work.f(), d, x.poll);
         a = &recomputed;
       }
-      block_backward(x.k, d_resid.data(), resid[static_cast<std::size_t>(l)].data(), *a, w, g, s, d, x.poll);
+      block_backward(x.k, d_resid.x(), resid[static_cast<std::size_t>(l)].x(), *a, w, g, s, d, x.poll);
       acts[static_cast<std::size_t>(l)] = BlockActs();
       recomputed = BlockActs();
       resid[static_cast<std::size_t>(l)].reset();
@@ -113,8 +113,8 @@ double micro_forward_backward(Loop& x, const int32_t* tokens, const int32_t* tar
       st.grads_done(u, last);
     }
   }
-  const EmbeddingView ge = embedding_view(x.units[0], st.grads_acquire(0));
-  x.k.embedding_backward(ge.wte, ge.wpe, d_resid.data(), tokens, d.batch, d.seq, C);
+  const EmbeddingView ge = embedding_view(x.units[0], st.grads_acquire(0), X);
+  x.k.embedding_backward(ge.wte, ge.wpe, d_resid.x(), tokens, d.batch, d.seq, C);
   st.grads_done(0, last);
   return loss;
 }
@@ -148,17 +148,20 @@ int64_t bytes_needed(const RunConfig& c, int world_size) {
   int64_t P = 0, unit_max = 0;
   for (const auto& u : units) P += u.padded, unit_max = std::max(unit_max, u.padded);
   const int64_t W = world_size, L = c.model.layers, N = d.tokens(), C = d.hidden;
+  const int64_t X = dtype_bytes(run_dtype(c.precision));  // bytes of a tensor element (fp32 4, bf16 2)
   const AttentionShape s = d.attention();
-  int64_t states = (c.zero == 3 ? P / W + 3 * unit_max : P)                  // params (+ gathered units)
-                   + (c.zero >= 2 ? P / W + (c.grad_accum > 1 ? P : 2 * unit_max) : P)  // grads
-                   + 2 * (c.zero >= 1 ? P / W : P);                          // AdamW m, v
-  // BlockActs per token (model.hpp) and the backward scratch.
-  const int64_t block = 3 * C + s.qkv_width() + s.q_width() + d.fc1_width + d.ffn + s.heads + 4;
+  const int64_t sharded = c.zero >= 1 ? P / W : P;
+  const int64_t states = X * (c.zero == 3 ? P / W + 3 * unit_max : P)                  // params (+ gathered units)
+                         + X * (c.zero >= 2 ? P / W + (c.grad_accum > 1 ? P : 2 * unit_max) : P)  // grads
+                         + 4 * (run_keeps_master(c.precision) ? sharded : 0)       // fp32 master
+                         + 4 * 2 * sharded;                                         // AdamW m, v (fp32)
+  // BlockActs per token (model.hpp): tensors, then fp32 statistics; the backward scratch.
+  const int64_t block = 3 * C + s.qkv_width() + s.q_width() + d.fc1_width + d.ffn, block_stats = s.heads + 4;
   const int64_t scratch = C + d.ffn + d.fc1_width + s.q_width() + s.qkv_width();
-  const int64_t saved = (c.recompute == Recompute::full ? 1 : L) * block;
-  const int64_t activations = N * ((L + 2) * C + saved + scratch) + 3 * seq * seq;
-  const int64_t logits = N * d.padded_vocab;
-  return 4 * (states + activations + logits);
+  const int64_t kept = c.recompute == Recompute::full ? 1 : L;
+  const int64_t activations = X * N * ((L + 2) * C + kept * block + scratch) + 4 * (N * kept * block_stats + 3 * seq * seq);
+  const int64_t logits = X * N * d.padded_vocab;
+  return states + activations + logits;
 }
 
 // The steps of one run, on a store and arena owned by run_training.
@@ -277,7 +280,7 @@ RunResult run_training(const RunConfig& c, comm::Communicator& world,
     throw std::invalid_argument(fmt::format("the {} backend trains over {} but the communicator is {}", c.backend,
                                             expected_comm, world.backend()));
   // On the heap, and abandoned (not destroyed) when a failure leaves communication in flight: see UnitStore.
-  auto backend_owned = make_backend(c.backend);
+  auto backend_owned = make_backend(c.backend, run_dtype(c.precision));
   Backend& backend = *backend_owned;
   const int64_t need = bytes_needed(c, W), available = backend.device_memory_available();
   if (available > 0 && need > available)
@@ -291,7 +294,8 @@ RunResult run_training(const RunConfig& c, comm::Communicator& world,
   const int64_t runtime_bytes = backend.name() == std::string("cuda") ? backend.device_memory_used() : 0;
   auto arena_owned = std::make_unique<Arena>(backend);
   Arena& arena = *arena_owned;
-  auto store_owned = std::make_unique<UnitStore>(units, c.zero, world, arena, c.comm_timeout_s);
+  auto store_owned =
+      std::make_unique<UnitStore>(units, c.zero, run_keeps_master(c.precision), world, arena, c.comm_timeout_s);
   UnitStore& store = *store_owned;
   try {
     RunResult r = train_steps(c, world, d, units, arena, store, on_step);

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "reference/cpu_kernels.hpp"
@@ -66,4 +67,44 @@ inline void compare(const std::string& what, const std::vector<float>& cpu, cons
                                    << other[at] << " (" << worst << " × tolerance " << rtol << ")");
 }
 
+// --- bf16 storage (reference/bf16.hpp) -------------------------------------------------------------------------
+// One bf16 ulp relative to the value, at most: 8 significant bits, so the spacing in [2^e, 2^(e+1)) is 2^(e−7).
+constexpr double kBf16Ulp = 1.0 / 128;
+
+template <typename T>
+constexpr bool is_bf16 = std::is_same_v<T, shardplan::reference::bf16>;
+
+// The tolerance of a kernel whose fp32 version is held to `rtol`, for storage T. In bf16 both sides compute in fp32
+// from the same inputs and round once: values within rtol before rounding are within rtol plus one ulp after it
+// (round to nearest moves each by at most half an ulp).
+template <typename T>
+double tol(double rtol) {
+  return rtol + (is_bf16<T> ? kBf16Ulp : 0.0);
+}
+
+// Host data in storage T: float as is, bf16 rounded to nearest even; and back to float (exact).
+template <typename T>
+std::vector<T> stored(const std::vector<float>& v) {
+  std::vector<T> out(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) out[i] = shardplan::reference::store_as<T>(v[i]);
+  return out;
+}
+template <typename T>
+std::vector<float> widened(const std::vector<T>& v) {
+  std::vector<float> out(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) out[i] = shardplan::reference::load(v[i]);
+  return out;
+}
+
+// compare() on tensors stored as T (bf16 compared widened).
+template <typename T>
+void compare(const std::string& what, const std::vector<T>& cpu, const std::vector<T>& other, double rtol,
+             const char* label) {
+  compare(what, widened(cpu), widened(other), rtol, label);
+}
+
 }  // namespace kernel_compare
+
+// TEST_CASE_TEMPLATE names: "<bf16>" rather than the qualified name (one definition for every test that includes
+// this header).
+TYPE_TO_STRING_AS("bf16", shardplan::reference::bf16);

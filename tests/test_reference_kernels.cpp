@@ -52,6 +52,10 @@ double fd_error(std::vector<float>& x, const std::vector<float>& analytic, const
   return worst / scale;
 }
 
+// Host vectors as CPU-backend tensors of dtype fp32.
+floatX* as_x(std::vector<float>& v) { return reinterpret_cast<floatX*>(v.data()); }
+const floatX* as_x(const std::vector<float>& v) { return reinterpret_cast<const floatX*>(v.data()); }
+
 constexpr double kTol = 2e-2;  // fp32 forward, central differences with h = 1e-2: errors of order h²·f''' and 1e-7/h
 
 }  // namespace
@@ -173,15 +177,16 @@ TEST_SUITE("reference kernels") {
       std::vector<float> out(N * C), work(d.seq * d.seq);
       auto J = [&] {
         BlockActs a = block_acts_allocate(arena, d);
-        block_forward(*cpu, out.data(), x.data(), a, block_view(units[1], params.data()), work.data(), d, [] {});
+        block_forward(*cpu, as_x(out), as_x(x), a, block_view(units[1], as_x(params), DType::fp32), work.data(), d,
+                      [] {});
         return dot(out, R);
       };
       BlockActs a = block_acts_allocate(arena, d);
-      block_forward(*cpu, out.data(), x.data(), a, block_view(units[1], params.data()), work.data(), d, [] {});
+      block_forward(*cpu, as_x(out), as_x(x), a, block_view(units[1], as_x(params), DType::fp32), work.data(), d, [] {});
       BlockScratch s = block_scratch_allocate(arena, d);
       std::vector<float> dx = R;
-      block_backward(*cpu, dx.data(), x.data(), a, block_view(units[1], params.data()), block_view(units[1], grads.data()),
-                     s, d, [] {});
+      block_backward(*cpu, as_x(dx), as_x(x), a, block_view(units[1], as_x(params), DType::fp32),
+                     block_view(units[1], as_x(grads), DType::fp32), s, d, [] {});
       CHECK(fd_error(x, dx, J, 0, 1e-2f) < kTol);
       CHECK(fd_error(params, grads, J, 0, 1e-2f) < kTol);
 
@@ -191,11 +196,12 @@ TEST_SUITE("reference kernels") {
       const std::vector<int32_t> targets = {1, 2, 3, 4, 5, 6, 7, 8};
       auto Jh = [&] {
         std::vector<float> scratch_g(hp.size(), 0.0f), dr(N * C);
-        const HeadView w = head_view(units[2], hp.data()), g = head_view(units[2], scratch_g.data());
-        return head_forward_backward(*cpu, dr.data(), x.data(), targets.data(), w, g, w.lm_head, g.lm_head, arena, d, 1.0f);
+        const HeadView w = head_view(units[2], as_x(hp), DType::fp32), g = head_view(units[2], as_x(scratch_g), DType::fp32);
+        return head_forward_backward(*cpu, as_x(dr), as_x(x), targets.data(), w, g, w.lm_head, g.lm_head, arena, d,
+                                     1.0f);
       };
-      const HeadView w = head_view(units[2], hp.data()), g = head_view(units[2], hg.data());
-      head_forward_backward(*cpu, d_resid.data(), x.data(), targets.data(), w, g, w.lm_head, g.lm_head, arena, d, 1.0f);
+      const HeadView w = head_view(units[2], as_x(hp), DType::fp32), g = head_view(units[2], as_x(hg), DType::fp32);
+      head_forward_backward(*cpu, as_x(d_resid), as_x(x), targets.data(), w, g, w.lm_head, g.lm_head, arena, d, 1.0f);
       CHECK(fd_error(x, d_resid, Jh, 0, 1e-2f) < kTol);
       CHECK(fd_error(hp, hg, Jh, 64, 1e-2f) < kTol);
     }
@@ -205,33 +211,37 @@ TEST_SUITE("reference kernels") {
     // t = 1: m = 0.1·g, v = 0.05·g² (β 0.9, 0.95); bias correction gives m̂ = g, v̂ = g², so the update is
     // lr·(g/(|g| + eps) + wd·p): p = 1, g = 2, lr 0.1, wd 0.1 → 1 − 0.1·(1 + 0.1) = 0.89.
     float p = 1.0f, g = 2.0f, m = 0.0f, v = 0.0f;
-    adamw_step_shard(&p, &g, &m, &v, 1, AdamWParams{0.1f, 0.9f, 0.95f, 1e-8f, 0.1f, 1, 1.0f});
+    adamw_step_shard(&p, nullptr, &g, &m, &v, 1, AdamWParams{0.1f, 0.9f, 0.95f, 1e-8f, 0.1f, 1, 1.0f});
     CHECK(m == doctest::Approx(0.2f));
     CHECK(v == doctest::Approx(0.2f));
     CHECK(p == doctest::Approx(0.89f));
     // grad_scale 0.5 (clipping) scales the gradient before the moments: m = 0.1.
     float p2 = 1.0f, m2 = 0.0f, v2 = 0.0f;
-    adamw_step_shard(&p2, &g, &m2, &v2, 1, AdamWParams{0.1f, 0.9f, 0.95f, 1e-8f, 0.0f, 1, 0.5f});
+    adamw_step_shard(&p2, nullptr, &g, &m2, &v2, 1, AdamWParams{0.1f, 0.9f, 0.95f, 1e-8f, 0.0f, 1, 0.5f});
     CHECK(m2 == doctest::Approx(0.1f));
   }
 
   TEST_CASE("the arena records the peak and what was live at it") {
     auto cpu = make_cpu_backend();
     Arena a(*cpu);
-    Buf p(a, 100, Category::params);       // 400 B
+    Buf p(a, 100, DType::fp32, Category::params);  // 400 B
     {
-      Buf act(a, 250, Category::activations);  // 1000 B
-      Buf lg(a, 50, Category::logits);         // 200 B → peak 1600 B
+      Buf act(a, 250, DType::fp32, Category::activations);  // 1000 B
+      Buf lg(a, 50, DType::bf16, Category::logits);         // 100 B (2 B per bf16) → peak 1500 B
     }
-    Buf buf(a, 10, Category::buffers);     // 40 B: live 440, below the peak
-    CHECK(a.peak() == 1600);
+    Buf buf(a, 10, DType::fp32, Category::buffers);  // 40 B: live 440, below the peak
+    CHECK(a.peak() == 1500);
     CHECK(a.at_peak().params == 400);
     CHECK(a.at_peak().activations == 1000);
-    CHECK(a.at_peak().logits == 200);
+    CHECK(a.at_peak().logits == 100);
     CHECK(a.at_peak().buffers == 0);
     CHECK(a.live_total() == 440);
     a.reset_peak();
     CHECK(a.peak() == 440);
     CHECK(rss_bytes_read() > 0);
+    // A tensor is handed to kernels only in the backend's dtype, and as fp32 only when it is fp32.
+    CHECK_THROWS_AS(Buf(a, 4, DType::bf16, Category::activations).x(), std::logic_error);
+    CHECK_THROWS_AS(Buf(a, 4, DType::bf16, Category::activations).f(), std::logic_error);
+    CHECK(Buf::of_backend_dtype(a, 4, Category::activations).dtype() == DType::fp32);
   }
 }

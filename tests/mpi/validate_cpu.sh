@@ -13,11 +13,15 @@ within() { awk -v v="$2" -v b="$1" 'BEGIN { exit !(v == v + 0 && (v < 0 ? -v : v
 
 # tiny: Llama-style (RMSNorm, SwiGLU, rotary, GQA); small: GPT-2-style (LayerNorm, GELU, learned positions,
 # tied, biases). The issue's bound: the predicted peak within 5 % of the measured one.
-for run in "tiny 0" "tiny 1" "tiny 2" "tiny 3" "small 0" "small 3"; do
+# Mixed precision (bf16 tensors; amp-bf16 adds the fp32 master copy) under three ZeRO stages.
+for run in "tiny 0" "tiny 1" "tiny 2" "tiny 3" "small 0" "small 3" "tiny 3 amp-bf16" "tiny 1 pure-bf16" \
+           "small 2 amp-bf16"; do
   set -- $run
-  model=$1 zero=$2
-  "$mpirun" --oversubscribe -np "$np" "$bin" validate --preset "$model" --zero "$zero" --micro-batch 2 --steps 3 \
-    --warmup 1 --format json --steps-out "$work/steps_${model}_$zero.jsonl" >"$work/v_${model}_$zero.json" 2>"$work/err"
+  model=$1 zero=$2 precision=${3:-fp32}
+  [ "$precision" = fp32 ] || zero="$zero-$precision"  # names the run's files
+  "$mpirun" --oversubscribe -np "$np" "$bin" validate --preset "$model" --zero "${zero%%-*}" --precision "$precision" \
+    --micro-batch 2 --steps 3 --warmup 1 --format json --steps-out "$work/steps_${model}_$zero.jsonl" \
+    >"$work/v_${model}_$zero.json" 2>"$work/err"
   code=$?
   no_rank_left "$model zero $zero"
   [ "$code" = 0 ] || { cat "$work/err"; fail "$model zero $zero: exit $code"; }
@@ -55,6 +59,7 @@ expect_bad() {  # expect_bad NAME ARGS...
 expect_bad "tensor parallelism" --preset tiny --tp 2
 expect_bad "rank count" --preset tiny --gpus 7
 expect_bad "cuda backend" --preset tiny --backend cuda
+expect_bad "precision the loop does not run" --preset tiny --precision megatron-bf16
 expect_bad "unknown flag" --preset tiny --bogus
 expect_bad "bad number" --preset tiny --steps many
 expect_bad "unwritable --steps-out" --preset tiny --steps 1 --warmup 0 --steps-out "$work/no/such/dir/s.jsonl"
