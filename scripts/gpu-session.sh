@@ -5,7 +5,8 @@
 # about 540 s. Results land in $OUT (at most 8 files come back); commit what they show to reports/.
 #   1. the CUDA kernels against their CPU twins (shardplan_tests -tc='*cuda*')
 #   2. bf16 cuBLASLt GEMMs and the device copy bandwidth: calibrate --gemm-only (one rank), a GPU profile
-#   3. the reference loop on the GPU (validate --backend cuda): tiny with ZeRO-0 and 3, and gpt2-1.2b (fp32)
+#   3. the reference loop on the GPU (validate --backend cuda): tiny with ZeRO-0 and 3 (fp32) and ZeRO-3 in
+#      pure-bf16 and amp-bf16, and gpt2-1.2b in amp-bf16 (cuBLASLt bf16 GEMMs)
 #   4. PyTorch (the machine's torch) running plan --emit's FSDP2 script on a TinyLlama-1.1B-shaped model, held
 #      against the planner's prediction with validate --measurements
 # At most 7 files come back: session.log, gpu-tests.log, h200-gemm.yaml, validate-tiny.md, validate-1.2b.md,
@@ -36,16 +37,17 @@ timeout 240 "${one_rank[@]}" shardplan calibrate --backend nccl --gemm-only --pr
   --out "$OUT/h200-gemm.yaml" --raw /tmp/h200-gemm.raw.csv >> "$log" 2>&1
 echo "calibrate exit $?" | tee -a "$log"
 
-step "3. the reference loop on the GPU (fp32)"
+step "3. the reference loop on the GPU (fp32, pure-bf16, amp-bf16)"
 cluster=(--gpu h200)
 [ -s "$OUT/h200-gemm.yaml" ] && cluster=(--cluster "$OUT/h200-gemm.yaml")
-for z in 0 3; do
-  echo "## tiny, ZeRO-$z" >> "$OUT/validate-tiny.md"
-  timeout 60 "${one_rank[@]}" shardplan validate --backend cuda --preset tiny --zero "$z" "${cluster[@]}" --steps 6 \
-    --quiet --format markdown >> "$OUT/validate-tiny.md" 2>> "$log"
-  echo "tiny z$z exit $?" | tee -a "$log"
+for run in "0 fp32" "3 fp32" "3 pure-bf16" "3 amp-bf16"; do
+  set -- $run
+  echo "## tiny, ZeRO-$1, $2" >> "$OUT/validate-tiny.md"
+  timeout 60 "${one_rank[@]}" shardplan validate --backend cuda --preset tiny --zero "$1" --precision "$2" \
+    "${cluster[@]}" --steps 6 --quiet --format markdown >> "$OUT/validate-tiny.md" 2>> "$log"
+  echo "tiny z$1 $2 exit $?" | tee -a "$log"
 done
-timeout 150 "${one_rank[@]}" shardplan validate --backend cuda --preset gpt2-1.2b --zero 0 --micro-batch 4 \
+timeout 150 "${one_rank[@]}" shardplan validate --backend cuda --preset gpt2-1.2b --zero 0 --precision amp-bf16 --micro-batch 4 \
   --global-batch 4 "${cluster[@]}" --steps 5 --warmup 2 --quiet --format markdown \
   > "$OUT/validate-1.2b.md" 2>> "$log"
 echo "gpt2-1.2b exit $?" | tee -a "$log"
