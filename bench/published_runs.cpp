@@ -38,13 +38,20 @@ struct Row {
 };
 
 
+// The preset with the row's architecture. Among several (Llama 2 70B and Llama 3 70B differ only in the
+// vocabulary: 32000 against 128256 rows of embedding and LM head), the one with the row's vocabulary; a row whose
+// vocabulary no preset has exactly (GPT-3's 51200, padded, against the preset's 50257) keeps the first match.
 const ModelSpec* match_model(const std::vector<ModelSpec>& models, const Row& r) {
   const int64_t layers = r.num(3), hidden = r.num(4), heads = r.num(5), kv = r.num(6);
   const int64_t ffn = r.f[7] == "4h" ? 4 * hidden : r.num(7);
+  const int64_t vocab = r.num(8);
+  const ModelSpec* first = nullptr;
   for (const ModelSpec& m : models)
-    if (m.layers == layers && m.hidden == hidden && m.heads == heads && m.kv_heads == kv && m.ffn_hidden == ffn)
-      return &m;
-  return nullptr;
+    if (m.layers == layers && m.hidden == hidden && m.heads == heads && m.kv_heads == kv && m.ffn_hidden == ffn) {
+      if (m.vocab == vocab) return &m;
+      if (!first) first = &m;
+    }
+  return first;
 }
 
 std::string cluster_for(const std::string& gpu) {

@@ -61,6 +61,29 @@ TEST_SUITE("published runs") {
     CHECK(megatron_sum / megatron_rows <= 0.07);
   }
 
+  TEST_CASE("a row gets the preset with its architecture and, among those, its vocabulary") {
+    const std::string csv = default_csv_path();
+    if (!std::filesystem::exists(csv)) return;
+    const PublishedRuns runs = load_published_runs(csv, PresetStore::builtin());
+    // torchtitan's Llama 3 70B and Llama 2 70B rows share every block dimension; the CSV's vocab column (128256
+    // against 32000) tells them apart. GPT-3's 51200 (padded) matches no preset exactly: its architecture does.
+    int llama70 = 0, gpt3 = 0;
+    for (const PublishedRun& r : runs.runs) {
+      CAPTURE(r.label);
+      if (r.source == "TTA" && r.model.layers == 80) {
+        ++llama70;
+        CHECK(r.model.name == (r.label == "Llama3 70B" ? "llama3-70b" : "llama2-70b"));
+        CHECK(r.model.vocab == (r.label == "Llama3 70B" ? 128256 : 32000));
+      }
+      if (r.label == "GPT-3") {
+        ++gpt3;
+        CHECK(r.model.name == "gpt3-175b");
+      }
+    }
+    CHECK(llama70 == 2);
+    CHECK(gpt3 >= 5);
+  }
+
   TEST_CASE("K22's full-recomputation iterations within 5 %") {
     const std::string csv = default_csv_path();
     if (!std::filesystem::exists(csv)) return;
