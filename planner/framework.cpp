@@ -57,6 +57,11 @@ FrameworkTraits fsdp_traits() {
   // of every other matmul and of attention, recomputes the other matmuls and every elementwise op.
   t.selective_recompute_gemm_share = 0.5;
   t.selective_recomputes_elementwise = true;
+  // Mixed precision reduces gradients in fp32: FSDP2 MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32) is
+  // torchtitan's default (config_manager.py --training.mixed_precision_reduce "float32", the only choice), and
+  // Composer's FSDP mixed_precision DEFAULT sets reduce_dtype=float32 (mosaicml/composer PR #2628, Oct 2023;
+  // PURE reduces in bf16). DDP under torch.autocast all-reduces the fp32 gradients of fp32 parameters.
+  t.amp_grads_reduced_in_fp32 = true;
   return t;
 }
 
@@ -76,6 +81,8 @@ FrameworkTraits deepspeed_traits() {
   t.overlap_grad_reduce = false;
   // DeepSpeed reduces every micro-batch's gradients (into its partition) rather than keeping them unsharded.
   t.default_grad_sync = GradSync::per_micro;
+  // Gradients are reduced in the model's half dtype: engine.py communication_data_type returns fp16/bf16 when
+  // that mode is enabled and no communication_data_type is configured (amp_grads_reduced_in_fp32 stays false).
   return t;
 }
 

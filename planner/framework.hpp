@@ -36,6 +36,11 @@ struct FrameworkTraits {
   bool overlap_grad_reduce = true;
   bool overlap_param_gather = false;
 
+  // --- data-parallel communication (framework.cpp gives the sources) --------------------------------------
+  // amp-* policies: the gradient reduction (all-reduce, reduce-scatter) runs in fp32, 4 B per parameter on the
+  // wire, although the memory model counts the gradients at 2 B (precision.cpp).
+  bool amp_grads_reduced_in_fp32 = false;
+
   // --- ZeRO-0/1/2 gradient reduction buffers ---------------------------------------------------------------
   bool ddp_bucket_copy = false;           // DDP buckets hold a second copy of every gradient
   int64_t reduce_bucket_elements = 0;     // DeepSpeed reduce_bucket_size

@@ -53,4 +53,10 @@ DType precision_grad_dtype(Precision p) {
   return precision_compute_dtype(p);
 }
 
+DType precision_grad_reduce_dtype(Precision p, bool amp_grads_reduced_in_fp32) {
+  const bool amp = p == Precision::amp_bf16 || p == Precision::amp_fp16;
+  if (amp && amp_grads_reduced_in_fp32) return DType::fp32;
+  return precision_grad_dtype(p);
+}
+
 }  // namespace shardplan

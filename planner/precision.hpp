@@ -21,6 +21,10 @@ struct StateBytes {
 
 StateBytes precision_state_bytes(Precision p);
 DType precision_compute_dtype(Precision p);  // GEMM inputs and saved activations
-DType precision_grad_dtype(Precision p);     // dtype of gradients as the reduction sees them
+DType precision_grad_dtype(Precision p);     // dtype of gradients as the memory model counts them
+// Dtype the gradient reduction moves on the wire. A communication dtype may differ from the memory one: under
+// amp-* the framework may reduce in fp32 (FrameworkTraits::amp_grads_reduced_in_fp32; CONTRACT.md: amp-bf16 has
+// fp32 grads) while the memory model keeps ZeRO's 2 B accounting.
+DType precision_grad_reduce_dtype(Precision p, bool amp_grads_reduced_in_fp32);
 
 }  // namespace shardplan

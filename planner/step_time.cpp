@@ -65,7 +65,9 @@ DpTraffic dp_traffic(const Strategy& s, const ClusterSpec& c, const FrameworkTra
   const GroupLayout repl = replicate_group(s, c);
   const StateBytes sb = precision_state_bytes(s.precision);
   const double param_b = static_cast<double>(dtype_bytes(precision_compute_dtype(s.precision)));
-  const double grad_b = sb.grads;
+  // Bytes per gradient on the wire: the framework's reduce dtype (precision.hpp precision_grad_reduce_dtype).
+  const double grad_b =
+      static_cast<double>(dtype_bytes(precision_grad_reduce_dtype(s.precision, fw.amp_grads_reduced_in_fp32)));
   const double units = static_cast<double>(sc.params.layers);
   const double block = static_cast<double>(sc.params.block_params);
   const double root = static_cast<double>(sc.params.root_unit());

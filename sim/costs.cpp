@@ -71,10 +71,13 @@ StepPlan plan_step(const ModelSpec& m, const Strategy& s, const ClusterSpec& c) 
   const StateBytes sb = precision_state_bytes(s.precision);
   const double param_b = static_cast<double>(dtype_bytes(precision_compute_dtype(s.precision)));
   const double grad_b = sb.grads;
+  // Bytes per gradient on the wire (step_time.cpp dp_traffic): the framework's reduce dtype.
+  const double comm_grad_b =
+      static_cast<double>(dtype_bytes(precision_grad_reduce_dtype(s.precision, fw.amp_grads_reduced_in_fp32)));
   auto ag = [&](double bytes) { return collective_time_s(c, Collective::all_gather, bytes, shard); };
   auto rs = [&](double bytes) { return collective_time_s(c, Collective::reduce_scatter, bytes, shard); };
   auto ar = [&](double bytes, const GroupLayout& g) { return collective_time_s(c, Collective::all_reduce, bytes, g); };
-  auto replica_ar = [&](double params) { return repl.size > 1 ? ar(params * grad_b / static_cast<double>(n), repl) : 0.0; };
+  auto replica_ar = [&](double params) { return repl.size > 1 ? ar(params * comm_grad_b / static_cast<double>(n), repl) : 0.0; };
   if (plan.dp_mode == DpMode::units && fw.zero3_prefetch_elements > 0)
     plan.prefetch_units = std::max<int64_t>(1, fw.zero3_prefetch_elements / std::max<int64_t>(1, block_params_per_tp_rank(m, s.tp)));
   else
@@ -119,13 +122,13 @@ StepPlan plan_step(const ModelSpec& m, const Strategy& s, const ClusterSpec& c) 
       sc.gather_block = ag(block * param_b);
       sc.gather_root = ag(root * param_b);
       sc.gather_block_bwd = s.zero == 3 ? sc.gather_block : 0;
-      sc.reduce_block = rs(block * grad_b) + replica_ar(block);
-      sc.reduce_root = rs(root * grad_b) + replica_ar(root);
+      sc.reduce_block = rs(block * comm_grad_b) + replica_ar(block);
+      sc.reduce_root = rs(root * comm_grad_b) + replica_ar(root);
     } else if (plan.dp_mode == DpMode::buckets) {
       const bool reduce_scatter = s.zero >= 1 && n > 1;
-      const double bucket = std::min(gradient_bucket_bytes(fw, grad_b), psi * grad_b);
-      sc.buckets = static_cast<int64_t>(std::ceil(psi * grad_b / bucket));
-      sc.reduce_bucket = reduce_scatter ? rs(bucket) + replica_ar(bucket / grad_b) : ar(bucket, shard);
+      const double bucket = std::min(gradient_bucket_bytes(fw, comm_grad_b), psi * comm_grad_b);
+      sc.buckets = static_cast<int64_t>(std::ceil(psi * comm_grad_b / bucket));
+      sc.reduce_bucket = reduce_scatter ? rs(bucket) + replica_ar(bucket / comm_grad_b) : ar(bucket, shard);
       if (reduce_scatter) sc.param_gather = ag(psi * sb.params);
     }
 

@@ -9,10 +9,12 @@
 
 #include "io/preset_store.hpp"
 #include "planner/activations.hpp"
+#include "planner/comm_cost.hpp"
 #include "planner/error.hpp"
 #include "planner/framework.hpp"
 #include "planner/partition.hpp"
 #include "planner/predict.hpp"
+#include "planner/precision.hpp"
 
 using namespace shardplan;
 
@@ -446,6 +448,41 @@ TEST_SUITE("step time") {
       CHECK(z3 >= 1.35);
       CHECK(z3 <= 1.55);
     }
+  }
+
+  TEST_CASE("gradient reduce dtype: amp under FSDP reduces in fp32, DeepSpeed in the half dtype, memory unchanged") {
+    // The rule itself (precision.hpp precision_grad_reduce_dtype).
+    CHECK(precision_grad_reduce_dtype(Precision::amp_bf16, true) == DType::fp32);
+    CHECK(precision_grad_reduce_dtype(Precision::amp_bf16, false) == DType::bf16);
+    CHECK(precision_grad_reduce_dtype(Precision::amp_fp16, false) == DType::fp16);
+    CHECK(precision_grad_reduce_dtype(Precision::pure_bf16, true) == DType::bf16);      // PURE reduces in bf16
+    CHECK(precision_grad_reduce_dtype(Precision::megatron_bf16, false) == DType::fp32);  // fp32 main grads
+    CHECK(framework_traits(Framework::fsdp).amp_grads_reduced_in_fp32);
+    CHECK_FALSE(framework_traits(Framework::deepspeed).amp_grads_reduced_in_fp32);
+    // One node of 8 A100s, llama3-8b ZeRO-3, 2 micro-batches reduced each (FSDP's default): amp-bf16 and
+    // pure-bf16 gather the same bf16 parameters, so their DP totals differ only by the reduce-scatters, which
+    // move 4 B instead of 2 B per gradient: ga · (L · [RS(4B) − RS(2B)] + [RS(4R) − RS(2R)]), B = one block's
+    // parameters, R = the root unit's (embedding, final norm, LM head).
+    const ModelSpec m = presets().model("llama3-8b");
+    const ClusterSpec c = presets().cluster("dgx-a100-80g");
+    const Strategy amp = fsdp(8, 16, 3, Precision::amp_bf16), pure = fsdp(8, 16, 3, Precision::pure_bf16);
+    validate_strategy(amp, m, c);
+    const StageParams sp = stage_params(m, amp, 0);
+    const GroupLayout g{8, 8, 1};
+    auto rs = [&](double bytes) { return collective_time_s(c, Collective::reduce_scatter, bytes, g); };
+    const double block = static_cast<double>(sp.block_params), root = static_cast<double>(sp.root_unit());
+    const double expected = 2 * (static_cast<double>(sp.layers) * (rs(4 * block) - rs(2 * block)) + rs(4 * root) -
+                                 rs(2 * root));
+    const StepTime ta = estimate_step_time(m, amp, c), tp = estimate_step_time(m, pure, c);
+    CHECK(expected > 0);
+    CHECK(ta.dp_comm_total_s - tp.dp_comm_total_s == doctest::Approx(expected).epsilon(1e-9));
+    // Under DeepSpeed the same amp-bf16 step moves what pure-bf16 moves.
+    Strategy ds_amp = amp, ds_pure = pure;
+    ds_amp.framework = ds_pure.framework = Framework::deepspeed;
+    CHECK(estimate_step_time(m, ds_amp, c).dp_comm_total_s ==
+          doctest::Approx(estimate_step_time(m, ds_pure, c).dp_comm_total_s).epsilon(1e-12));
+    // The memory model keeps ZeRO's 2 B amp gradients (precision.cpp).
+    CHECK(precision_state_bytes(Precision::amp_bf16).grads == 2);
   }
 
   TEST_CASE("uneven pipeline split: the remainder goes to the last stages") {
