@@ -17,4 +17,5 @@ if(NOT CMAKE_CUDA20_STANDARD_COMPILE_OPTION)
 endif()
 set_property(TARGET shardplan_reference PROPERTY CUDA_STANDARD 20)
 find_package(CUDAToolkit REQUIRED)  # imported targets are per folder
-target_link_libraries(shardplan_reference PUBLIC CUDA::cudart CUDA::cublasLt)
+# cuBLASLt is opened on first use (gpu/cublaslt_lazy.cpp), not at process start.
+target_link_libraries(shardplan_reference PUBLIC CUDA::cudart shardplan_cublaslt)

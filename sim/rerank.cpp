@@ -60,7 +60,7 @@ Strategy with_micro_batches(Strategy s, int64_t micro_batches) {
 SimulatedCandidate simulate_candidate(const ModelSpec& m, const Strategy& s, const ClusterSpec& c) {
   const int64_t micro = grad_accum_steps(s);
   const int64_t group = std::max<int64_t>(s.pp, 1);
-  const int64_t floor_m1 = std::max<int64_t>(8, 2 * s.pp * s.vpp);
+  const int64_t floor_m1 = std::max<int64_t>(8, s.pp * s.vpp);
   const int64_t m1 = (floor_m1 + group - 1) / group * group, m2 = 2 * m1;
   if (micro <= 2 * m2) {
     SimulatedCandidate whole = summarise_simulation(simulate(m, s, c), s);

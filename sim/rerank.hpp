@@ -34,9 +34,12 @@ SimulatedCandidate summarise_simulation(const SimResult& r, const Strategy& s);
 // The candidate's simulated step for re-ranking. A step of m micro-batches repeats one steady-state period per
 // micro-batch once the pipeline is full, so its time, breakdown and peak are affine in m beyond the warm-up. For a
 // long accumulation (m > 2·m2) two shorter steps of m1 and m2 = 2·m1 micro-batches are played, with m1 the
-// smallest multiple of pp that is at least max(8, 2·pp·vpp) (a few periods past the warm-up and cool-down of
-// every schedule), and the figures extrapolated to m; otherwise the whole step is played. tests/test_sim_rerank.cpp
-// holds the extrapolation against whole-step simulations.
+// smallest multiple of pp that is at least max(8, pp·vpp), and the figures extrapolated to m; otherwise the whole
+// step is played. Why pp·vpp is past the warm-up: interleaved 1F1B warms up with at most 2(pp − 1) + (vpp − 1)·pp
+// model chunks (Narayanan et al. 2021 §2.2; Megatron's get_forward_backward_func), fewer than the m·vpp chunks of
+// m = pp·vpp micro-batches for every vpp ≥ 2 (pp·vpp² ≥ pp·(vpp + 1)); plain 1F1B warms up with pp − 1 micro-batches,
+// fewer than max(8, pp).
+// tests/test_sim_rerank.cpp holds the extrapolation against whole-step simulations on eight layouts (up to vpp 10).
 SimulatedCandidate simulate_candidate(const ModelSpec& m, const Strategy& s, const ClusterSpec& c);
 
 // Why the simulated step differs from the analytic one, in words: the part of the breakdown that differs the most

@@ -54,7 +54,6 @@ double fd_error(std::vector<float>& x, const std::vector<float>& analytic, const
 
 // Host vectors as CPU-backend tensors of dtype fp32.
 floatX* as_x(std::vector<float>& v) { return reinterpret_cast<floatX*>(v.data()); }
-const floatX* as_x(const std::vector<float>& v) { return reinterpret_cast<const floatX*>(v.data()); }
 
 constexpr double kTol = 2e-2;  // fp32 forward, central differences with h = 1e-2: errors of order h²·f''' and 1e-7/h
 

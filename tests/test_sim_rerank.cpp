@@ -178,6 +178,8 @@ TEST_SUITE("sim rerank: extrapolated long steps") {
         {"8b", "a800x8", 8, 1, 1, 1, 2, 2, 2048, std::nullopt},            // ZeRO-2, 128 micro-batches
         {"8b", "a800x8", 8, 1, 2, 1, 1, 2, 2048, std::nullopt},            // ZeRO-1 + PP 2, 256
         {"8b", "a800x8", 8, 1, 2, 4, 3, 2, 2048, std::nullopt},            // ZeRO-3 + PP 2 interleaved
+        {"8b", "a800x8", 8, 1, 2, 10, 1, 2, 2048, std::nullopt},           // ZeRO-1 + PP 2, vpp 10 (m1 = 20)
+        {"8b", "a800x8", 8, 1, 4, 5, 1, 1, 1024, std::nullopt},            // ZeRO-1 + PP 4, vpp 5 (m1 = 20)
         {"8b", "a800x8", 8, 1, 1, 1, 3, 1, 512, GradSync::per_micro},  // ZeRO-3, reduce every micro-batch
         {"gpt3-175b", "dgx-a100-80g", 384, 8, 12, 1, 0, 1, 1536, std::nullopt},  // N21 Table 2, 384 micro-batches
         {"gpt-39.1b", "dgx-a100-80g", 512, 8, 2, 3, 0, 1, 3072, std::nullopt},   // N21 Table 1 shape, interleaved v3, 96
