@@ -119,17 +119,32 @@ RawRecord measure_gemm(Coordinator& co, Device& device, const RawRecord& plan, c
   return rec;
 }
 
-RawRecord measure_copy(Coordinator& co, Device& device, const RawRecord& plan, const TimingConfig& tc) {
+namespace {
+
+// A memory-bound kernel timed as a GEMM is: a short warm-up (first touch), then repeats.
+RawRecord measure_stream(Coordinator& co, Device& device, Kernel& k, const RawRecord& plan, const TimingConfig& tc) {
   RawRecord rec = plan;
-  const std::unique_ptr<Kernel> copy = device.copy(static_cast<std::size_t>(plan.bytes));
   TimingConfig g = tc;
   g.warmup = std::min(tc.warmup, 2);
   g.min_iters = 1;
   time_repeats(rec, co, g, [&](int64_t iters) {
-    for (int64_t i = 0; i < iters; ++i) copy->launch();
+    for (int64_t i = 0; i < iters; ++i) k.launch();
     device.synchronize();
   });
   return rec;
+}
+
+}  // namespace
+
+RawRecord measure_copy(Coordinator& co, Device& device, const RawRecord& plan, const TimingConfig& tc) {
+  const std::unique_ptr<Kernel> copy = device.copy(static_cast<std::size_t>(plan.bytes));
+  return measure_stream(co, device, *copy, plan, tc);
+}
+
+RawRecord measure_elementwise(Coordinator& co, Device& device, const RawRecord& plan, const TimingConfig& tc) {
+  const std::unique_ptr<Kernel> k = device.elementwise(static_cast<std::size_t>(plan.bytes));
+  if (!k) throw std::logic_error("measure_elementwise on a device without an elementwise kernel");
+  return measure_stream(co, device, *k, plan, tc);
 }
 
 }  // namespace shardplan::calibrate

@@ -25,6 +25,8 @@ RawRecord measure_collective(Coordinator& co, comm::Communicator& group, Device&
                              const TimingConfig& tc);
 RawRecord measure_gemm(Coordinator& co, Device& device, const RawRecord& plan, const TimingConfig& tc);
 RawRecord measure_copy(Coordinator& co, Device& device, const RawRecord& plan, const TimingConfig& tc);
+// Device::elementwise over plan.bytes (read + written); the device must have one.
+RawRecord measure_elementwise(Coordinator& co, Device& device, const RawRecord& plan, const TimingConfig& tc);
 
 // Elements per rank of a collective of S bytes over n ranks (nccl-tests): S/(elem·n) for all-gather and
 // reduce-scatter, S/elem for all-reduce.

@@ -39,6 +39,11 @@ class Device {
   virtual std::unique_ptr<Kernel> gemm(int64_t m, int64_t n, int64_t k, std::size_t rotate_bytes) = 0;
   // A large copy of `bytes` (device memory bandwidth).
   virtual std::unique_ptr<Kernel> copy(std::size_t bytes) = 0;
+  // An AdamW update streaming `bytes` (read + written) of fp32 state: the rate of the elementwise work the planner
+  // costs as memory-bound (norms, activations, optimizer). On CPU cores that work is compute-bound (sqrt, exp,
+  // division per element), far below the copy bandwidth. Null where the copy already measures it (GPU: such kernels
+  // run at HBM bandwidth).
+  virtual std::unique_ptr<Kernel> elementwise(std::size_t /*bytes*/) { return nullptr; }
 };
 
 // A device buffer freed on destruction.

@@ -232,6 +232,12 @@ std::vector<RawRecord> plan_steps(const RunPlan& plan, const comm::WorldInfo& wo
     c.ranks_per_node = world.local_size;
     c.bytes = plan.copy_bytes;
     steps.push_back(c);
+    if (plan.backend != "nccl") {  // Device::elementwise: measured on CPU ranks only
+      RawRecord e = c;
+      e.kind = "elementwise";
+      e.op = "adamw";
+      steps.push_back(e);
+    }
   }
   return steps;
 }

@@ -72,6 +72,12 @@ Profile build_profile(const ProfileMeta& meta, const std::vector<RawRecord>& rec
   double best = 0;
   for (const RawRecord& g : p.gemms) best = std::max(best, 2.0 * g.m * g.n * g.k / g.median_s);
   p.peak_flops = meta.cpu || !(meta.preset_peak_flops > 0) ? best : meta.preset_peak_flops;
+  int64_t largest_elementwise = 0;
+  for (const RawRecord& e : records) {
+    if (e.kind != "elementwise" || e.bytes <= largest_elementwise) continue;
+    largest_elementwise = e.bytes;
+    p.elementwise_bytes_per_s = static_cast<double>(e.bytes) / e.median_s;  // bytes already counts read + write
+  }
   int64_t largest = 0;
   for (const RawRecord& c : p.copies) {
     if (c.bytes > largest) {
@@ -121,6 +127,7 @@ std::string profile_yaml(const Profile& p) {
   line(fmt::format("  dtype: {}", m.dtype));
   line(fmt::format("  peak_tflops: {:.6g}", p.peak_flops / 1e12));
   line(fmt::format("  copy_gbps: {:.6g}", p.copy_bytes_per_s / 1e9));
+  if (p.elementwise_bytes_per_s > 0) line(fmt::format("  elementwise_gbps: {:.6g}", p.elementwise_bytes_per_s / 1e9));
   line(fmt::format("  wrong: {}", p.wrong));
   line("collectives:");
   bool any = false;

@@ -43,6 +43,7 @@ struct Profile {
   std::vector<RawRecord> copies;
   double peak_flops = 0;         // GPU: the preset peak; CPU: the best measured GEMM throughput
   double copy_bytes_per_s = 0;   // read + written bytes per second of the largest copy, 0 = none
+  double elementwise_bytes_per_s = 0;  // read + written bytes per second of the largest AdamW pass (CPU), 0 = none
   int64_t wrong = 0;             // total #wrong over every collective
 };
 

@@ -105,7 +105,7 @@ std::vector<RawRecord> parse_csv(const std::string& text, const std::string& ori
     r.p10_s = to_double(f[12], where);
     r.p90_s = to_double(f[13], where);
     r.wrong = to_int(f[14], where);
-    if (r.kind != "collective" && r.kind != "gemm" && r.kind != "copy")
+    if (r.kind != "collective" && r.kind != "gemm" && r.kind != "copy" && r.kind != "elementwise")
       throw std::runtime_error(fmt::format("{}: unknown kind '{}'", where, r.kind));
     if (!(r.median_s > 0)) throw std::runtime_error(fmt::format("{}: median_s must be positive", where));
     out.push_back(r);

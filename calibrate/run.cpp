@@ -53,6 +53,7 @@ std::string utc_now() {
 std::string step_name(const RawRecord& r) {
   if (r.kind == "collective") return fmt::format("{} {} ({} ranks) {}", r.op, r.scope, r.ranks, human_bytes(r.bytes));
   if (r.kind == "gemm") return fmt::format("gemm {} {}x{}x{}", r.op, r.m, r.n, r.k);
+  if (r.kind == "elementwise") return fmt::format("elementwise {} {}", r.op, human_bytes(r.bytes));
   return fmt::format("copy {}", human_bytes(r.bytes));
 }
 
@@ -269,6 +270,8 @@ int run_calibrate(const CalibrateFlags& flags, const PresetStore& store, const s
         r = measure_collective(co, group, *device, step, plan.collective_timing);
       } else if (step.kind == "gemm") {
         r = measure_gemm(co, *device, step, plan.gemm_timing);
+      } else if (step.kind == "elementwise") {
+        r = measure_elementwise(co, *device, step, plan.gemm_timing);
       } else {
         r = measure_copy(co, *device, step, plan.gemm_timing);
       }

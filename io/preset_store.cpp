@@ -315,13 +315,17 @@ ClusterSpec read_profile(const std::string& text, const std::string& origin, con
   c.gpus_per_node = r.integer("gpus_per_node", Bound::positive);
 
   const yaml::MapReader hw = r.map("hardware");
-  hw.check_keys({"device", "dtype", "peak_tflops", "copy_gbps", "wrong"});
+  hw.check_keys({"device", "dtype", "peak_tflops", "copy_gbps", "elementwise_gbps", "wrong"});
   auto gemm = std::make_shared<GemmCalibration>();
   gemm->cpu = hw.string("device") == "cpu";
   c.gpu.cpu_ranks = gemm->cpu;
   gemm->dtype = hw.choice("dtype", parse_profile_dtype, "fp32, bf16");
   gemm->peak_flops_per_s = hw.number_or("peak_tflops", 0, Bound::non_negative) * 1e12;
   gemm->memory_bytes_per_s = hw.number_or("copy_gbps", 0, Bound::non_negative) * 1e9;
+  gemm->elementwise_bytes_per_s = hw.number_or("elementwise_gbps", 0, Bound::non_negative) * 1e9;
+  if (gemm->elementwise_bytes_per_s > 1e14)
+    throw InputError(fmt::format("{}: 'hardware': elementwise_gbps ≤ 100000 (got {}); check the units (GB/s)",
+                                 hw.where("elementwise_gbps"), gemm->elementwise_bytes_per_s / 1e9));
   // The same ceilings as a GPU preset (validate_gpu): 100000 TFLOP/s, 100000 GB/s.
   if (gemm->peak_flops_per_s > 1e17 || gemm->memory_bytes_per_s > 1e14)
     throw InputError(fmt::format("{}: 'hardware': peak_tflops ≤ 100000 and copy_gbps ≤ 100000 (got {} and {}); check "

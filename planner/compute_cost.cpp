@@ -227,6 +227,9 @@ double flash_attention_backward_s(const GpuSpec& g, DType d, int64_t batch, int6
 
 double memory_bound_time_s(const GpuSpec& g, double bytes) {
   if (!(bytes > 0) || !std::isfinite(bytes)) return 0.0;
+  // A measured elementwise rate is what such work achieves on that device (calibrate: an AdamW pass).
+  if (g.gemm_calibration && g.gemm_calibration->elementwise_bytes_per_s > 0)
+    return bytes / g.gemm_calibration->elementwise_bytes_per_s;
   // A measured large copy already is the achievable bandwidth (no efficiency factor on top).
   if (g.gemm_calibration && g.gemm_calibration->memory_bytes_per_s > 0)
     return bytes / g.gemm_calibration->memory_bytes_per_s;

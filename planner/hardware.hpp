@@ -45,6 +45,10 @@ struct GemmCalibration {
   bool cpu = false;               // measured on CPU ranks: the table is the device, whatever the dtype
   double peak_flops_per_s = 0;    // the device's peak for dtype (GPU: the preset's; CPU: the best measured)
   double memory_bytes_per_s = 0;  // measured large-copy bandwidth (read + write), 0 = not measured
+  // Measured rate of an elementwise kernel (an AdamW pass, read + write bytes per second; CPU ranks), 0 = not
+  // measured. Where present it prices the memory-bound work instead of the copy: on CPU cores that work is
+  // compute-bound (sqrt, exp, division per element).
+  double elementwise_bytes_per_s = 0;
   std::vector<GemmCalibrationPoint> points;
 };
 

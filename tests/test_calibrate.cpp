@@ -160,6 +160,12 @@ TEST_SUITE("calibrate") {
       g.median_s = g.p10_s = g.p90_s = 2.0 * n * n * n / (n == 256 ? 2e10 : 4e10);  // 20 and 40 GFLOP/s
       records.push_back(g);
     }
+    // An AdamW pass of 28 MB (read + written) in 4 ms: 7 GB/s.
+    RawRecord adamw;
+    adamw.kind = "elementwise", adamw.op = "adamw", adamw.scope = "-", adamw.ranks = 2, adamw.ranks_per_node = 2;
+    adamw.bytes = 28'000'000, adamw.iters = 10, adamw.repeats = 3;
+    adamw.median_s = adamw.p10_s = adamw.p90_s = 4e-3;
+    records.push_back(adamw);
     ProfileMeta meta;
     meta.name = "test";
     meta.backend = "mpi";
@@ -210,6 +216,8 @@ TEST_SUITE("calibrate") {
     const double mid = 2.0 * 362 * 362 * 362 / gemm_time_s(c.gpu, DType::bf16, {362, 362, 362});
     CHECK(mid > 2e10);
     CHECK(mid < 4e10);
+    // The elementwise rate travels through the YAML into the planner's calibration.
+    CHECK(c.gpu.gemm_calibration->elementwise_bytes_per_s == doctest::Approx(7e9));
   }
 
   TEST_CASE("a bad profile names the file and the field") {

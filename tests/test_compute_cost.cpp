@@ -4,6 +4,8 @@
 
 #include <doctest/doctest.h>
 
+#include <memory>
+
 #include "io/preset_store.hpp"
 #include "planner/compute_cost.hpp"
 
@@ -143,5 +145,15 @@ TEST_SUITE("compute cost") {
     CHECK(memory_bound_time_s(g, 1e9) == doctest::Approx(1e9 / (3350e9 * 0.85)));
     CHECK(memory_bound_time_s(g, 0) == 0.0);
     CHECK(memory_bound_time_s(g, -1) == 0.0);
+  }
+
+  TEST_CASE("a calibration profile's measured rates price memory-bound work: the elementwise rate, else the copy") {
+    GpuSpec g = presets().gpu("h100-sxm");
+    auto cal = std::make_shared<GemmCalibration>();
+    cal->memory_bytes_per_s = 20e9;  // a CPU rank's copy: 20 GB/s
+    g.gemm_calibration = cal;
+    CHECK(memory_bound_time_s(g, 1e9) == doctest::Approx(0.05));  // 1 GB / 20 GB/s, no efficiency factor on top
+    cal->elementwise_bytes_per_s = 5e9;  // its AdamW pass: 5 GB/s
+    CHECK(memory_bound_time_s(g, 1e9) == doctest::Approx(0.2));
   }
 }

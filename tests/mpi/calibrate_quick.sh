@@ -20,6 +20,13 @@ grep -q '^kind: calibration-profile' "$work/cpu.yaml" || fail "not a profile"
 grep -q "^  ranks: $np\$" "$work/cpu.yaml" || fail "meta.ranks is not $np"
 grep -q '^  wrong: 0$' "$work/cpu.yaml" || fail "collectives came back wrong"
 "$check" "$work/cpu.yaml" 100 200 3 || fail "fits do not reproduce the medians"
+# CPU ranks also measure the elementwise rate (an AdamW pass): positive, and below the copy bandwidth, since the
+# pass computes a division and a square root per element where the copy only moves bytes.
+copy=$(grep -o '^  copy_gbps: [0-9.e+-]*' "$work/cpu.yaml" | grep -o '[0-9.e+-]*$')
+elementwise=$(grep -o '^  elementwise_gbps: [0-9.e+-]*' "$work/cpu.yaml" | grep -o '[0-9.e+-]*$' || true)
+[ -n "$elementwise" ] || fail "no hardware.elementwise_gbps in the CPU profile"
+awk -v e="$elementwise" -v c="$copy" 'BEGIN { exit !(e > 0 && e < c) }' ||
+  fail "elementwise rate $elementwise GB/s is not between 0 and the copy's $copy GB/s"
 
 # predict uses the profile: the measured CPU ranks are far slower than the a800x8 preset it refines.
 "$bin" predict --preset 2b --gpus "$np" --cluster "$work/cpu.yaml" --format json >"$work/cal.json" || fail "predict --cluster profile"
