@@ -90,7 +90,6 @@ class Buf {
   }
   int64_t size() const { return count_; }
   DType dtype() const { return dtype_; }
-  int64_t bytes() const { return count_ * dtype_bytes(dtype_); }
   explicit operator bool() const { return data_ != nullptr; }
 
  private:

@@ -45,17 +45,9 @@ Vec random_bf16(std::size_t n, unsigned seed, float scale = 1.0f, float shift = 
   return v;
 }
 
-B16 to_bf16(const Vec& v) {
-  B16 out(v.size());
-  for (std::size_t i = 0; i < v.size(); ++i) out[i] = bf16_from_float(v[i]);
-  return out;
-}
-
-Vec widen(const B16& v) {
-  Vec out(v.size());
-  for (std::size_t i = 0; i < v.size(); ++i) out[i] = bf16_to_float(v[i]);
-  return out;
-}
+// Host vectors in bf16 storage and back (rounded to nearest even; widened exactly).
+B16 to_bf16(const Vec& v) { return kernel_compare::stored<bf16>(v); }
+Vec widen(const B16& v) { return kernel_compare::widened(v); }
 
 // The bf16 result within one rounding (plus fp32 reordering) of the fp32 result; and not equal to it everywhere,
 // which would mean nothing was rounded (the inputs are random, most fp32 results need more than 8 bits).
