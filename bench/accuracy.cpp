@@ -1,7 +1,9 @@
-// Accuracy benchmark: predict every complete row of the public validation set (published training runs) from
-// the presets alone, convert to the metric the source reports, and print per-row and mean errors.
+// Accuracy benchmark: predict every complete row of the public validation set (published training runs: the shared
+// set and bench/data/published_runs_modern.csv) from the presets alone, convert to the metric the source reports,
+// and print per-row errors, the headline mean, and means per source, per set and per framework family × GPU
+// generation. N21 Table 2's DeepSpeed-2021 ZeRO-3 rows are reported apart, outside the headline (issue 14, item 5).
 //
-//   shardplan_accuracy [published_runs.csv] [--markdown]
+//   shardplan_accuracy [published_runs.csv] [--modern published_runs_modern.csv] [--markdown]
 #include <cmath>
 #include <iostream>
 #include <map>
@@ -15,65 +17,111 @@
 using namespace shardplan;
 using namespace shardplan::validation;
 
+namespace {
+
+struct Mean {
+  double sum = 0, worst = 0;
+  int rows = 0;
+  void add(double abs_err) {
+    sum += abs_err;
+    worst = std::max(worst, abs_err);
+    ++rows;
+  }
+  double mean() const { return rows ? sum / rows : 0.0; }
+};
+
+std::string layout_of(const Strategy& s) {
+  return fmt::format("tp{} pp{}{} dp{} z{}{} mb{} s{} {}{}", s.tp, s.pp, s.vpp > 1 ? fmt::format(" v{}", s.vpp) : "",
+                     s.dp, s.zero, s.hsdp ? fmt::format(" hsdp{}", s.hsdp) : "", s.micro_batch, s.seq,
+                     to_string(s.recompute), s.sp ? " sp" : "");
+}
+
+// The family a row is summed under in the per-source list: the source id up to its first '-' for the shared set
+// (N21-Tab1 and N21-Tab2 together), the whole id for modern rows (MPT-H100 apart from the shared MPT rows).
+std::string source_group(const PublishedRun& c) {
+  const std::string group = c.modern ? c.source : c.source.substr(0, c.source.find_first_of('-'));
+  return group + (c.historical ? " DeepSpeed ZeRO-3" : "");
+}
+
+void print_means(const std::map<std::string, Mean>& means, const char* title, bool markdown) {
+  if (markdown) {
+    std::cout << fmt::format("\n| {} | rows | mean abs error | worst |\n|---|---:|---:|---:|\n", title);
+    for (const auto& [key, m] : means)
+      std::cout << fmt::format("| {} | {} | {:.1f} % | {:.1f} % |\n", key, m.rows, 100 * m.mean(), 100 * m.worst);
+  } else {
+    std::cout << fmt::format("\n{}:\n", title);
+    for (const auto& [key, m] : means)
+      std::cout << fmt::format("  {:<34} {:>3} rows, mean absolute error {:5.1f} %, worst {:5.1f} %\n", key, m.rows,
+                               100 * m.mean(), 100 * m.worst);
+  }
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
-  std::string path = default_csv_path();
+  std::string path = default_csv_path(), modern_path = modern_csv_path();
   bool markdown = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--markdown") markdown = true;
+    else if (a == "--modern" && i + 1 < argc) modern_path = argv[++i];
     else path = a;
   }
   PublishedRuns runs;
   try {
-    runs = load_published_runs(path, PresetStore::builtin());
+    const PresetStore& store = PresetStore::builtin();
+    runs = load_published_runs(path, store);
+    PublishedRuns modern = load_modern_runs(modern_path, store);
+    for (PublishedRun& r : modern.runs) runs.runs.push_back(std::move(r));
+    for (std::string& s : modern.skipped) runs.skipped.push_back(std::move(s));
   } catch (const std::exception& e) {
     std::cerr << "error: " << e.what() << "\n";
     return 2;
   }
-  double sum_abs = 0, worst = 0;
-  int counted = 0;
+  Mean headline, historical;
+  std::map<std::string, Mean> by_source, by_set, by_family;  // family × GPU generation
   std::string table = markdown ? "| source | model | GPUs | layout | metric | measured | predicted | error | assumptions |\n"
                                  "|---|---|---:|---|---|---:|---:|---:|---|\n"
                                : "";
   std::vector<std::string> skipped = runs.skipped;
-  std::map<std::string, std::pair<double, int>> by_source;  // source family → (Σ|error|, rows)
   for (const PublishedRun& c : runs.runs) {
     Prediction p;
     try {
       p = predict(c.model, c.strategy, c.cluster);
     } catch (const InputError& e) {
-      skipped.push_back(fmt::format("{} {}: {}", c.source, c.label, e.what()));
+      skipped.push_back(fmt::format("{} {} ({} GPUs): {}", c.source, c.label, c.strategy.gpus, e.what()));
       continue;
     }
     const double pred = predicted_metric(c, p);
     const double err = (pred - c.measured) / c.measured;
-    sum_abs += std::fabs(err);
-    worst = std::max(worst, std::fabs(err));
-    ++counted;
-    const std::string family = c.source.substr(0, c.source.find_first_of("-"));
-    const bool ds_zero3 = c.strategy.zero == 3 && c.strategy.framework == Framework::deepspeed;
-    auto& [family_sum, family_rows] = by_source[family + (ds_zero3 ? " DeepSpeed ZeRO-3" : "")];
-    family_sum += std::fabs(err);
-    ++family_rows;
-    const std::string layout = fmt::format("tp{} pp{} dp{} z{} mb{} {}{}", c.strategy.tp, c.strategy.pp, c.strategy.dp,
-                                           c.strategy.zero, c.strategy.micro_batch, to_string(c.strategy.recompute),
-                                           c.strategy.sp ? " sp" : "");
-    std::string notes;
+    by_source[source_group(c)].add(std::fabs(err));
+    if (c.historical) {
+      historical.add(std::fabs(err));
+    } else {
+      headline.add(std::fabs(err));
+      by_set[c.modern ? "modern (bench/data)" : "shared (../shared/validation)"].add(std::fabs(err));
+      by_family[fmt::format("{} / {}", c.family, c.generation)].add(std::fabs(err));
+    }
+    std::string notes = c.historical ? "historical (DeepSpeed 2021): outside the headline" : "";
     for (const std::string& a : c.assumptions) notes += (notes.empty() ? "" : "; ") + a;
     if (!p.fits()) notes += (notes.empty() ? "" : "; ") + std::string("predicted not to fit");
     table += markdown ? fmt::format("| {} | {} | {} | {} | {} | {:.4g} | {:.4g} | {:+.1f} % | {} |\n", c.source,
-                                    c.model.name, c.strategy.gpus, layout, metric_name(c.metric), c.measured, pred,
-                                    100 * err, notes)
-                      : fmt::format("{:<16}{:<13}{:>6}  {:<36}{:<16}{:>10.4g}{:>10.4g}{:>+8.1f} %  {}\n", c.source,
-                                    c.model.name, c.strategy.gpus, layout, metric_name(c.metric), c.measured, pred,
-                                    100 * err, notes);
+                                    c.model.name, c.strategy.gpus, layout_of(c.strategy), metric_name(c.metric),
+                                    c.measured, pred, 100 * err, notes)
+                      : fmt::format("{:<16}{:<16}{:>6}  {:<40}{:<18}{:>10.4g}{:>10.4g}{:>+8.1f} %  {}\n", c.source,
+                                    c.model.name, c.strategy.gpus, layout_of(c.strategy), metric_name(c.metric),
+                                    c.measured, pred, 100 * err, notes);
   }
   std::cout << table;
-  std::cout << fmt::format("\n{} rows predicted; mean absolute error {:.1f} %, worst {:.1f} %\n", counted,
-                           counted ? 100 * sum_abs / counted : 0.0, 100 * worst);
-  for (const auto& [family, acc] : by_source)
-    std::cout << fmt::format("  {:<22} {:>2} rows, mean absolute error {:5.1f} %\n", family, acc.second,
-                             100 * acc.first / acc.second);
-  for (const std::string& s : skipped) std::cout << "skipped: " << s << "\n";
+  std::cout << fmt::format("\n{} rows predicted, {} historical rows apart; mean absolute error {:.1f} %, worst {:.1f} %\n",
+                           headline.rows, historical.rows, 100 * headline.mean(), 100 * headline.worst);
+  std::cout << fmt::format("historical (N21 Table 2, DeepSpeed-2021 ZeRO-3): {} rows, mean absolute error {:.1f} %, "
+                           "worst {:.1f} %\n",
+                           historical.rows, 100 * historical.mean(), 100 * historical.worst);
+  print_means(by_source, "by source", markdown);
+  print_means(by_set, "by set (historical rows apart)", markdown);
+  print_means(by_family, "by framework family / GPU generation (historical rows apart)", markdown);
+  std::cout << fmt::format("\n{} rows skipped:\n", skipped.size());
+  for (const std::string& s : skipped) std::cout << (markdown ? "- " : "skipped: ") << s << "\n";
   return 0;
 }

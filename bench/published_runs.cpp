@@ -11,24 +11,7 @@ namespace shardplan::validation {
 
 namespace {
 
-
-std::vector<std::string> split(const std::string& line, char sep) {
-  std::vector<std::string> out;
-  std::stringstream ss(line);
-  std::string field;
-  while (std::getline(ss, field, sep)) out.push_back(field);
-  if (!line.empty() && line.back() == sep) out.emplace_back();
-  return out;
-}
-
 bool contains(const std::string& s, const char* part) { return s.find(part) != std::string::npos; }
-
-// The first number in a string ("137 TFLOP/s/GPU (44%)" → 137; "iter 1.42 s" → 1.42).
-double first_number(const std::string& s) {
-  for (size_t i = 0; i < s.size(); ++i)
-    if (std::isdigit(static_cast<unsigned char>(s[i]))) return std::stod(s.substr(i));
-  return NAN;
-}
 
 struct Row {
   std::vector<std::string> f;  // columns as in the CSV header
@@ -39,19 +22,19 @@ struct Row {
 
 
 // The preset with the row's architecture. Among several (Llama 2 70B and Llama 3 70B differ only in the
-// vocabulary: 32000 against 128256 rows of embedding and LM head), the one with the row's vocabulary; a row whose
-// vocabulary no preset has exactly (GPT-3's 51200, padded, against the preset's 50257) keeps the first match.
+// vocabulary: 32000 against 128256 rows of embedding and LM head), the one with the row's vocabulary, else the one
+// with the nearest: GPT-3's 51200 (padded) rows take gpt3-175b (50257), not mcore-gpt-177b (131072), whose blocks
+// are the same.
 const ModelSpec* match_model(const std::vector<ModelSpec>& models, const Row& r) {
   const int64_t layers = r.num(3), hidden = r.num(4), heads = r.num(5), kv = r.num(6);
   const int64_t ffn = r.f[7] == "4h" ? 4 * hidden : r.num(7);
   const int64_t vocab = r.num(8);
-  const ModelSpec* first = nullptr;
+  const ModelSpec* best = nullptr;
   for (const ModelSpec& m : models)
     if (m.layers == layers && m.hidden == hidden && m.heads == heads && m.kv_heads == kv && m.ffn_hidden == ffn) {
-      if (m.vocab == vocab) return &m;
-      if (!first) first = &m;
+      if (!best || std::llabs(m.vocab - vocab) < std::llabs(best->vocab - vocab)) best = &m;
     }
-  return first;
+  return best;
 }
 
 std::string cluster_for(const std::string& gpu) {
@@ -73,9 +56,13 @@ Strategy strategy_of(const Row& r, const ModelSpec& m, std::vector<std::string>&
   s.sp = r.f[15] == "SP";
   const bool megatron = src.rfind("N21", 0) == 0 || src.rfind("K22", 0) == 0 || src == "MLM20";
   s.zero = contains(zero, "ZeRO-3") || contains(zero, "FSDP") || contains(zero, "FULL_SHARD") ? 3 : 0;
-  s.framework = s.zero == 3 ? (contains(zero, "FSDP") || contains(zero, "FULL_SHARD") ? Framework::fsdp
-                                                                                      : Framework::deepspeed)
-                            : Framework::megatron;
+  // The runtime each source ran: torchtitan's docs/performance.md (TTA) ran FSDP2 under torchtitan; llm-foundry (MPT)
+  // wraps PyTorch's FullyShardedDataParallel (FSDP1) through Composer; FlagPerf's row and N21 Table 2's ZeRO-3 rows
+  // are DeepSpeed; the rest is Megatron-LM.
+  const bool fsdp = contains(zero, "FSDP") || contains(zero, "FULL_SHARD");
+  s.framework = s.zero != 3 ? Framework::megatron
+                : fsdp      ? (src == "TTA" ? Framework::torchtitan : Framework::fsdp1)
+                            : Framework::deepspeed;
   s.recompute = contains(recompute, "full")        ? Recompute::full
                 : contains(recompute, "selective") ? Recompute::selective
                                                    : Recompute::none;
@@ -93,9 +80,14 @@ Strategy strategy_of(const Row& r, const ModelSpec& m, std::vector<std::string>&
   } else {
     s.precision = contains(zero, "PURE") ? Precision::pure_bf16 : Precision::amp_bf16;
   }
-  // MLM20 ran PyTorch DDP (gradient all-reduce overlapping backward); K22 §6.3 says its runs did not overlap,
-  // which is Megatron's default; N21 does not say.
-  if (src == "MLM20") s.overlap_grad_reduce = true;
+  // Megatron-LM of 2020–22 had none of today's overlaps (framework.cpp megatron_traits): no distributed optimizer to
+  // gather for, no TE userbuffers, and K22 §6.3 says its runs did not overlap the gradient reduce; N21 does not say.
+  // MLM20 ran PyTorch DDP, whose all-reduce overlaps backward.
+  if (megatron) {
+    s.overlap_grad_reduce = src == "MLM20";
+    s.overlap_param_gather = false;
+    s.tp_comm_overlap = false;
+  }
   if (src.rfind("N21", 0) == 0 && s.dp > 1 && s.zero == 0) assumptions.push_back("gradient reduce not overlapped (Megatron default)");
   if (contains(notes, "interleaved")) {
     // The sources name the schedule, not always the chunk count; K22 says 3 stages per chunk set.
@@ -105,6 +97,9 @@ Strategy strategy_of(const Row& r, const ModelSpec& m, std::vector<std::string>&
   }
   return s;
 }
+
+// The runtime the source ran, for grouping (strategy_of chose it).
+std::string family_of(const Row&, const Strategy& s) { return to_string(s.framework); }
 
 Metric metric_of(const Row& r) {
   const std::string src = r.source();
@@ -129,6 +124,19 @@ double n21_iteration_flops(const ModelSpec& m, const Strategy& s) {
   return 96 * B * seq * l * h * h * (1 + seq / (6 * h) + V / (16 * l * h));
 }
 
+// Megatron-LM's num_floating_point_operations (megatron/training/training.py at f2e5db402c, r0.8.0): model FLOPs per
+// iteration, 12·B·s·l·h²·((1 + g/a + s/h)·q/h + (f/h)·m + V/(2lh)) with g query groups of a heads, q = a·head_dim,
+// m = 3/2 for SwiGLU, V the padded vocabulary; no recomputation counted.
+double mcore_iteration_flops(const ModelSpec& m, const Strategy& s) {
+  const double B = static_cast<double>(s.global_batch), seq = static_cast<double>(s.seq);
+  const double l = static_cast<double>(m.layers), h = static_cast<double>(m.hidden);
+  const double a = static_cast<double>(m.heads), g = static_cast<double>(m.kv_heads);
+  const double q = static_cast<double>(model_q_width(m)), f = static_cast<double>(m.ffn_hidden);
+  const double gated = m.mlp == MlpKind::swiglu ? 1.5 : 1.0;
+  const double V = static_cast<double>(model_padded_vocab(m));
+  return 12 * B * seq * l * h * h * ((1 + g / a + seq / h) * (q / h) + (f / h) * gated + V / (2 * l * h));
+}
+
 }  // namespace
 
 const char* metric_name(Metric m) {
@@ -136,9 +144,45 @@ const char* metric_name(Metric m) {
     case Metric::hardware_tflops: return "HW TFLOP/s/GPU";
     case Metric::iteration_s: return "iteration s";
     case Metric::tokens_per_gpu: return "tokens/s/GPU";
+    case Metric::mcore_model_tflops: return "model TFLOP/s/GPU";
   }
   return "?";
 }
+
+std::vector<std::string> split_fields(const std::string& line, char sep) {
+  std::vector<std::string> out;
+  std::stringstream ss(line);
+  std::string field;
+  while (std::getline(ss, field, sep)) out.push_back(field);
+  if (!line.empty() && line.back() == sep) out.emplace_back();
+  return out;
+}
+
+double first_number(const std::string& s) {
+  for (size_t i = 0; i < s.size(); ++i)
+    if (std::isdigit(static_cast<unsigned char>(s[i]))) return std::stod(s.substr(i));
+  return NAN;
+}
+
+double parse_param_count(const std::string& s) {
+  size_t i = 0;
+  while (i < s.size() && !std::isdigit(static_cast<unsigned char>(s[i]))) ++i;
+  if (i == s.size()) return 0;
+  size_t used = 0;
+  const double v = std::stod(s.substr(i), &used);
+  const char unit = i + used < s.size() ? s[i + used] : ' ';
+  return unit == 'T' ? v * 1e12 : unit == 'B' ? v * 1e9 : unit == 'M' ? v * 1e6 : v;
+}
+
+std::string gpu_generation(const GpuSpec& gpu) {
+  const std::string& n = gpu.name;
+  if (contains(n, "a100") || contains(n, "a800")) return "A100-class";
+  if (contains(n, "h100") || contains(n, "h800") || contains(n, "h200")) return "H100-class";
+  if (contains(n, "v100")) return "V100-class";
+  return n;
+}
+
+std::string modern_csv_path() { return std::string(SHARDPLAN_SOURCE_DIR) + "/bench/data/published_runs_modern.csv"; }
 
 std::string default_csv_path() { return std::string(SHARDPLAN_SOURCE_DIR) + "/../shared/validation/published_runs.csv"; }
 
@@ -152,7 +196,7 @@ PublishedRuns load_published_runs(const std::string& csv_path, const PresetStore
   std::getline(in, line);  // header
   while (std::getline(in, line)) {
     Row row;
-    row.f = split(line, ',');
+    row.f = split_fields(line, ',');
     if (row.f.size() < 22) continue;
     const ModelSpec* m = match_model(models, row);
     if (!m) {
@@ -167,6 +211,10 @@ PublishedRuns load_published_runs(const std::string& csv_path, const PresetStore
     run.strategy = strategy_of(row, run.model, run.assumptions);
     run.metric = metric_of(row);
     run.measured = measured_of(row, run.metric);
+    run.family = family_of(row, run.strategy);
+    run.generation = gpu_generation(run.cluster.gpu);
+    run.historical = row.source() == "N21-Tab2" && run.strategy.zero == 3;
+    run.stated_params = parse_param_count(row.f[2]);
     out.runs.push_back(std::move(run));
   }
   return out;
@@ -178,6 +226,8 @@ double predicted_metric(const PublishedRun& run, const Prediction& p) {
       return n21_iteration_flops(run.model, run.strategy) / p.time.step_s / static_cast<double>(run.strategy.gpus) / 1e12;
     case Metric::iteration_s: return p.time.step_s;
     case Metric::tokens_per_gpu: return p.throughput.tokens_per_s_per_gpu;
+    case Metric::mcore_model_tflops:
+      return mcore_iteration_flops(run.model, run.strategy) / p.time.step_s / static_cast<double>(run.strategy.gpus) / 1e12;
   }
   return NAN;
 }

@@ -1,9 +1,11 @@
 #pragma once
-// The public validation set (../shared/validation/published_runs.csv): each published training run as a
-// configuration shardplan can predict, the metric its source reports, and the measured value.
+// The public validation set: each published training run as a configuration shardplan can predict, the metric
+// its source reports, and the measured value. Two files: the shared set (../shared/validation/published_runs.csv,
+// read-only) and the modern rows of bench/data/published_runs_modern.csv (bench/data/README.md: columns, sources).
 //
-// Nothing of a row's measurement enters its configuration: the model preset is matched by architecture, the
-// cluster by GPU name, the strategy from the row's published layout; every guess is listed in `assumptions`.
+// Nothing of a row's measurement enters its configuration: the model preset is matched by architecture (shared
+// set) or named by the row and checked against its architecture (modern set), the cluster comes from the GPU,
+// the strategy from the row's published layout; every guess is listed in `assumptions`.
 #include <string>
 #include <vector>
 
@@ -12,11 +14,13 @@
 
 namespace shardplan::validation {
 
-enum class Metric { hardware_tflops, iteration_s, tokens_per_gpu };
+// hardware_tflops: N21 eq. 3 (full-recompute forward included); mcore_model_tflops: Megatron-LM's
+// num_floating_point_operations (megatron/training/training.py), the figure its README's H100 tables report.
+enum class Metric { hardware_tflops, iteration_s, tokens_per_gpu, mcore_model_tflops };
 const char* metric_name(Metric m);
 
 struct PublishedRun {
-  std::string source;       // N21-Tab1, K22-Tab5, MLM20, TTA, MPT, FP-...
+  std::string source;       // N21-Tab1, K22-Tab5, MLM20, TTA, MPT, FP-..., and the modern sources (bench/data/README.md)
   std::string label;        // the row's model column
   ModelSpec model;
   ClusterSpec cluster;
@@ -24,18 +28,51 @@ struct PublishedRun {
   Metric metric = Metric::tokens_per_gpu;
   double measured = 0;
   std::vector<std::string> assumptions;
+  // --- how the accuracy bench groups the row ---
+  std::string family;       // the runtime the source ran: megatron, deepspeed, fsdp, fsdp1, torchtitan
+  std::string generation;   // GPU generation: A100-class, H100-class, V100-class (gpu_generation)
+  // N21 Table 2's DeepSpeed ZeRO-3 rows measure the 2021 DeepSpeed, an implementation that no longer exists
+  // (reports/accuracy.md): reported apart, outside the headline mean (issue 14, item 5).
+  bool historical = false;
+  bool modern = false;      // from bench/data/published_runs_modern.csv
+  double stated_params = 0; // the source's parameter count (params column); 0 when it gives none
+  std::string reference;    // modern rows: where the figure comes from
+};
+
+// A modern row whose model preset resolved, loaded or skipped: what tests check the preset against.
+struct RowPreset {
+  std::string source;
+  std::string label;
+  ModelSpec model;          // the preset, seq set to the row's (learned position tables are that long)
+  double stated_params = 0;
+  std::string stated_params_text;  // as the params column writes it ("1.7B", "6658859008")
 };
 
 struct PublishedRuns {
   std::vector<PublishedRun> runs;
-  std::vector<std::string> skipped;  // rows no preset matches, with the reason
+  std::vector<std::string> skipped;  // rows that cannot be predicted, with the reason
+  std::vector<RowPreset> presets;    // modern rows only (see RowPreset)
 };
 
 // The CSV shipped beside the repository (CI lays shared/ next to the clone).
 std::string default_csv_path();
-// Throws std::runtime_error when the file cannot be read.
+// bench/data/published_runs_modern.csv in the source tree.
+std::string modern_csv_path();
+// The shared set's format. Throws std::runtime_error when the file cannot be read.
 PublishedRuns load_published_runs(const std::string& csv_path, const PresetStore& store);
-// The prediction converted to the row's metric (N21 eq. 3 for hardware TFLOP/s).
+// The modern set's format (bench/data/README.md). Throws std::runtime_error when the file cannot be read, lacks a
+// column, or a row contradicts its preset (a data error, not a skip).
+PublishedRuns load_modern_runs(const std::string& csv_path, const PresetStore& store);
+// The prediction converted to the row's metric (N21 eq. 3 for hardware TFLOP/s, Megatron's count for model TFLOP/s).
 double predicted_metric(const PublishedRun& run, const Prediction& p);
+
+// --- helpers shared by the two loaders (published_runs.cpp) ---
+// "A100-class" (A100, A800), "H100-class" (H100, H800, H200), "V100-class", else the GPU preset's name.
+std::string gpu_generation(const GpuSpec& gpu);
+// The first number in a string ("137 TFLOP/s/GPU (44%)" → 137; "iter 1.42 s" → 1.42); NAN when there is none.
+double first_number(const std::string& s);
+// A parameter count as the CSVs write it: "1.7B", "174.6B", "1T", "6658859008"; 0 for "?".
+double parse_param_count(const std::string& s);
+std::vector<std::string> split_fields(const std::string& line, char sep);
 
 }  // namespace shardplan::validation

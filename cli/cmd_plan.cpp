@@ -72,6 +72,11 @@ SearchSpace search_space(const PlanOptions& o, const ModelSpec& m, const Cluster
   if (!f.grad_sync.empty()) b.grad_sync = parse_grad_sync_flag(f.grad_sync);
   b.flash_attn = f.flash_attn;
   b.overlap_grad_reduce = f.overlap_grad_reduce;
+  b.overlap_param_gather = f.overlap_param_gather;
+  b.tp_comm_overlap = f.tp_comm_overlap;
+  if (f.tp_comm_overlap.value_or(false) && !f.sp)
+    throw InputError("--tp-comm-overlap needs --sp (Megatron-LM requires sequence parallelism for it); add --sp or drop "
+                     "--tp-comm-overlap");
   b.gpus = f.gpus.value_or(c.gpus_per_node);
   b.seq = f.seq.value_or(m.seq);
   b.global_batch = f.global_batch.value_or(default_global_batch(b.seq, b.gpus));

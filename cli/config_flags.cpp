@@ -28,7 +28,7 @@ void add_config_flags(CLI::App& cmd, ConfigFlags& f) {
   cmd.add_flag("--sp", f.sp, "Sequence parallelism (with --tp)");
   cmd.add_option("--zero", f.zero,
                  "0 = DDP, 1 = optimizer states, 2 = + gradients (SHARD_GRAD_OP), 3 = + parameters (FULL_SHARD); "
-                 "default 3 (0 for megatron)");
+                 "default 3 (1 for megatron: its distributed optimizer)");
   cmd.add_option("--hsdp", f.hsdp, "Hybrid sharding: shard within groups of N data-parallel ranks");
   cmd.add_option("--recompute", f.recompute, "Activation recomputation: none | selective | full");
   cmd.add_flag("--flash-attn,!--no-flash-attn", f.flash_attn, "Flash attention (default) or not");
@@ -37,7 +37,8 @@ void add_config_flags(CLI::App& cmd, ConfigFlags& f) {
   cmd.add_option("--seq", f.seq, "Sequence length in tokens (default: the model's)");
   cmd.add_option("--precision", f.precision,
                  "pure-bf16 | amp-bf16 | megatron-bf16 | fp32 | pure-fp16 | amp-fp16 | megatron-fp16");
-  cmd.add_option("--framework", f.framework, "fsdp | deepspeed | megatron | reference (default fsdp)");
+  cmd.add_option("--framework", f.framework,
+                 "fsdp (= fsdp2) | fsdp1 | torchtitan | deepspeed | megatron | reference (default fsdp)");
   cmd.add_flag("--offload-optimizer", f.offload_optimizer, "ZeRO-Offload: optimizer states and step on the host");
   cmd.add_option("--loss", f.loss, "Cross-entropy: standard | chunked (logits materialised in chunks)");
   cmd.add_option("--grad-sync", f.grad_sync,
@@ -46,7 +47,15 @@ void add_config_flags(CLI::App& cmd, ConfigFlags& f) {
   cmd.add_flag_function(
       "--overlap-grad-reduce,!--no-overlap-grad-reduce",
       [&f](int64_t count) { f.overlap_grad_reduce = count > 0; },
-      "DDP/ZeRO-1/2 gradient reduction during backward (default: the framework's; Megatron and DeepSpeed: off)");
+      "DDP/ZeRO-1/2 gradient reduction during backward (default: the framework's; Megatron-Core on, DeepSpeed off)");
+  cmd.add_flag_function(
+      "--overlap-param-gather,!--no-overlap-param-gather",
+      [&f](int64_t count) { f.overlap_param_gather = count > 0; },
+      "ZeRO-1/2 all-gather of the updated parameters during the next forward (default: the framework's; Megatron-Core "
+      "on)");
+  cmd.add_flag_function(
+      "--tp-comm-overlap,!--no-tp-comm-overlap", [&f](int64_t count) { f.tp_comm_overlap = count > 0; },
+      "TP collectives pipelined with their GEMMs, with --sp (default: the framework's; Megatron-Core on)");
   cmd.add_option("--tokens", f.tokens, "Training tokens to price: adds days, GPU-hours (and cost) (e.g. 2T, 300B)");
   cmd.add_option("--gpu-hour-price", f.gpu_hour_price, "Price of one GPU-hour, for the cost of --tokens");
 }
@@ -67,7 +76,8 @@ Precision parse_precision_flag(const std::string& v) {
                                  "pure-bf16, amp-bf16, megatron-bf16, fp32, pure-fp16, amp-fp16, megatron-fp16");
 }
 Framework parse_framework_flag(const std::string& v) {
-  return parse_choice<Framework>("--framework", v, parse_framework, "fsdp, deepspeed, megatron, reference");
+  return parse_choice<Framework>("--framework", v, parse_framework,
+                                 "fsdp, fsdp2, fsdp1, torchtitan, deepspeed, megatron, reference");
 }
 Recompute parse_recompute_flag(const std::string& v) {
   return parse_choice<Recompute>("--recompute", v, parse_recompute, "none, selective, full");
@@ -173,7 +183,14 @@ ResolvedConfig resolve_config(const ConfigFlags& f, const PresetStore& store) {
   }
   s.sp = f.sp;
   s.overlap_grad_reduce = f.overlap_grad_reduce;
-  s.zero = f.zero.value_or(s.framework == Framework::megatron ? 0 : 3);
+  s.overlap_param_gather = f.overlap_param_gather;
+  s.tp_comm_overlap = f.tp_comm_overlap;
+  if (s.tp_comm_overlap.value_or(false) && !(f.sp && s.tp > 1))
+    throw InputError("--tp-comm-overlap needs --sp and --tp of at least 2 (Megatron-LM requires sequence parallelism "
+                     "for it); add --sp or drop --tp-comm-overlap");
+  // Megatron-Core runs the distributed optimizer (ZeRO-1) in its recipes (Megatron-Bridge recipes/common.py
+  // use_distributed_optimizer=True); everything else defaults to FULL_SHARD.
+  s.zero = f.zero.value_or(s.framework == Framework::megatron ? 1 : 3);
   s.hsdp = f.hsdp.value_or(0);
   if (f.hsdp && *f.hsdp < 1) throw InputError(fmt::format("--hsdp must be at least 1, got {}", *f.hsdp));
   s.flash_attn = f.flash_attn;

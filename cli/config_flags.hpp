@@ -26,7 +26,7 @@ struct ConfigFlags {
   std::optional<int> zero;
   std::string schedule, recompute, precision = "amp-bf16", framework = "fsdp", loss = "standard";
   std::string grad_sync;
-  std::optional<bool> overlap_grad_reduce;
+  std::optional<bool> overlap_grad_reduce, overlap_param_gather, tp_comm_overlap;
   bool sp = false, flash_attn = true, offload_optimizer = false;
 };
 

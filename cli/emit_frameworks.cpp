@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/emit_launch.hpp"
+#include "planner/framework.hpp"
 
 namespace shardplan::cli {
 
@@ -162,8 +163,13 @@ EmittedFile emit_megatron(const LaunchPlan& plan, const LaunchFacts& f) {
     arg2("--recompute-method", "uniform");
     arg2("--recompute-num-layers", "1");
   }
-  const Strategy& s = plan.prediction.strategy;
-  if (s.overlap_grad_reduce.value_or(false)) arg("--overlap-grad-reduce");
+  // The overlaps the prediction assumed, as Megatron-Core would run this layout (framework.cpp megatron_traits).
+  Strategy s = plan.prediction.strategy;
+  s.framework = Framework::megatron;
+  const FrameworkTraits megatron = framework_traits(Framework::megatron);
+  if (effective_overlap_grad_reduce(s, megatron)) arg("--overlap-grad-reduce");
+  if (f.zero == 1 && effective_overlap_param_gather(s, megatron)) arg("--overlap-param-gather");
+  if (effective_tp_comm_overlap(s, megatron)) arg("--tp-comm-overlap");
   // The model.
   arg2("--num-layers", std::to_string(m.layers));
   arg2("--hidden-size", std::to_string(m.hidden));

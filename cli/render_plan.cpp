@@ -201,6 +201,10 @@ std::string why_others_lose(const PlanReport& r, const Terminal& term) {
     out += fmt::format("  {:<24}{}\n", fam + ":", family_verdict(c, best, term));
     ++shown;
   }
+  // What the framework cannot run was not searched: say so, with the runtime's reason.
+  for (const NotRun& n : r.result.not_run)
+    out += fmt::format("  {:<24}not run by --framework {}: {}\n", n.what + ":", to_string(r.space.base.framework),
+                       n.reason);
   if (!r.show_all) out += "  (--all lists every family)\n";
   return out;
 }
@@ -254,6 +258,12 @@ json simulated_json(const PlanReport& r, size_t i) {
           {"explanation", why_simulated(r, i)}};
 }
 
+json not_run_json(const std::vector<NotRun>& not_run) {
+  json out = json::array();
+  for (const NotRun& n : not_run) out.push_back({{"what", n.what}, {"reason", n.reason}});
+  return out;
+}
+
 }  // namespace
 
 json plan_json(const PlanReport& r) {
@@ -280,6 +290,7 @@ json plan_json(const PlanReport& r) {
           {"recommended", r.recommended},
           {"rejected", rejected},
           {"families", families},
+          {"not_run_by_framework", not_run_json(r.result.not_run)},
           {"evaluated", r.result.evaluated},
           {"fitting", r.result.fitting},
           {"search_ms", r.search_ms},

@@ -34,25 +34,42 @@ FrameworkTraits pytorch_base() {
   return t;
 }
 
-FrameworkTraits fsdp_traits() {
+// PyTorch FSDP2 (`fully_shard`): what fsdp1 and torchtitan below share, and FSDP2's own behaviours.
+FrameworkTraits fsdp2_traits() {
   FrameworkTraits t = pytorch_base();
   t.framework = Framework::fsdp;
   // FSDP prefetches one unit ahead in forward and BACKWARD_PRE (FSDP2 keeps two all-gather outputs alive:
   // current + prefetch; pytorch PR #98354 on limit_all_gathers).
   t.zero3_prefetch_units = 1;
-  // FSDP1 does not reshard the root after forward; the root unit holds embedding, final norm and LM head
-  // when blocks are wrapped (the seed's transformer_auto_wrap_policy).
+  // The root unit is not resharded after forward: FSDP1 skips it, and FSDP2's fully_shard sets the root's
+  // reshard_after_forward to False "as a heuristic since its parameters would typically be immediately all-gathered
+  // for backward" (torch/distributed/fsdp/_fully_shard/_fully_shard.py docstring). The root unit holds embedding,
+  // final norm and LM head when blocks are wrapped (transformer_auto_wrap_policy; torchtitan's apply_fsdp).
   t.zero3_root_stays_gathered = true;
   // The unit being reduced and the one whose backward is producing gradients.
   t.unsharded_grad_units = 2;
   // torch DDP: gradient_as_bucket_view=False by default, so buckets copy every gradient.
   t.ddp_bucket_copy = true;
   t.zero2_keeps_shard_copy = true;
+  // SHARD_GRAD_OP / reshard_after_forward=False gathers per unit like ZeRO-3, once per micro-batch.
+  t.zero2_gathers_units = true;
+  // FSDP2 reshards after backward even when the gradient sync is off, unless the loop calls
+  // set_reshard_after_backward(False) (torch/distributed/fsdp/_fully_shard/_fully_shard.py FSDPModule): under no_sync
+  // every micro-batch gathers again.
+  t.zero2_keeps_params_under_no_sync = false;
+  // Per-parameter DTensor shards: after each all-gather, foreach_all_gather_copy_out copies the rank-major output
+  // into every parameter (split_with_sizes_copy on the compute stream); before each reduce-scatter,
+  // foreach_reduce's chunk_cat copies the gradients into the reduce buffer on the reduce-scatter stream
+  // (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py). Each is one read and one write of the bytes.
+  t.gather_copy_out_passes = 2;
+  t.reduce_copy_in_passes = 2;
   // torch.optim.AdamW(foreach=True), the default on CUDA: one intermediate per parameter (denominator) in fp32.
   t.optimizer_temp_bytes_per_param = 4;
-  // PyTorch FSDP reduces every backward unless the loop opts into no_sync (the seed article does; torchtitan and
-  // Composer do not, since no_sync keeps unsharded gradients): --grad-sync step models no_sync.
+  // PyTorch FSDP reduces every backward unless the loop opts into no_sync (the seed article does; torchtitan's
+  // trainer.py forward_backward_step and Composer do not, since no_sync keeps unsharded gradients): --grad-sync step
+  // models no_sync.
   t.default_grad_sync = GradSync::per_micro;
+  t.default_grad_sync_sharded = GradSync::per_micro;
   // torchtitan's selective activation checkpointing (apply_ac, "op" mode, the FSDP2 reference): saves the outputs
   // of every other matmul and of attention, recomputes the other matmuls and every elementwise op.
   t.selective_recompute_gemm_share = 0.5;
@@ -62,6 +79,36 @@ FrameworkTraits fsdp_traits() {
   // Composer's FSDP mixed_precision DEFAULT sets reduce_dtype=float32 (mosaicml/composer PR #2628, Oct 2023;
   // PURE reduces in bf16). DDP under torch.autocast all-reduces the fp32 gradients of fp32 parameters.
   t.amp_grads_reduced_in_fp32 = true;
+  return t;
+}
+
+// PyTorch FSDP1 (`FullyShardedDataParallel`): one FlatParameter per wrapped unit.
+FrameworkTraits fsdp1_traits() {
+  FrameworkTraits t = fsdp2_traits();
+  t.framework = Framework::fsdp1;
+  // The all-gather writes straight into the unit's padded unsharded FlatParameter and the reduce-scatter reads the
+  // flat gradient (torch/distributed/fsdp/_flat_param.py FlatParamHandle.unshard; _runtime_utils.py _reduce_grad):
+  // no copy-out or copy-in.
+  t.gather_copy_out_passes = 0;
+  t.reduce_copy_in_passes = 0;
+  // _should_free_in_backward (torch/distributed/fsdp/_runtime_utils.py) frees a SHARD_GRAD_OP unit after backward
+  // only when gradients are synchronised this micro-batch: under no_sync later micro-batches gather nothing.
+  t.zero2_keeps_params_under_no_sync = true;
+  return t;
+}
+
+// torchtitan: FSDP2 with its own policies under pipeline parallelism.
+FrameworkTraits torchtitan_traits() {
+  FrameworkTraits t = fsdp2_traits();
+  t.framework = Framework::torchtitan;
+  // Under PP, fsdp_reshard_after_forward "default" is `not pp_enabled` "to avoid per-microbatch all-gathers"
+  // (torchtitan/distributed/fsdp.py get_fsdp_reshard_after_forward_policy), and torch.distributed.pipelining
+  // calls set_reshard_after_backward(False) before every backward but the last (torch/distributed/pipelining/
+  // stage.py _PipelineStageBase.backward_maybe_with_nosync): each unit is gathered once per step.
+  t.pp_keeps_params_gathered = true;
+  // ... and set_requires_gradient_sync(False) until the last backward, whose run_post_backward then reduce-scatters
+  // every unit (same function): one reduction per step, after the stage's last backward.
+  t.pp_reduces_after_last_backward = true;
   return t;
 }
 
@@ -79,8 +126,13 @@ FrameworkTraits deepspeed_traits() {
   // zero_optimization.overlap_comm defaults to false for stages 1 and 2 (DeepSpeed config docs; stage 3 overlaps
   // its own way, modelled per unit).
   t.overlap_grad_reduce = false;
-  // DeepSpeed reduces every micro-batch's gradients (into its partition) rather than keeping them unsharded.
-  t.default_grad_sync = GradSync::per_micro;
+  // engine.py allreduce_gradients: stages 0 and 1 "communicate only at gradient accumulation boundaries"; stage 2
+  // and 3 reduce every micro-batch into their partitions (no_sync is refused for them).
+  t.default_grad_sync = GradSync::per_step;
+  t.default_grad_sync_sharded = GradSync::per_micro;
+  // The pipeline engine's TrainSchedule issues ReduceGrads once, after the batch's last backward
+  // (deepspeed/runtime/pipe/schedule.py TrainSchedule.steps; engine.py _exec_reduce_grads).
+  t.pp_reduces_after_last_backward = true;
   // Gradients are reduced in the model's half dtype: engine.py communication_data_type returns fp16/bf16 when
   // that mode is enabled and no communication_data_type is configured (amp_grads_reduced_in_fp32 stays false).
   return t;
@@ -101,10 +153,18 @@ FrameworkTraits megatron_traits() {
   t.elementwise_traffic_factor = 1.5;
   t.optimizer_temp_bytes_per_param = 0;  // FusedAdam
   t.default_grad_sync = GradSync::per_step;  // main-grad buffer accumulates locally
-  // DistributedDataParallelConfig: overlap_grad_reduce and overlap_param_gather default to False; the runs of
-  // Narayanan et al. 2021 and Korthikanti et al. 2022 reduce after backward ("no grad overlap", K22 §6.3).
-  t.overlap_grad_reduce = false;
-  t.overlap_param_gather = false;
+  t.default_grad_sync_sharded = GradSync::per_step;
+  // Megatron-Core as it is run today: DistributedDataParallelConfig's own defaults are False, but Megatron-Bridge's
+  // pretraining recipes set overlap_grad_reduce=True and overlap_param_gather=True with the distributed optimizer
+  // (NVIDIA-NeMo/Megatron-Bridge src/megatron/bridge/recipes/common.py _pretrain_common), as Megatron-LM's
+  // --overlap-grad-reduce/--overlap-param-gather do. The runs of Narayanan et al. 2021 and Korthikanti et al. 2022
+  // predate them ("no grad overlap", K22 §6.3): --no-overlap-grad-reduce --no-overlap-param-gather.
+  t.overlap_grad_reduce = true;
+  t.overlap_param_gather = true;
+  // The recipes' TP layouts run sequence parallelism with tp_comm_overlap=True (Transformer Engine userbuffers;
+  // Megatron-Bridge recipes/llama/h100/llama3.py CommOverlapConfig; Megatron-LM requires --sequence-parallel for it,
+  // megatron/training/arguments.py).
+  t.tp_comm_overlap = true;
   return t;
 }
 
@@ -131,6 +191,10 @@ FrameworkTraits reference_traits() {
   t.swiglu_saved_intermediates = 3;
   t.optimizer_temp_bytes_per_param = 0;
   t.default_grad_sync = GradSync::per_step;
+  t.default_grad_sync_sharded = GradSync::per_step;
+  // The loop gathers and reduce-scatters per unit under ZeRO-2 as under ZeRO-3 (reference/shard.cpp), into flat
+  // buffers (no copies).
+  t.zero2_gathers_units = true;
   return t;
 }
 
@@ -138,12 +202,14 @@ FrameworkTraits reference_traits() {
 
 FrameworkTraits framework_traits(Framework f) {
   switch (f) {
-    case Framework::fsdp: return fsdp_traits();
+    case Framework::fsdp: return fsdp2_traits();
+    case Framework::fsdp1: return fsdp1_traits();
+    case Framework::torchtitan: return torchtitan_traits();
     case Framework::deepspeed: return deepspeed_traits();
     case Framework::megatron: return megatron_traits();
     case Framework::reference: return reference_traits();
   }
-  return fsdp_traits();
+  return fsdp2_traits();
 }
 
 FrameworkTraits framework_traits(Framework f, const GpuSpec& device) {
@@ -160,8 +226,26 @@ FrameworkTraits framework_traits(Framework f, const GpuSpec& device) {
   return t;
 }
 
-GradSync effective_grad_sync(const Strategy& s) {
-  return s.grad_sync.value_or(framework_traits(s.framework).default_grad_sync);
+GradSync effective_grad_sync(const Strategy& s, const FrameworkTraits& fw) {
+  if (s.grad_sync) return *s.grad_sync;
+  if (s.pp > 1 && fw.pp_reduces_after_last_backward) return GradSync::per_step;
+  return s.zero >= 2 ? fw.default_grad_sync_sharded : fw.default_grad_sync;
+}
+
+GradSync effective_grad_sync(const Strategy& s) { return effective_grad_sync(s, framework_traits(s.framework)); }
+
+bool effective_overlap_grad_reduce(const Strategy& s, const FrameworkTraits& fw) {
+  // A reduction the runtime issues after the last backward overlaps nothing.
+  if (s.pp > 1 && fw.pp_reduces_after_last_backward) return false;
+  return s.overlap_grad_reduce.value_or(fw.overlap_grad_reduce);
+}
+
+bool effective_overlap_param_gather(const Strategy& s, const FrameworkTraits& fw) {
+  return s.overlap_param_gather.value_or(fw.overlap_param_gather);
+}
+
+bool effective_tp_comm_overlap(const Strategy& s, const FrameworkTraits& fw) {
+  return s.tp > 1 && s.sp && s.tp_comm_overlap.value_or(fw.tp_comm_overlap);
 }
 
 }  // namespace shardplan

@@ -36,6 +36,30 @@ struct FrameworkTraits {
   bool overlap_grad_reduce = true;
   bool overlap_param_gather = false;
 
+  // --- when FSDP-style units gather, free and reduce (framework.cpp gives the sources) ----------------------
+  // ZeRO-2 as FSDP runs it: each unit all-gathered before its forward every micro-batch and freed after its backward
+  // (SHARD_GRAD_OP, reshard_after_forward=False) — not DeepSpeed's stage 2, which keeps whole parameters and
+  // reduce-scatters gradient buckets.
+  bool zero2_gathers_units = false;
+  // ZeRO-2 under no_sync: the units stay gathered after backward, so later micro-batches gather nothing.
+  bool zero2_keeps_params_under_no_sync = false;
+  // FSDP2's per-parameter shards: each all-gather's output is copied into the parameters on the compute stream,
+  // and each reduce-scatter's input is copied into one buffer first. Passes (read + write = 2) over those bytes.
+  double gather_copy_out_passes = 0;
+  double reduce_copy_in_passes = 0;
+
+  // --- under pipeline parallelism ----------------------------------------------------------------------------
+  // Parameters stay gathered from each unit's first forward to its last backward of the step: one all-gather per
+  // unit per step, and the stage's whole unsharded parameters alive throughout.
+  bool pp_keeps_params_gathered = false;
+  // Gradients are reduced once per step, after the stage's last backward (not overlapped with it).
+  bool pp_reduces_after_last_backward = false;
+
+  // --- tensor parallelism ------------------------------------------------------------------------------------
+  // With sequence parallelism, the TP all-gathers and reduce-scatters are pipelined with the GEMMs that consume or
+  // produce them (Transformer Engine userbuffers), so only what a GEMM cannot cover is exposed.
+  bool tp_comm_overlap = false;
+
   // --- data-parallel communication (framework.cpp gives the sources) --------------------------------------
   // amp-* policies: the gradient reduction (all-reduce, reduce-scatter) runs in fp32, 4 B per parameter on the
   // wire, although the memory model counts the gradients at 2 B (precision.cpp).
@@ -70,7 +94,10 @@ struct FrameworkTraits {
   // --- optimizer ---------------------------------------------------------------------------------------
   double optimizer_temp_bytes_per_param = 0;  // temporaries of the step, per local (sharded) parameter
 
+  // When gradients are reduced under accumulation by default: with replicated gradients (DDP, ZeRO-1) and with
+  // sharded ones (ZeRO-2/3). pp_reduces_after_last_backward makes it once per step under a pipeline.
   GradSync default_grad_sync = GradSync::per_step;
+  GradSync default_grad_sync_sharded = GradSync::per_step;
 };
 
 FrameworkTraits framework_traits(Framework f);
@@ -78,8 +105,10 @@ FrameworkTraits framework_traits(Framework f);
 FrameworkTraits framework_traits(Framework f, const GpuSpec& device);
 // The strategy's --grad-sync, or the framework's default.
 GradSync effective_grad_sync(const Strategy& s);
-inline GradSync effective_grad_sync(const Strategy& s, const FrameworkTraits& fw) {
-  return s.grad_sync.value_or(fw.default_grad_sync);
-}
+GradSync effective_grad_sync(const Strategy& s, const FrameworkTraits& fw);
+// The strategy's overlap flags, or the framework's defaults.
+bool effective_overlap_grad_reduce(const Strategy& s, const FrameworkTraits& fw);
+bool effective_overlap_param_gather(const Strategy& s, const FrameworkTraits& fw);
+bool effective_tp_comm_overlap(const Strategy& s, const FrameworkTraits& fw);
 
 }  // namespace shardplan

@@ -153,7 +153,12 @@ void add_zero3_working_set(Ledger& l, const StageInputs& in) {
   const double block = static_cast<double>(in.stage.block_params);
   const double root = static_cast<double>(in.stage.root_unit());
   const double grad_b = in.state.grads;
-  if (in.fw.zero3_prefetch_elements > 0) {
+  if (in.strategy.pp > 1 && in.fw.pp_keeps_params_gathered) {
+    // torchtitan under PP: every unit stays gathered from its first forward to its last backward (framework.cpp).
+    l.add(&MemoryComponents::buffers, "buffers",
+          text("gathered stage parameters, kept from the first forward to the last backward (no reshard under PP)"),
+          in.psi * in.compute_bytes);
+  } else if (in.fw.zero3_prefetch_elements > 0) {
     // DeepSpeed: the module computing plus stage3_prefetch_bucket_size elements fetched ahead.
     const double ahead = std::min(static_cast<double>(in.fw.zero3_prefetch_elements), in.psi);
     l.add(&MemoryComponents::buffers, "buffers", text("gathered parameters (current module + prefetch bucket)"),

@@ -77,9 +77,15 @@ double block_elementwise_bytes(const ModelSpec& m, const Strategy& s, const Dims
   return per_token * d.tokens;
 }
 
+// The four GEMMs that meet a TP collective: QKV and MLP-up consume the all-gathered input, the attention and MLP
+// output projections produce what is reduce-scattered (Korthikanti §4.2.2).
+struct TpGemms {
+  LinearTime qkv, proj, up, down;
+};
+
 // One block: forward, backward and what recomputation repeats.
-void block_compute(const ModelSpec& m, const Strategy& s, const GpuSpec& g, const FrameworkTraits& fw, const Dims& d,
-                   MicrobatchCosts& out) {
+TpGemms block_compute(const ModelSpec& m, const Strategy& s, const GpuSpec& g, const FrameworkTraits& fw, const Dims& d,
+                      MicrobatchCosts& out) {
   const DType dt = precision_compute_dtype(s.precision);
   const auto T = static_cast<int64_t>(d.tokens);
   const auto h = m.hidden;
@@ -103,16 +109,47 @@ void block_compute(const ModelSpec& m, const Strategy& s, const GpuSpec& g, cons
       break;
     case Recompute::full: out.block_recompute_s = out.block_fwd_s; break;
   }
+  return {qkv, proj, up, down};
 }
+
+// Time a TP collective adds to the critical path when Transformer Engine's userbuffers overlap it with a GEMM; the
+// hidden part still costs kOverlapComputeSlowdown of itself (SMs and HBM shared with the GEMM).
+//   pipelined: split into one chunk per TP rank, each chunk's exchange behind the previous chunk's GEMM — the
+//              first chunk waits alone, later ones only where they outlast their share of the GEMM;
+//   bulk: issued beside an independent GEMM in one piece (ub_bulk_dgrad / ub_bulk_wgrad).
+double hidden_cost(double comm, double exposed) { return exposed + kOverlapComputeSlowdown * (comm - exposed); }
+double pipelined_tp_collective(double comm, double gemm, int64_t chunks) {
+  const double n = static_cast<double>(chunks);
+  return hidden_cost(comm, comm / n + (n - 1) * std::max(0.0, comm / n - gemm / n));
+}
+double bulk_tp_collective(double comm, double gemm) { return hidden_cost(comm, std::max(0.0, comm - gemm)); }
 
 // Tensor-parallel collectives of one block (Shoeybi et al. 2019, §3; Korthikanti §4.2.2): two all-reduces of
 // T·h activations in forward and two in backward; with sequence parallelism an all-gather and a reduce-scatter
 // in their place (same bytes). Full recomputation repeats the forward ones.
-void block_tp_comm(const Strategy& s, const ClusterSpec& c, const Dims& d, MicrobatchCosts& out) {
+void block_tp_comm(const Strategy& s, const ClusterSpec& c, const FrameworkTraits& fw, const Dims& d,
+                   const TpGemms& gemms, MicrobatchCosts& out) {
   if (s.tp <= 1) return;
   const GroupLayout g = tp_group(s, c);
   const double bytes = d.tokens * d.h * d.a;
   const double gather = collective_time_s(c, Collective::all_gather, bytes, g);
+  if (effective_tp_comm_overlap(s, fw)) {
+    // Forward: the all-gathers pipelined with the QKV and MLP-up GEMMs that consume them, the reduce-scatters with
+    // the output projections that produce them. Backward (each linear's backward is a dgrad and a wgrad GEMM of
+    // equal size): a column-parallel layer (QKV, up) re-gathers its input beside its dgrad and reduce-scatters the
+    // input gradient beside its wgrad, both in bulk; a row-parallel layer (proj, down) all-gathers the output
+    // gradient pipelined with its dgrad (transformer_engine/pytorch/module/layernorm_linear.py and linear.py: ub_bulk_*,
+    // ub_overlap_ag/rs). The same six collectives as without overlap.
+    const double scatter = collective_time_s(c, Collective::reduce_scatter, bytes, g);
+    auto fwd = [&](double comm, const LinearTime& l) { return pipelined_tp_collective(comm, l.fwd, s.tp); };
+    const double forward = fwd(gather, gemms.qkv) + fwd(scatter, gemms.proj) + fwd(gather, gemms.up) + fwd(scatter, gemms.down);
+    auto column = [&](const LinearTime& l) { return bulk_tp_collective(gather, l.bwd / 2) + bulk_tp_collective(scatter, l.bwd / 2); };
+    auto row = [&](const LinearTime& l) { return pipelined_tp_collective(gather, l.bwd / 2, s.tp); };
+    out.block_tp_fwd_s = forward;
+    out.block_tp_bwd_s = column(gemms.qkv) + column(gemms.up) + row(gemms.proj) + row(gemms.down) +
+                         (s.recompute == Recompute::full ? forward : 0);
+    return;
+  }
   const double one = s.sp ? gather + collective_time_s(c, Collective::reduce_scatter, bytes, g)
                           : collective_time_s(c, Collective::all_reduce, bytes, g);
   out.block_tp_fwd_s = 2 * one;
@@ -150,8 +187,9 @@ void ends_compute(const ModelSpec& m, const Strategy& s, const ClusterSpec& c, c
 MicrobatchCosts microbatch_costs(const ModelSpec& m, const Strategy& s, const ClusterSpec& c) {
   const Dims d = dims_of(m, s);
   MicrobatchCosts out;
-  block_compute(m, s, c.gpu, framework_traits(s.framework), d, out);
-  block_tp_comm(s, c, d, out);
+  const FrameworkTraits fw = framework_traits(s.framework);
+  const TpGemms gemms = block_compute(m, s, c.gpu, fw, d, out);
+  block_tp_comm(s, c, fw, d, gemms, out);
   ends_compute(m, s, c, d, out);
   return out;
 }

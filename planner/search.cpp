@@ -8,6 +8,7 @@
 #include "planner/cost.hpp"
 #include "planner/error.hpp"
 #include "planner/framework.hpp"
+#include "planner/framework_support.hpp"
 #include "planner/precision.hpp"
 
 namespace shardplan {
@@ -169,11 +170,44 @@ Dimensions dimensions(const ModelSpec& m, const ClusterSpec& c, const SearchSpac
   Dimensions d;
   for (int64_t tp : fixed_or(sp.tp, divisors(sp.base.gpus, c.gpus_per_node)))
     if (sp.base.gpus % tp == 0 && tp_is_valid(m, c, tp)) d.tps.push_back(tp);
-  const bool megatron = sp.base.framework == Framework::megatron;
-  d.zeros = fixed_or(sp.zero, megatron ? std::vector<int>{0, 1} : std::vector<int>{0, 1, 2, 3});
+  const FrameworkSupport& fs = framework_support(sp.base.framework);
+  std::vector<int> zeros;
+  for (int z = 0; z <= 3; ++z)
+    if (has(fs.zero_stages, z)) zeros.push_back(z);
+  d.zeros = fixed_or(sp.zero, zeros);
   d.recomputes = fixed_or(sp.recompute, std::vector<Recompute>{Recompute::none, Recompute::selective, Recompute::full});
   d.offloads = sp.offload_optimizer ? std::vector<bool>{false, true} : std::vector<bool>{false};
   return d;
+}
+
+// The fixed dimensions alone, checked against the framework before any search: `plan --framework fsdp --zero 1`
+// is refused with FSDP2's reason rather than answered with "nothing fits".
+void check_fixed_dimensions(const SearchSpace& sp) {
+  Strategy probe = sp.base;
+  probe.zero = sp.zero.value_or(probe.framework == Framework::megatron ? 0 : 3);
+  if (!sp.zero && !has(framework_support(probe.framework).zero_stages, probe.zero)) probe.zero = 0;
+  probe.tp = sp.tp.value_or(1);
+  probe.pp = sp.pp.value_or(1);
+  probe.dp = std::max<int64_t>(sp.dp.value_or(2), 2);
+  probe.hsdp = sp.hsdp.value_or(0);
+  probe.schedule = sp.schedule.value_or(Schedule::one_f_one_b);
+  if (probe.pp == 1 && probe.schedule != Schedule::one_f_one_b) probe.pp = 2;  // a schedule implies a pipeline
+  probe.offload_optimizer = false;
+  if (const auto why = framework_refusal(probe)) throw InputError(*why);
+}
+
+// What the framework leaves out of the space the user asked for, one line each (plan prints them).
+std::vector<NotRun> not_run_by_framework(const SearchSpace& sp, const ModelSpec& m) {
+  const FrameworkSupport& fs = framework_support(sp.base.framework);
+  std::vector<NotRun> out;
+  static const char* const kZeroNames[] = {"DDP", "ZeRO-1", "ZeRO-2", "ZeRO-3"};
+  if (!sp.zero)
+    for (int z = 1; z <= 3; ++z)
+      if (!has(fs.zero_stages, z)) out.push_back({kZeroNames[z], fs.zero_refusal});
+  if (!sp.pp && m.layers > 1 && sp.base.gpus > 1 && !fs.pipeline) out.push_back({"pipeline parallelism", fs.pipeline_refusal});
+  if (!sp.tp && sp.base.gpus > 1 && !fs.tensor_parallel) out.push_back({"tensor parallelism", fs.tp_refusal});
+  if (sp.offload_optimizer && !fs.offload_optimizer) out.push_back({"optimizer offload", fs.offload_refusal});
+  return out;
 }
 
 }  // namespace
@@ -185,6 +219,7 @@ SearchResult search_strategies(const ModelSpec& m, const ClusterSpec& c, const S
   if (precision_compute_dtype(base.precision) == DType::bf16 && c.gpu.bf16_tflops <= 0)
     throw InputError(fmt::format("--precision {} needs bf16, which {} does not support; use amp-fp16",
                                  to_string(base.precision), c.gpu.name));
+  check_fixed_dimensions(space);
   const FrameworkTraits fw = framework_traits(base.framework, c.gpu);
   const Dimensions dims = dimensions(m, c, space);
   const int64_t capacity = gpu_capacity_bytes(c.gpu);
@@ -198,6 +233,7 @@ SearchResult search_strategies(const ModelSpec& m, const ClusterSpec& c, const S
       if (sp && (tp < 2 || base.seq % tp != 0)) continue;
       for (int64_t pp : fixed_or(space.pp, divisors(base.gpus / tp, m.layers))) {
         if ((base.gpus / tp) % pp != 0 || pp > m.layers) continue;
+        if (pp > 1 && !framework_support(base.framework).pipeline) continue;  // framework_runs would drop them all
         const int64_t dp = base.gpus / (tp * pp);
         if (space.dp && *space.dp != dp) continue;
         any_layout = true;
@@ -243,6 +279,7 @@ SearchResult search_strategies(const ModelSpec& m, const ClusterSpec& c, const S
                   for (bool offload : dims.offloads) {
                     if (offload && zero == 0) continue;
                     s.offload_optimizer = offload;
+                    if (!framework_runs(s)) continue;
                     Candidate cand{s, estimate_peak_memory(m, s, fw), step_time_from_costs(m, s, c, fw, costs), 0,
                                    capacity};
                     cand.tokens_per_s = static_cast<double>(s.global_batch * s.seq) / cand.time.step_s;
@@ -274,6 +311,7 @@ SearchResult search_strategies(const ModelSpec& m, const ClusterSpec& c, const S
                                  "batch of {} sequences (tp ≤ {}, pp ≤ {}): more GPUs than this batch can use, or a "
                                  "batch that does not split evenly; change --gpus or --global-batch",
                                  base.gpus, base.global_batch, c.gpus_per_node, m.layers));
+  result.not_run = not_run_by_framework(space, m);
   result.ranked = ranked.take();
   result.tight = tight.take();
   for (auto& f : families)

@@ -53,6 +53,12 @@ int complexity(const Strategy& s);
 // best is within this fraction of the fastest candidate.
 constexpr double kSimplicityTolerance = 0.02;
 
+// A part of the space the framework cannot run, and its reason (framework_support.cpp).
+struct NotRun {
+  std::string what;    // "ZeRO-1", "pipeline parallelism", ...
+  std::string reason;
+};
+
 struct SearchResult {
   std::vector<Candidate> ranked;   // fitting candidates under the safety line, best first (at most keep_top)
   std::optional<Candidate> recommended;  // see kSimplicityTolerance; the best by the objective otherwise
@@ -60,9 +66,11 @@ struct SearchResult {
   std::vector<Candidate> families; // the best of every family seen, fitting or not, best first
   int64_t evaluated = 0;           // configurations evaluated
   int64_t fitting = 0;             // of which fit under the safety line
+  std::vector<NotRun> not_run;     // what the search left out because --framework cannot run it
 };
 
-// Throws InputError when the space is empty before any evaluation (e.g. no (tp, pp, dp) divides the GPUs, or
+// Throws InputError when a fixed dimension is one the framework cannot run (its reason), or when the space is empty
+// before any evaluation (e.g. no (tp, pp, dp) divides the GPUs, or
 // the global batch divides by no data-parallel degree).
 SearchResult search_strategies(const ModelSpec& m, const ClusterSpec& c, const SearchSpace& space, size_t keep_top);
 

@@ -53,7 +53,33 @@ double gradient_bucket_bytes(const FrameworkTraits& fw, double grad_bytes) {
 struct DpTraffic {
   double exposed = 0;  // whole step
   double total = 0;    // whole step, hidden or not
+  double copies = 0;   // FSDP2's all-gather copy-out on the compute stream, whole step (FrameworkTraits)
 };
+
+// How often one step gathers and reduces FSDP-style units (framework.hpp documents each behaviour).
+struct UnitSchedule {
+  double fwd_gathers = 0;   // micro-batches whose forward gathers every unit
+  double bwd_gathers = 0;   // ... whose backward gathers them again (ZeRO-3)
+  double reductions = 0;    // micro-batches that reduce-scatter while their backward runs
+  bool reduce_after = false;  // one reduction after the last backward instead, exposed whole
+};
+
+UnitSchedule unit_schedule(const Strategy& s, const FrameworkTraits& fw) {
+  const double ga = static_cast<double>(grad_accum_steps(s));
+  const bool per_step = effective_grad_sync(s, fw) == GradSync::per_step;
+  UnitSchedule u;
+  if (s.pp > 1 && fw.pp_keeps_params_gathered) {
+    u.fwd_gathers = 1;  // gathered in the first forward, kept to the last backward
+  } else if (s.zero == 2 && per_step && fw.zero2_keeps_params_under_no_sync) {
+    u.fwd_gathers = 1;  // FSDP1 SHARD_GRAD_OP under no_sync: freed only after the syncing backward
+  } else {
+    u.fwd_gathers = ga;
+    u.bwd_gathers = s.zero == 3 ? ga : 0;
+  }
+  if (s.pp > 1 && fw.pp_reduces_after_last_backward) u.reduce_after = true;
+  else u.reductions = per_step ? 1 : ga;
+  return u;
+}
 
 // Data-parallel traffic of the busiest stage over one step (Rajbhandari et al. 2020 §7: ZeRO-3 moves 1.5× DDP's
 // volume — an all-gather in forward, one in backward, a reduce-scatter; ZeRO-1/2 the same as DDP).
@@ -82,23 +108,39 @@ DpTraffic dp_traffic(const Strategy& s, const ClusterSpec& c, const FrameworkTra
   const double c_fwd = units > 0 ? (sc.fwd + sc.tp / 2) / units : 0;
   const double c_bwd = units > 0 ? (sc.bwd + sc.tp / 2) / units : 0;
 
-  if (s.zero >= 2 && n > 1 && (fw.framework == Framework::fsdp || fw.framework == Framework::reference || s.zero == 3)) {
-    // Per micro-batch: all-gather every unit before its forward (the root first, nothing to hide it behind).
+  if (s.zero >= 2 && n > 1 && (fw.zero2_gathers_units || s.zero == 3)) {
+    const UnitSchedule u = unit_schedule(s, fw);
+    // FSDP2's copies: out of each all-gather on the compute stream; into each reduce-scatter on its own stream.
+    auto copy = [&](double bytes, double passes) { return memory_bound_time_s(c.gpu, passes * bytes); };
+    // A gathering forward: the root first (nothing to hide it behind), then every unit behind the previous one.
     const double fwd_ag = ag(block * param_b);
     const double fwd_exposed = ag(root * param_b) + pipelined_exposure(units, fwd_ag, c_fwd);
     const double fwd_total = ag(root * param_b) + units * fwd_ag;
-    // Backward: ZeRO-3 gathers each unit again; syncing micro-batches reduce-scatter each unit's gradients.
-    const double bwd_ag = s.zero == 3 ? ag(block * param_b) : 0;
-    const double unit_rs = rs(block * grad_b) + replica_ar(block);
-    const double tail_rs = rs(root * grad_b) + replica_ar(root);  // root reduced last, after all compute
-    auto backward = [&](bool sync) {
-      const double per_unit = bwd_ag + (sync ? unit_rs : 0);
-      return DpTraffic{pipelined_exposure(units, per_unit, c_bwd) + (sync ? tail_rs : 0),
-                       units * per_unit + (sync ? tail_rs : 0)};
+    const double bwd_ag = ag(block * param_b);
+    const double unit_rs = rs(block * grad_b) + replica_ar(block) + copy(block * grad_b, fw.reduce_copy_in_passes);
+    const double tail_rs = rs(root * grad_b) + replica_ar(root) + copy(root * grad_b, fw.reduce_copy_in_passes);
+    // A backward that gathers (ZeRO-3) and/or reduce-scatters each unit behind the previous unit's compute; the
+    // root is reduced last, after all compute.
+    auto backward = [&](bool gather, bool reduce) {
+      const double per_unit = (gather ? bwd_ag : 0) + (reduce ? unit_rs : 0);
+      return DpTraffic{pipelined_exposure(units, per_unit, c_bwd) + (reduce ? tail_rs : 0),
+                       units * per_unit + (reduce ? tail_rs : 0), 0};
     };
-    const DpTraffic with_sync = backward(true), without = backward(false);
-    out.exposed = ga * fwd_exposed + syncs * with_sync.exposed + (ga - syncs) * without.exposed;
-    out.total = ga * fwd_total + syncs * with_sync.total + (ga - syncs) * without.total;
+    // Backward passes: the reducing ones first gather too where both happen; the rest gather only.
+    const double both = std::min(u.bwd_gathers, u.reductions);
+    const DpTraffic gather_reduce = backward(true, true), gather_only = backward(true, false),
+                    reduce_only = backward(false, true);
+    out.exposed = u.fwd_gathers * fwd_exposed + both * gather_reduce.exposed +
+                  (u.bwd_gathers - both) * gather_only.exposed + (u.reductions - both) * reduce_only.exposed;
+    out.total = u.fwd_gathers * fwd_total + both * gather_reduce.total + (u.bwd_gathers - both) * gather_only.total +
+                (u.reductions - both) * reduce_only.total;
+    if (u.reduce_after) {
+      const double after = units * unit_rs + tail_rs;
+      out.exposed += after;
+      out.total += after;
+    }
+    const double gathered = (u.fwd_gathers * (units * block + root) + u.bwd_gathers * units * block) * param_b;
+    out.copies = copy(gathered, fw.gather_copy_out_passes);
     return out;
   }
   // DDP, ZeRO-1 and DeepSpeed ZeRO-2: bucketed gradient reduction overlapping backward; ZeRO-1/2 then gather
@@ -109,13 +151,14 @@ DpTraffic dp_traffic(const Strategy& s, const ClusterSpec& c, const FrameworkTra
   const double per_bucket = reduce_scatter ? rs(bucket) + replica_ar(bucket / grad_b) : ar(bucket, shard);
   const double bwd_compute = sc.bwd + sc.tp / 2;
   out.total = syncs * buckets * per_bucket;
-  const bool overlap = s.overlap_grad_reduce.value_or(fw.overlap_grad_reduce);
-  out.exposed = overlap ? syncs * pipelined_exposure(buckets, per_bucket, bwd_compute / buckets)
-                                       : out.total;
+  out.exposed = effective_overlap_grad_reduce(s, fw) ? syncs * pipelined_exposure(buckets, per_bucket, bwd_compute / buckets)
+                                                    : out.total;
   if (reduce_scatter) {
     const double gather = ag(psi * sb.params);
     const double fwd_compute = sc.fwd + sc.tp / 2;
-    out.exposed += fw.overlap_param_gather ? pipelined_exposure(buckets, gather / buckets, fwd_compute / buckets) : gather;
+    out.exposed += effective_overlap_param_gather(s, fw)
+                       ? pipelined_exposure(buckets, gather / buckets, fwd_compute / buckets)
+                       : gather;
     out.total += gather;
   }
   return out;
@@ -173,7 +216,7 @@ StepTime step_time_from_costs(const ModelSpec& m, const Strategy& s, const Clust
   const DpTraffic dp = dp_traffic(s, c, fw, slowest);
   t.exposed_dp_s = dp.exposed;
   t.dp_comm_total_s = dp.total;
-  const double busy = ga * (slowest.fwd + slowest.bwd);
+  const double busy = ga * (slowest.fwd + slowest.bwd) + dp.copies;
   t.overlap_slowdown_s = kOverlapComputeSlowdown * std::min(dp.total - dp.exposed, busy);
   t.compute_s = busy + t.overlap_slowdown_s;
   t.optimizer_s = optimizer_time(s, c, slowest);

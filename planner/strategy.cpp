@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "planner/error.hpp"
+#include "planner/framework_support.hpp"
 #include "planner/precision.hpp"
 
 namespace shardplan {
@@ -68,11 +69,13 @@ static void validate_sharding(const Strategy& s) {
     if (s.dp % s.hsdp != 0)
       throw InputError(fmt::format("--hsdp {} must divide the data-parallel degree dp = {}", s.hsdp, s.dp));
   }
-  if (s.framework == Framework::megatron && s.zero > 1)
-    throw InputError("--framework megatron supports --zero 0 or 1 (its distributed optimizer); use fsdp or "
-                     "deepspeed for ZeRO-2/3");
   if (s.offload_optimizer && s.zero == 0)
     throw InputError("--offload-optimizer needs --zero 1, 2 or 3 (ZeRO-Offload)");
+}
+
+// What the chosen runtime refuses (planner/framework_support.cpp, each reason with its source).
+static void validate_framework(const Strategy& s) {
+  if (const auto why = framework_refusal(s)) throw InputError(*why);
 }
 
 static void validate_batch(const Strategy& s) {
@@ -113,6 +116,7 @@ static void validate_hardware(const Strategy& s, const ClusterSpec& c) {
 void validate_strategy(const Strategy& s, const ModelSpec& m, const ClusterSpec& c) {
   validate_layout(s, m);
   validate_sharding(s);
+  validate_framework(s);
   validate_batch(s);
   validate_hardware(s, c);
 }
@@ -137,7 +141,11 @@ static constexpr std::array<std::pair<const char*, Recompute>, 3> kRecompute{
     {{"none", Recompute::none}, {"selective", Recompute::selective}, {"full", Recompute::full}}};
 static constexpr std::array<std::pair<const char*, Schedule>, 3> kSchedule{
     {{"1f1b", Schedule::one_f_one_b}, {"interleaved", Schedule::interleaved}, {"gpipe", Schedule::gpipe}}};
-static constexpr std::array<std::pair<const char*, Framework>, 4> kFramework{{{"fsdp", Framework::fsdp},
+// "fsdp2" is a second name of fsdp (CONTRACT.md); names print as the first entry of their value.
+static constexpr std::array<std::pair<const char*, Framework>, 7> kFramework{{{"fsdp", Framework::fsdp},
+                                                                              {"fsdp2", Framework::fsdp},
+                                                                              {"fsdp1", Framework::fsdp1},
+                                                                              {"torchtitan", Framework::torchtitan},
                                                                               {"deepspeed", Framework::deepspeed},
                                                                               {"megatron", Framework::megatron},
                                                                               {"reference", Framework::reference}}};

@@ -11,7 +11,10 @@ namespace shardplan {
 
 enum class Recompute { none, selective, full };
 enum class Schedule { one_f_one_b, interleaved, gpipe };
-enum class Framework { fsdp, deepspeed, megatron, reference };
+// fsdp = PyTorch FSDP2 (`fully_shard`); fsdp1 = FullyShardedDataParallel (FlatParameter); torchtitan = FSDP2 with
+// torchtitan's TP/PP policies; deepspeed = DeepSpeed's ZeRO and pipeline engines; megatron = Megatron-Core;
+// reference = shardplan's own loop (reference/). framework.cpp gives each one's behaviours and their sources.
+enum class Framework { fsdp, fsdp1, torchtitan, deepspeed, megatron, reference };
 enum class Precision { pure_bf16, amp_bf16, megatron_bf16, fp32, pure_fp16, amp_fp16, megatron_fp16 };
 enum class LossKind { standard, chunked };
 // When gradients are reduced under gradient accumulation.
@@ -41,6 +44,8 @@ struct Strategy {
   LossKind loss = LossKind::standard;
   std::optional<GradSync> grad_sync;  // unset: the framework's default (framework_traits)
   std::optional<bool> overlap_grad_reduce;  // DDP/ZeRO-1/2 reduction during backward; unset: the framework's default
+  std::optional<bool> overlap_param_gather;  // ZeRO-1/2 parameter all-gather during the next forward; unset: framework's
+  std::optional<bool> tp_comm_overlap;       // TP collectives pipelined with their GEMMs (needs sp); unset: framework's
   bool operator==(const Strategy&) const = default;
 };
 

@@ -6,6 +6,7 @@
 
 #include "planner/activations.hpp"
 #include "planner/comm_cost.hpp"
+#include "planner/compute_cost.hpp"
 #include "planner/framework.hpp"
 #include "planner/groups.hpp"
 #include "planner/memory.hpp"
@@ -60,11 +61,13 @@ StepPlan plan_step(const ModelSpec& m, const Strategy& s, const ClusterSpec& c) 
   const bool per_step = effective_grad_sync(s, fw) == GradSync::per_step;
   plan.sync_every_micro = !per_step;
   if (s.dp > 1)
-    plan.dp_mode = s.zero >= 2 && n > 1 && (fw.framework == Framework::fsdp || fw.framework == Framework::reference || s.zero == 3)
-                       ? DpMode::units
-                       : DpMode::buckets;
+    plan.dp_mode = s.zero >= 2 && n > 1 && (fw.zero2_gathers_units || s.zero == 3) ? DpMode::units : DpMode::buckets;
   plan.keeps_unsharded_grads = s.zero >= 2 && n > 1 && plan.micro_batches > 1 && per_step;
-  plan.overlap_buckets = s.overlap_grad_reduce.value_or(fw.overlap_grad_reduce);
+  plan.overlap_buckets = effective_overlap_grad_reduce(s, fw);
+  plan.overlap_param_gather = effective_overlap_param_gather(s, fw);
+  // The same rules as step_time.cpp's unit_schedule.
+  plan.gathers_once = (s.pp > 1 && fw.pp_keeps_params_gathered) || (s.zero == 2 && per_step && fw.zero2_keeps_params_under_no_sync);
+  plan.reduce_after_last_backward = s.pp > 1 && fw.pp_reduces_after_last_backward;
 
   const GroupLayout shard = shard_group(s, c);
   const GroupLayout repl = replicate_group(s, c);
@@ -121,9 +124,13 @@ StepPlan plan_step(const ModelSpec& m, const Strategy& s, const ClusterSpec& c) 
     if (plan.dp_mode == DpMode::units) {
       sc.gather_block = ag(block * param_b);
       sc.gather_root = ag(root * param_b);
-      sc.gather_block_bwd = s.zero == 3 ? sc.gather_block : 0;
-      sc.reduce_block = rs(block * comm_grad_b) + replica_ar(block);
-      sc.reduce_root = rs(root * comm_grad_b) + replica_ar(root);
+      sc.gather_block_bwd = s.zero == 3 && !plan.gathers_once ? sc.gather_block : 0;
+      // FSDP2's copies (framework.hpp): out of a gather on the compute stream, into a reduce-scatter on its stream.
+      auto copy = [&](double bytes, double passes) { return memory_bound_time_s(c.gpu, passes * bytes); };
+      sc.copy_block = copy(block * param_b, fw.gather_copy_out_passes);
+      sc.copy_root = copy(root * param_b, fw.gather_copy_out_passes);
+      sc.reduce_block = rs(block * comm_grad_b) + replica_ar(block) + copy(block * comm_grad_b, fw.reduce_copy_in_passes);
+      sc.reduce_root = rs(root * comm_grad_b) + replica_ar(root) + copy(root * comm_grad_b, fw.reduce_copy_in_passes);
     } else if (plan.dp_mode == DpMode::buckets) {
       const bool reduce_scatter = s.zero >= 1 && n > 1;
       const double bucket = std::min(gradient_bucket_bytes(fw, comm_grad_b), psi * comm_grad_b);

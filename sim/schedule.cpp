@@ -90,6 +90,15 @@ class StageBuilder {
     if (plan.dp_mode == DpMode::buckets && c_.buckets > 0) {
       const double total = c_.root_params + c_.block_params * static_cast<double>(c_.layers());
       bucket_params_ = total / static_cast<double>(c_.buckets);
+      if (plan.overlap_param_gather && c_.param_gather > 0) {
+        // The previous step's parameter all-gather, bucket by bucket, waited for by this step's first forward
+        // (Megatron-Core overlap_param_gather: param_and_grad_buffer.py dispatches each bucket's gather ahead of the
+        // forward that needs it). The same bytes as a gather after the optimizer, on the same stream.
+        for (int64_t b = 0; b < c_.buckets; ++b)
+          param_gathers_.push_back(
+              e_.add_op(st_.bucket, OpKind::param_gather, c_.param_gather / static_cast<double>(c_.buckets)));
+        last_gather_ = param_gathers_.back();
+      }
     }
   }
 
@@ -110,7 +119,7 @@ class StageBuilder {
     e_.add_dep(opt, grad_norm);
     e_.alloc_at_start(opt, MemKind::optimizer_temps, c_.optimizer_temps);
     e_.free_at_end(opt, MemKind::optimizer_temps, c_.optimizer_temps);
-    if (c_.param_gather <= 0) return opt;
+    if (c_.param_gather <= 0 || !param_gathers_.empty()) return opt;
     const int32_t g = e_.add_op(st_.bucket, OpKind::param_gather, c_.param_gather);
     e_.add_dep(g, opt);
     return g;
@@ -121,6 +130,18 @@ class StageBuilder {
   size_t pass_index(int32_t mb, int32_t c) const { return static_cast<size_t>(mb * plan_.vpp + c); }
   bool has_root() const { return c_.gather_root > 0 || c_.gathered_root > 0 || c_.reduce_root > 0 || c_.root_grads > 0; }
   bool units() const { return plan_.dp_mode == DpMode::units; }
+  // Whether this micro-batch's forward gathers the units, and whether its backward frees them again.
+  bool gathers_in(int32_t mb) const { return !plan_.gathers_once || mb == 0; }
+  bool frees_after_backward(int32_t mb) const { return !plan_.gathers_once || mb == plan_.micro_batches - 1; }
+
+  // The overlapped parameter gather (param_gathers_) that holds the parameters before `params` in forward order.
+  int32_t param_gather_for(double params_before) const {
+    if (param_gathers_.empty()) return kNone;
+    const double total = c_.root_params + c_.block_params * static_cast<double>(c_.layers());
+    const auto n = static_cast<double>(param_gathers_.size());
+    const auto i = static_cast<size_t>(std::clamp(std::floor(params_before / total * n), 0.0, n - 1));
+    return param_gathers_[i];
+  }
 
   // A compute op that waits for the gate (the last TP collective or blocking transfer) before it starts.
   int32_t compute(OpKind kind, double seconds, int32_t mb, int32_t chunk, int32_t layer) {
@@ -182,28 +203,38 @@ class StageBuilder {
   void forward(int32_t mb, int32_t chunk) {
     const bool first_chunk = c_.first && chunk == 0;
     const bool last_chunk = c_.last && chunk == plan_.vpp - 1;
-    if (units() && chunk == 0 && has_root()) {
+    const bool gathering = units() && gathers_in(mb);
+    const bool root_gathered = gathering && chunk == 0 && has_root();
+    if (root_gathered) {
       // FSDP's root unit is gathered as the forward starts and stays gathered until the backward ends.
       root_gather_ = e_.add_op(st_.gather, OpKind::gather_root, c_.gather_root, mb);
       e_.alloc_at_start(root_gather_, MemKind::gathered_root, c_.gathered_root);
     }
+    // FSDP2 copies a gathered unit out into its parameters on the compute stream before using it.
+    double root_copy = root_gathered ? c_.copy_root : 0;
     int32_t entry = kNone;
     if (first_chunk) {
-      entry = compute(OpKind::embed_fwd, c_.embed_fwd, mb, chunk, -1);
+      entry = compute(OpKind::embed_fwd, c_.embed_fwd + root_copy, mb, chunk, -1);
+      root_copy = 0;
       if (units()) e_.add_dep(entry, root_gather_);
+      if (mb == 0) e_.add_dep(entry, param_gather_for(0));
       e_.alloc_at_start(entry, MemKind::boundary_activations, c_.first_extra);
     }
     int32_t out = entry;
     for (int64_t l = chunk_offset_[static_cast<size_t>(chunk)]; l < chunk_offset_[static_cast<size_t>(chunk) + 1]; ++l) {
       const auto layer = static_cast<int32_t>(l);
       int32_t ag = kNone;
-      if (units()) ag = gather(OpKind::gather_fwd, c_.gather_block, c_.gathered_block, mb, chunk, layer);
-      const int32_t op = compute(OpKind::forward, c_.block_fwd, mb, chunk, layer);
+      if (gathering) ag = gather(OpKind::gather_fwd, c_.gather_block, c_.gathered_block, mb, chunk, layer);
+      const double copy = (gathering ? c_.copy_block : 0) + root_copy;
+      root_copy = 0;
+      const int32_t op = compute(OpKind::forward, c_.block_fwd + copy, mb, chunk, layer);
       if (entry == kNone) entry = op;
       e_.add_dep(op, ag);
-      if (units()) {
+      if (mb == 0) e_.add_dep(op, param_gather_for(c_.embed_params + static_cast<double>(l) * c_.block_params));
+      if (gathering) {
         gathered_compute_.push_back(op);
-        e_.free_at_end(op, MemKind::gathered_block, c_.gathered_block);  // reshard after forward
+        // Reshard after forward, unless the unit stays gathered to its last backward.
+        if (!plan_.gathers_once) e_.free_at_end(op, MemKind::gathered_block, c_.gathered_block);
       }
       e_.alloc_at_start(op, MemKind::activations, c_.activations_per_block);
       out = op;
@@ -214,9 +245,10 @@ class StageBuilder {
       }
     }
     if (last_chunk) {
-      const int32_t op = compute(OpKind::head_fwd, c_.head_fwd, mb, chunk, -1);
+      const int32_t op = compute(OpKind::head_fwd, c_.head_fwd + root_copy, mb, chunk, -1);
       if (entry == kNone) entry = op;
       if (units()) e_.add_dep(op, root_gather_);
+      if (mb == 0) e_.add_dep(op, param_gather_for(c_.embed_params + static_cast<double>(c_.layers()) * c_.block_params));
       e_.alloc_at_start(op, MemKind::boundary_activations, c_.last_extra);
       e_.alloc_at_start(op, MemKind::logits, c_.logits);
       out = op;
@@ -241,7 +273,8 @@ class StageBuilder {
     for (int64_t l = chunk_offset_[static_cast<size_t>(chunk) + 1] - 1; l >= chunk_offset_[static_cast<size_t>(chunk)]; --l) {
       const auto layer = static_cast<int32_t>(l);
       int32_t ag = kNone;
-      if (units() && c_.gather_block_bwd > 0) {
+      const bool regather = units() && c_.gather_block_bwd > 0;
+      if (regather) {
         ag = gather(OpKind::gather_bwd, c_.gather_block_bwd, c_.gathered_block, mb, chunk, layer);
         // The pass's first all-gather is issued when the backward reaches the unit (FSDP's pre-backward hook fires
         // on the gradient of its output): after the incoming gradient, or after the head's backward.
@@ -250,13 +283,13 @@ class StageBuilder {
           else e_.add_dep(ag, out);
         }
       }
-      const auto [a, b] = backward_compute(OpKind::backward, c_.block_bwd, c_.block_params, mb, chunk, layer);
+      const auto [a, b] = backward_compute(OpKind::backward, c_.block_bwd + (regather ? c_.copy_block : 0),
+                                           c_.block_params, mb, chunk, layer);
       if (entry == kNone) entry = a;
       e_.add_dep(a, ag);
-      if (units() && c_.gather_block_bwd > 0) {
-        gathered_compute_.push_back(b);
+      if (regather) gathered_compute_.push_back(b);
+      if (regather || (units() && plan_.gathers_once && frees_after_backward(mb)))
         e_.free_at_end(b, MemKind::gathered_block, c_.gathered_block);
-      }
       e_.free_at_end(b, MemKind::activations, c_.activations_per_block);
       e_.alloc_at_start(a, MemKind::recompute_working_set, c_.recompute_working_set);
       e_.free_at_end(b, MemKind::recompute_working_set, c_.recompute_working_set);
@@ -290,8 +323,18 @@ class StageBuilder {
       grads_alive_[u] = true;
     }
     if (!sync) return;
+    if (plan_.reduce_after_last_backward) {
+      pending_reduce_.push_back({chunk, layer});  // issued by end_of_micro_batch after the last backward
+      return;
+    }
+    reduce_unit(last, mb, chunk, layer);
+  }
+
+  void reduce_unit(int32_t after, int32_t mb, int32_t chunk, int32_t layer) {
+    const auto u = static_cast<size_t>(layer);
+    const MemKind kind = plan_.keeps_unsharded_grads ? MemKind::unsharded_grads : MemKind::unit_grads;
     const int32_t rs = e_.add_op(st_.reduce, OpKind::reduce_unit, c_.reduce_block, mb, chunk, layer);
-    e_.add_dep(rs, last);
+    e_.add_dep(rs, after);
     sharded_grads_appear(rs, c_.block_params);
     e_.free_at_end(rs, kind, c_.unit_grads);
     grads_alive_[u] = false;
@@ -314,8 +357,11 @@ class StageBuilder {
   // After the micro-batch's last backward pass on this stage: the root unit is reduced and resharded (FSDP reduces
   // the root last, in its post-backward callback); DDP without overlap reduces every bucket now.
   void end_of_micro_batch(int32_t mb, int32_t last, bool sync) {
+    if (units() && sync)
+      for (const auto& [chunk, layer] : pending_reduce_) reduce_unit(last, mb, chunk, layer);
+    pending_reduce_.clear();
     if (units() && has_root()) {
-      e_.free_at_end(last, MemKind::gathered_root, c_.gathered_root);
+      if (frees_after_backward(mb)) e_.free_at_end(last, MemKind::gathered_root, c_.gathered_root);
       if (sync) {
         const int32_t rs = e_.add_op(st_.reduce, OpKind::reduce_root, c_.reduce_root, mb);
         e_.add_dep(rs, last);
@@ -345,6 +391,8 @@ class StageBuilder {
   StageOps ops_;
   std::vector<int64_t> chunk_offset_;
   std::vector<int32_t> gathered_compute_;  // [k] the compute op that uses the k-th gathered unit
+  std::vector<int32_t> param_gathers_;     // overlap_param_gather: [bucket] the gathers this step's forward waits for
+  std::vector<std::pair<int32_t, int32_t>> pending_reduce_;  // reduce_after_last_backward: (chunk, layer) to reduce
   std::vector<bool> grads_alive_;          // [layer], and the root last
   int32_t gate_ = kNone, root_gather_ = kNone;
   int32_t last_compute_ = kNone, last_reduce_ = kNone, last_gather_ = kNone;

@@ -31,6 +31,7 @@ struct StageCosts {
   // Data-parallel communication, seconds (the collectives of planner/step_time.cpp dp_traffic).
   double gather_block = 0, gather_root = 0;      // DpMode::units: all-gather of one block / the root unit
   double gather_block_bwd = 0;                   // ZeRO-3 gathers again before backward (0 for SHARD_GRAD_OP)
+  double copy_block = 0, copy_root = 0;          // FSDP2 copy-out of a gathered unit on the compute stream
   double reduce_block = 0, reduce_root = 0;      // reduce-scatter (+ HSDP replica all-reduce) of a unit's grads
   int64_t buckets = 0;                           // DpMode::buckets
   double reduce_bucket = 0;                      // one bucket's reduction
@@ -62,6 +63,12 @@ struct StepPlan {
   bool sync_every_micro = true;      // reduce every micro-batch (else only the last: no_sync)
   bool keeps_unsharded_grads = false;  // no_sync with ZeRO-2/3: unit gradients stay until the last micro-batch
   int64_t prefetch_units = 1;        // all-gathers in flight ahead of the computing unit
+  bool gathers_once = false;         // DpMode::units: each unit gathered in its first forward, kept to its last
+                                     // backward (torchtitan under PP; FSDP1 SHARD_GRAD_OP under no_sync)
+  bool reduce_after_last_backward = false;  // DpMode::units: every unit reduce-scattered after the stage's last
+                                            // backward, not behind it (torch.distributed.pipelining with FSDP)
+  bool overlap_param_gather = false; // DpMode::buckets: the updated parameters' all-gather is waited for by the
+                                     // next forward, bucket by bucket (played at this step's start)
   double send = 0;                   // one activation (or gradient) between consecutive stages
   double overlap_slowdown = 0;       // compute slowdown while data-parallel traffic runs
   std::vector<StageCosts> stages;    // pp entries

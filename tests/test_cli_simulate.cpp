@@ -15,7 +15,8 @@ namespace fs = std::filesystem;
 
 TEST_SUITE("cli simulate") {
   TEST_CASE("json: step time, breakdown, peak with what is live, difference from the analytic prediction") {
-    const CliResult r = run_cli("simulate --preset 8b --gpus 16 --cluster dgx-h100 --tp 2 --pp 2 --global-batch 32 --format json");
+    const CliResult r = run_cli("simulate --preset 8b --gpus 16 --cluster dgx-h100 --tp 2 --pp 2 --global-batch 32 --framework torchtitan "
+                                    "--format json");
     REQUIRE(r.exit_code == 0);
     const auto j = nlohmann::json::parse(r.out);
     CHECK(j["config"]["pp"] == 2);
@@ -55,7 +56,7 @@ TEST_SUITE("cli simulate") {
   TEST_CASE("--report FILE.html / FILE.md: the report with the simulated timeline; a bad name writes nothing") {
     const fs::path dir = fs::temp_directory_path() / ("shardplan_cli_sim_report_" + std::to_string(::getpid()));
     fs::create_directories(dir);
-    const std::string config = "simulate --preset 8b --gpus 16 --cluster dgx-h100 --tp 2 --pp 2 --global-batch 32";
+    const std::string config = "simulate --preset 8b --gpus 16 --cluster dgx-h100 --tp 2 --pp 2 --global-batch 32 --framework torchtitan";
     const CliResult html = run_cli(config + " --report '" + (dir / "step.html").string() + "'");
     REQUIRE(html.exit_code == 0);
     CHECK(html.out.find("step time (stage") != std::string::npos);  // the usual table on stdout as well
@@ -85,7 +86,7 @@ TEST_SUITE("cli simulate") {
 
   TEST_CASE("configurations that cannot be scheduled are bad input") {
     // Interleaving needs the micro-batches (here 1 per replica) in groups of pp.
-    CHECK(is_one_error_line(run_cli("simulate --preset 8b --gpus 8 --pp 4 --vpp 2 --schedule interleaved --zero 0")));
+    CHECK(is_one_error_line(run_cli("simulate --preset 8b --gpus 8 --pp 4 --vpp 2 --schedule interleaved --zero 0 --framework megatron")));
     CHECK(is_one_error_line(run_cli("simulate --preset 8b --gpus 8 --format xml")));
   }
 }

@@ -118,7 +118,7 @@ TEST_SUITE("emit") {
       "num_hidden_layers": 80, "num_key_value_heads": 8, "vocab_size": 128256, "tie_word_embeddings": false})";
     const fs::path dir = fresh_dir("pp");
     const auto c = plan_and_emit("--hf-config '" + (config_dir / "config.json").string() +
-                                     "' --gpus 64 --cluster dgx-h100 --pp 4 --vpp 2 --tp 8 --recompute full",
+                                     "' --gpus 64 --cluster dgx-h100 --pp 4 --vpp 2 --tp 8 --recompute full --framework torchtitan",
                                  dir);
     check_syntax(dir);
     CHECK(c["config"]["pp"] == 4);

@@ -4,8 +4,11 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
+#include <set>
 
 #include "bench/published_runs.hpp"
+#include "planner/error.hpp"
 
 using namespace shardplan;
 using namespace shardplan::validation;
@@ -96,5 +99,132 @@ TEST_SUITE("published runs") {
         ++checked;
       }
     CHECK(checked == 4);
+  }
+
+  TEST_CASE("the historical DeepSpeed-2021 ZeRO-3 rows, and only they, are flagged") {
+    const std::string csv = default_csv_path();
+    if (!std::filesystem::exists(csv)) return;
+    const PublishedRuns runs = load_published_runs(csv, PresetStore::builtin());
+    // N21 Table 2 has five ZeRO-3 rows without model parallelism (GPT-3 on 384/768/1536, 530B on 640/2240 GPUs);
+    // its four model-parallel rows and every other source are in the headline.
+    int historical = 0;
+    for (const PublishedRun& r : runs.runs) {
+      CAPTURE(r.source);
+      CAPTURE(r.strategy.gpus);
+      const bool n21_zero3 = r.source == "N21-Tab2" && r.strategy.zero == 3 && r.strategy.framework == Framework::deepspeed;
+      CHECK(r.historical == n21_zero3);
+      historical += r.historical;
+    }
+    CHECK(historical == 5);
+    const PublishedRuns modern = load_modern_runs(modern_csv_path(), PresetStore::builtin());
+    for (const PublishedRun& r : modern.runs) CHECK_FALSE(r.historical);
+  }
+
+  TEST_CASE("every modern row loads: predicted, or skipped with a reason") {
+    const std::string csv = modern_csv_path();
+    REQUIRE(std::filesystem::exists(csv));
+    std::ifstream in(csv);
+    std::string line;
+    int data_rows = -1;  // the header
+    while (std::getline(in, line)) data_rows += !line.empty();
+    const PublishedRuns runs = load_modern_runs(csv, PresetStore::builtin());
+    CHECK(static_cast<int>(runs.runs.size() + runs.skipped.size()) == data_rows);
+    CHECK(runs.runs.size() >= 50);
+    const std::set<std::string> families = {"fsdp", "fsdp1", "torchtitan", "deepspeed", "megatron"};
+    int predicted = 0;
+    for (const PublishedRun& r : runs.runs) {
+      CAPTURE(r.source);
+      CAPTURE(r.label);
+      CAPTURE(r.strategy.gpus);
+      CHECK(r.modern);
+      CHECK(families.count(r.family) == 1);
+      CHECK((r.generation == "A100-class" || r.generation == "H100-class"));
+      CHECK(r.measured > 0);
+      CHECK(r.strategy.tp * r.strategy.pp * r.strategy.dp == r.strategy.gpus);
+      CHECK_FALSE(r.reference.empty());
+      try {
+        const Prediction p = predict(r.model, r.strategy, r.cluster);
+        CHECK(std::isfinite(predicted_metric(r, p)));
+        ++predicted;
+      } catch (const InputError&) {
+        // a layout the model cannot price yet: the accuracy bench lists it as skipped with the message
+      }
+    }
+    CHECK(predicted >= 50);
+    for (const std::string& s : runs.skipped) CHECK(s.find(": ") != std::string::npos);
+  }
+
+  TEST_CASE("modern rows read the figures their sources print") {
+    const PublishedRuns runs = load_modern_runs(modern_csv_path(), PresetStore::builtin());
+    auto find = [&](const char* source, int64_t gpus) -> const PublishedRun* {
+      for (const PublishedRun& r : runs.runs)
+        if (r.source == source && r.strategy.gpus == gpus) return &r;
+      return nullptr;
+    };
+    // bigscience tr11-176B-ml README, iteration 85376: "elapsed time per iteration (s): 104.70", GBS 2048, 384 GPUs.
+    const PublishedRun* bloom = find("BLOOM-tr11", 384);
+    REQUIRE(bloom);
+    CHECK(bloom->metric == Metric::iteration_s);
+    CHECK(bloom->measured == doctest::Approx(104.70));
+    CHECK(bloom->strategy.tp == 4);
+    CHECK(bloom->strategy.pp == 12);
+    CHECK(bloom->strategy.micro_batch == 2);
+    CHECK(bloom->family == "deepspeed");
+    // Megatron-LM README model table: 1.7B on 48 GPUs at 408.8 TFLOP/s per GPU.
+    const PublishedRun* mcore = find("MLM24-weak", 48);
+    REQUIRE(mcore);
+    CHECK(mcore->metric == Metric::mcore_model_tflops);
+    CHECK(mcore->measured == doctest::Approx(408.8));
+    // torchtitan Dec 2024 Table 1, FSDP on 8 GPUs (eager): 5,762 tokens/s/GPU; the compiled rows are skipped.
+    const PublishedRun* titan = find("TT-2412-T1", 8);
+    REQUIRE(titan);
+    CHECK(titan->measured == doctest::Approx(5762));
+    CHECK(titan->family == "torchtitan");
+    CHECK(titan->cluster.gpu.name == "h100-96g-500w");
+    int compile_skips = 0;
+    for (const std::string& s : runs.skipped) compile_skips += s.find("needs --compile") != std::string::npos;
+    CHECK(compile_skips >= 20);
+  }
+
+  TEST_CASE("Megatron's model FLOPs per iteration, by hand") {
+    const PublishedRuns runs = load_modern_runs(modern_csv_path(), PresetStore::builtin());
+    const PublishedRun* r = nullptr;
+    for (const PublishedRun& x : runs.runs)
+      if (x.source == "MLM24-weak" && x.model.name == "mcore-gpt-1.7b") r = &x;
+    REQUIRE(r);
+    // GELU 4h and MHA reduce num_floating_point_operations to 72·B·s·l·h²·(1 + s/(6h) + V/(12lh)):
+    // B 192, s 4096, l 24, h 2048, V 131072: 72·192·4096·24·2048² = 5.699868e15; the bracket 1 + 1/3 + 2/9
+    // = 1.555556; F = 8.866462e15 per iteration. Over 48 GPUs at a 1 s step: 184.718 TFLOP/s per GPU.
+    Prediction p;
+    p.time.step_s = 1.0;
+    CHECK(predicted_metric(*r, p) == doctest::Approx(184.718).epsilon(1e-4));
+  }
+
+  TEST_CASE("each modern row's preset has the size its source states") {
+    const PublishedRuns runs = load_modern_runs(modern_csv_path(), PresetStore::builtin());
+    REQUIRE(runs.presets.size() >= 90);
+    for (const RowPreset& r : runs.presets) {
+      CAPTURE(r.source);
+      CAPTURE(r.label);
+      CAPTURE(r.stated_params_text);
+      REQUIRE(r.stated_params > 0);
+      const double total = static_cast<double>(count_params(r.model).total);
+      CAPTURE(total);
+      // A size stated as "1.7B" is only that precise: the bound is the larger of 2 % and half a unit of its last
+      // digit (1.7B: ±0.05 B; the Megatron table's 1.7B model has 1.745 B parameters).
+      const std::string& t = r.stated_params_text;
+      const double unit = r.stated_params / first_number(t);  // 1e9 for "1.7B", 1 for a plain count
+      const size_t dot = t.find('.');
+      const size_t end = dot == std::string::npos ? dot : t.find_first_not_of("0123456789", dot + 1);
+      const double digits = dot == std::string::npos ? 0 : static_cast<double>((end == std::string::npos ? t.size() : end) - dot - 1);
+      const double half_unit = 0.5 * unit * std::pow(10.0, -digits);
+      CHECK(std::fabs(total - r.stated_params) <= std::max(0.02 * r.stated_params, half_unit));
+      // llm-foundry's NumParams column is exact: learned positions of SeqLen rows and biases (mpt-*-foundry).
+      if (r.source == "MPT-H100") CHECK(total == r.stated_params);
+    }
+    // The BLOOM README's parts: embedding 250880 × 14336 = 3,596,615,680; one block 12h² + 13h = 2,466,437,120.
+    const ParamCounts bloom = count_params(PresetStore::builtin().model("bloom-176b"));
+    CHECK(bloom.embedding == 3596615680);
+    CHECK(bloom.block.total() == 2466437120);
   }
 }

@@ -140,6 +140,7 @@ TEST_SUITE("reliability") {
     s.pp = 50;
     s.dp = 250;
     s.zero = 1;
+    s.framework = Framework::megatron;  // pipeline + ZeRO-1: Megatron-Core's distributed optimizer
     s.seq = 4096;
     s.global_batch = 2000;
     const Prediction p3d = predict(m, s, c);
@@ -162,6 +163,7 @@ TEST_SUITE("reliability") {
     s.pp = 1;
     s.dp = 100000;
     s.zero = 0;
+    s.framework = Framework::fsdp;  // DDP, then FULL_SHARD
     s.global_batch = 100000;
     const Prediction ddp = predict(m, s, c);
     in_range(ddp);
@@ -207,7 +209,7 @@ TEST_SUITE("reliability") {
   }
 
   TEST_CASE("determinism: the same inputs give byte-identical predict and plan output, in every format") {
-    for (const char* command : {"predict --preset llama3-70b --gpus 64 --cluster dgx-h100 --tp 8 --pp 2",
+    for (const char* command : {"predict --preset llama3-70b --gpus 64 --cluster dgx-h100 --tp 8 --pp 2 --framework torchtitan",
                                 "predict --preset 8b --gpus 8 --tokens 2T --gpu-hour-price 2",
                                 "plan --preset 8b --gpus 8", "plan --preset llama3-70b --gpus 64 --cluster dgx-h100 --all"})
       for (const char* format : {"table", "json", "yaml", "csv", "markdown"}) {

@@ -193,7 +193,8 @@ TEST_SUITE("search") {
       CHECK(f.strategy.tp == 2);
       CHECK(f.strategy.zero == 3);
     }
-    // Fixing more: pp 2, micro-batch 2, full recomputation.
+    // Fixing more: pp 2 (under torchtitan, FSDP2's pipelining runtime), micro-batch 2, full recomputation.
+    space.base.framework = Framework::torchtitan;
     space.pp = 2;
     space.micro_batch = 2;
     space.recompute = Recompute::full;

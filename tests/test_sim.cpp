@@ -196,6 +196,7 @@ TEST_SUITE("sim") {
   TEST_CASE("the trace is Chrome trace event JSON with a track per stream and a memory counter") {
     namespace fs = std::filesystem;
     Strategy s = seed_fsdp();
+    s.framework = Framework::torchtitan;  // FSDP2 under a pipeline
     s.gpus = 16;
     s.pp = 2;
     s.tp = 2;

@@ -28,6 +28,8 @@ Strategy layout(int64_t tp, int64_t pp, int zero, int64_t hsdp = 0) {
   s.dp = 16 / (tp * pp);
   s.zero = zero;
   s.hsdp = hsdp;
+  // A runtime that runs the layout: Megatron-Core for ZeRO-1, torchtitan for FSDP under a pipeline.
+  s.framework = zero == 1 ? Framework::megatron : pp > 1 ? Framework::torchtitan : Framework::fsdp;
   s.micro_batch = 1;
   s.global_batch = 32;
   s.seq = 2048;
@@ -189,6 +191,10 @@ TEST_SUITE("sim rerank: extrapolated long steps") {
       s.gpus = k.gpus, s.tp = k.tp, s.pp = k.pp, s.vpp = k.vpp, s.dp = k.gpus / (k.tp * k.pp);
       s.zero = static_cast<int>(k.zero), s.micro_batch = k.micro_batch, s.global_batch = k.global_batch;
       s.seq = 2048, s.grad_sync = k.sync, s.sp = k.tp > 1;
+      // A runtime that runs the layout: Megatron-Core for ZeRO-0/1 under a pipeline, torchtitan for FSDP under one.
+      s.framework = k.zero <= 1 && (k.pp > 1 || k.zero == 1) ? Framework::megatron
+                    : k.pp > 1                               ? Framework::torchtitan
+                                                             : Framework::fsdp;
       s.recompute = k.tp > 1 ? Recompute::full : Recompute::none;
       if (k.vpp > 1) s.schedule = Schedule::interleaved;
       const ModelSpec m = presets().model(k.model);

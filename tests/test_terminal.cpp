@@ -243,7 +243,7 @@ TEST_SUITE("terminal") {
       for (const std::string& args : {std::string("plan --preset 8b --gpus 8 --tokens 2T"),
                                       std::string("predict --preset 8b --gpus 8 --cluster a800x8"),
                                       std::string("simulate --preset 8b --gpus 16 --cluster dgx-h100 --tp 2 --pp 2 "
-                                                  "--global-batch 32")}) {
+                                                  "--global-batch 32 --framework torchtitan")}) {
         CAPTURE(args);
         const std::string out = run_piped(fmt::format("COLUMNS={}", width), args);
         CHECK(widest_line(out) <= static_cast<size_t>(width));

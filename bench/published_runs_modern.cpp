@@ -1,0 +1,196 @@
+// The modern published-run set (bench/data/published_runs_modern.csv; columns and sources in bench/data/README.md):
+// rows that name their model and cluster presets, their runtime, schedule, precision and metric, and what they need
+// that shardplan does not model. A row is predicted only from those presets and its published layout.
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "bench/published_runs.hpp"
+
+namespace shardplan::validation {
+
+namespace {
+
+// Columns every modern row has (bench/data/README.md); the first 22 are the shared set's.
+constexpr const char* kColumns[] = {"source", "model",  "params",    "layers",   "hidden", "heads",  "kv_heads", "ffn",
+                                    "vocab",  "seq",    "gpu",       "n_gpus",   "TP",     "PP",     "DP",       "CP_SP",
+                                    "zero_fsdp", "recompute", "mbs", "gbs",      "measured", "notes", "framework", "vpp",
+                                    "precision", "metric", "preset", "cluster", "options", "needs",  "reference"};
+
+struct ModernRow {
+  const std::map<std::string, size_t>* index;
+  std::vector<std::string> f;
+  int line = 0;
+  const std::string& at(const char* column) const { return f[index->at(column)]; }
+  bool unpublished(const char* column) const { return at(column) == "?"; }
+  int64_t num(const char* column) const {
+    const double v = first_number(at(column));
+    if (std::isnan(v)) throw std::runtime_error(fmt::format("line {}: column {} is not a number: '{}'", line, column, at(column)));
+    return static_cast<int64_t>(v);
+  }
+  std::string where() const { return fmt::format("{} {} ({} GPUs)", at("source"), at("model"), at("n_gpus")); }
+};
+
+// options: "zero=3;hsdp=8;sp=1;flash=1;overlap_grad_reduce=1" (bench/data/README.md).
+std::map<std::string, std::string> parse_options(const ModernRow& r) {
+  std::map<std::string, std::string> out;
+  for (const std::string& kv : split_fields(r.at("options"), ';')) {
+    const size_t eq = kv.find('=');
+    if (eq == std::string::npos) throw std::runtime_error(fmt::format("line {}: option '{}' is not key=value", r.line, kv));
+    out[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  if (!out.count("zero")) throw std::runtime_error(fmt::format("line {}: options need zero=N", r.line));
+  return out;
+}
+
+// What a `needs` token stands for, as the bench reports it.
+std::string need_reason(const std::string& token) {
+  static const std::map<std::string, std::string> reasons = {
+      {"cp", "needs --cp (context parallelism)"},
+      {"fp8", "needs --fp8 (FP8 GEMMs)"},
+      {"compile", "needs --compile (torch.compile)"},
+      {"async-tp", "needs async tensor parallelism"},
+      {"moe", "needs MoE"},
+      {"b200", "no B200 preset"},
+      {"block-ac", "needs activation checkpointing of every k-th block (k not published)"},
+      {"unverified", "measurement read in a secondary source only"}};
+  const auto it = reasons.find(token);
+  return it == reasons.end() ? "needs " + token : it->second;
+}
+
+// The runtime the row ran, as a --framework value this build prices. fsdp1 and torchtitan are priced as fsdp
+// (FSDP2's traits) until their own traits are in planner/framework.cpp; the row says so in its assumptions.
+Framework framework_for_family(const std::string& family) {
+  if (const auto f = parse_framework(family); f && *f != Framework::reference) return *f;
+  throw std::runtime_error("unknown framework family '" + family + "' (fsdp, fsdp1, torchtitan, deepspeed, megatron)");
+}
+
+Metric parse_metric(const ModernRow& r) {
+  const std::string& m = r.at("metric");
+  if (m == "tokens_per_gpu") return Metric::tokens_per_gpu;
+  if (m == "iteration_s") return Metric::iteration_s;
+  if (m == "mcore_model_tflops") return Metric::mcore_model_tflops;
+  if (m == "hardware_tflops") return Metric::hardware_tflops;
+  throw std::runtime_error(fmt::format("line {}: unknown metric '{}'", r.line, m));
+}
+
+double measured_of(const ModernRow& r, Metric metric) {
+  const std::string& m = r.at("measured");
+  const size_t iter = m.find("iter");
+  return first_number(metric == Metric::iteration_s && iter != std::string::npos ? m.substr(iter) : m);
+}
+
+// The row's architecture columns against its preset: a mismatch is a data error, not something to predict around.
+void check_architecture(const ModernRow& r, const ModelSpec& m) {
+  const int64_t hidden = r.num("hidden");
+  const int64_t ffn = r.at("ffn") == "4h" ? 4 * hidden : r.num("ffn");
+  const bool same = m.layers == r.num("layers") && m.hidden == hidden && m.heads == r.num("heads") &&
+                    m.kv_heads == r.num("kv_heads") && m.ffn_hidden == ffn &&
+                    (m.vocab == r.num("vocab") || model_padded_vocab(m) == r.num("vocab"));
+  if (!same) throw std::runtime_error(fmt::format("line {}: {} does not have the architecture of preset {}", r.line, r.where(), m.name));
+}
+
+Recompute recompute_of(const ModernRow& r, std::vector<std::string>& assumptions) {
+  const std::string& v = r.at("recompute");
+  if (v == "full") return Recompute::full;
+  if (v == "selective") return Recompute::selective;
+  if (v == "none") return Recompute::none;
+  if (v == "?") {
+    assumptions.push_back("recompute not published: none");
+    return Recompute::none;
+  }
+  throw std::runtime_error(fmt::format("line {}: recompute '{}' (none, selective, full, ?)", r.line, v));
+}
+
+Strategy strategy_of(const ModernRow& r, const std::map<std::string, std::string>& opt, std::vector<std::string>& assumptions) {
+  Strategy s;
+  s.gpus = r.num("n_gpus");
+  s.tp = r.num("TP");
+  s.pp = r.num("PP");
+  s.dp = r.num("DP");
+  s.zero = static_cast<int>(std::stol(opt.at("zero")));
+  if (opt.count("hsdp")) s.hsdp = std::stol(opt.at("hsdp"));
+  s.sp = s.tp > 1 && opt.count("sp") && opt.at("sp") == "1";
+  s.flash_attn = !opt.count("flash") || opt.at("flash") == "1";
+  if (opt.count("overlap_grad_reduce")) s.overlap_grad_reduce = opt.at("overlap_grad_reduce") == "1";
+  if (opt.count("overlap_param_gather")) s.overlap_param_gather = opt.at("overlap_param_gather") == "1";
+  if (opt.count("tp_comm_overlap")) s.tp_comm_overlap = opt.at("tp_comm_overlap") == "1";
+  s.recompute = recompute_of(r, assumptions);
+  s.micro_batch = r.unpublished("mbs") ? 1 : r.num("mbs");
+  if (r.unpublished("mbs")) assumptions.push_back("micro-batch not published: 1");
+  s.global_batch = r.num("gbs");
+  s.seq = r.num("seq");
+  s.vpp = r.unpublished("vpp") ? 1 : r.num("vpp");
+  if (r.unpublished("vpp") && s.pp > 1) assumptions.push_back("schedule not published: 1F1B");
+  if (s.vpp > 1) s.schedule = Schedule::interleaved;
+  const std::optional<Precision> precision = parse_precision(r.at("precision"));
+  if (!precision) throw std::runtime_error(fmt::format("line {}: precision '{}' is not a --precision value", r.line, r.at("precision")));
+  s.precision = *precision;
+  s.framework = framework_for_family(r.at("framework"));
+  return s;
+}
+
+}  // namespace
+
+PublishedRuns load_modern_runs(const std::string& csv_path, const PresetStore& store) {
+  std::ifstream in(csv_path);
+  if (!in) throw std::runtime_error("cannot read " + csv_path + " (give the path to published_runs_modern.csv)");
+  std::string line;
+  std::getline(in, line);
+  std::map<std::string, size_t> index;
+  const std::vector<std::string> header = split_fields(line, ',');
+  for (size_t i = 0; i < header.size(); ++i) index[header[i]] = i;
+  for (const char* c : kColumns)
+    if (!index.count(c)) throw std::runtime_error(fmt::format("{}: no column '{}' (bench/data/README.md)", csv_path, c));
+  PublishedRuns out;
+  int line_no = 1;
+  while (std::getline(in, line)) {
+    ++line_no;
+    if (line.empty()) continue;
+    ModernRow r{&index, split_fields(line, ','), line_no};
+    if (r.f.size() != header.size())
+      throw std::runtime_error(fmt::format("{}:{}: {} fields, the header has {}", csv_path, line_no, r.f.size(), header.size()));
+    // The model preset resolves for every row that names one, skipped or not, so that tests can check it.
+    const PresetEntry* model_entry = store.find(PresetKind::model, r.at("preset"));
+    std::optional<ModelSpec> model;
+    if (model_entry) {
+      model = store.model(r.at("preset"));
+      check_architecture(r, *model);
+      if (!r.unpublished("seq")) model->seq = r.num("seq");  // learned position tables are max_seq_len long
+      out.presets.push_back({r.at("source"), r.at("model"), *model, parse_param_count(r.at("params")), r.at("params")});
+    }
+    std::string reasons;
+    if (r.at("needs") != "-")
+      for (const std::string& token : split_fields(r.at("needs"), ';')) reasons += (reasons.empty() ? "" : "; ") + need_reason(token);
+    if (reasons.empty() && !model) reasons = "no preset with its architecture";
+    if (reasons.empty() && !store.find(PresetKind::cluster, r.at("cluster"))) reasons = "no cluster preset '" + r.at("cluster") + "'";
+    const std::string cp = r.at("CP_SP");
+    if (cp.rfind("CP", 0) == 0 && first_number(cp) > 1 && reasons.find("--cp") == std::string::npos)
+      throw std::runtime_error(fmt::format("line {}: {} runs context parallelism but its needs lack cp", line_no, r.where()));
+    if (!reasons.empty()) {
+      out.skipped.push_back(fmt::format("{}: {}", r.where(), reasons));
+      continue;
+    }
+    PublishedRun run;
+    run.source = r.at("source");
+    run.label = r.at("model");
+    run.model = *model;
+    run.cluster = store.cluster(r.at("cluster"));
+    run.strategy = strategy_of(r, parse_options(r), run.assumptions);
+    run.metric = parse_metric(r);
+    run.measured = measured_of(r, run.metric);
+    run.family = r.at("framework");
+    run.generation = gpu_generation(run.cluster.gpu);
+    run.modern = true;
+    run.stated_params = parse_param_count(r.at("params"));
+    run.reference = r.at("reference");
+    out.runs.push_back(std::move(run));
+  }
+  return out;
+}
+
+}  // namespace shardplan::validation

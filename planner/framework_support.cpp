@@ -1,0 +1,154 @@
+// What each runtime runs, read in its source (the refusal texts name the file and function). shardplan only
+// prices what the runtime would start: a layout outside this table is refused, never approximated.
+#include "planner/framework_support.hpp"
+
+#include <fmt/format.h>
+
+namespace shardplan {
+
+namespace {
+
+constexpr SmallSet kAllZero = bit(0) | bit(1) | bit(2) | bit(3);
+constexpr SmallSet kNoZero1 = bit(0) | bit(2) | bit(3);
+
+// PyTorch FSDP2 (`fully_shard`), the plain loop `plan --emit` writes (train_fsdp2.py).
+constexpr FrameworkSupport kFsdp2{
+    kNoZero1,
+    "FSDP2 has no optimizer-only sharding: fully_shard shards parameters, gradients and optimizer states together, "
+    "and reshard_after_forward=False is its ZeRO-2 (torch/distributed/fsdp/_fully_shard/_fully_shard.py fully_shard); "
+    "use --zero 2, or --framework deepspeed|megatron for ZeRO-1",
+    bit(2) | bit(3),
+    "FSDP2 shards within groups on a 2-D (replicate, shard) device mesh for ZeRO-2/3 only (fully_shard's mesh "
+    "argument); use --zero 2 or 3 with --hsdp",
+    true, "",
+    false, 0, 0,
+    "plain FSDP2 has no pipeline schedule (train_fsdp2.py stops at pp > 1); FSDP2 under torch.distributed.pipelining "
+    "is torchtitan's: use --framework torchtitan, or megatron/deepspeed",
+    false, 0,
+    "FSDP2's CPUOffloadPolicy moves parameters and gradients to the host as well (torch/distributed/fsdp/"
+    "_fully_shard/_fsdp_api.py), not only the optimizer as ZeRO-Offload does; use --framework deepspeed (or megatron "
+    "--zero 1) for --offload-optimizer"};
+
+// PyTorch FSDP1 (`FullyShardedDataParallel`, one FlatParameter per wrapped unit).
+constexpr FrameworkSupport kFsdp1{
+    kNoZero1,
+    "FSDP1's ShardingStrategy has NO_SHARD, SHARD_GRAD_OP and FULL_SHARD, no optimizer-only sharding "
+    "(torch/distributed/fsdp/api.py ShardingStrategy); use --zero 2, or --framework deepspeed|megatron for ZeRO-1",
+    bit(2) | bit(3),
+    "FSDP1 hybrid sharding is HYBRID_SHARD (ZeRO-3) or _HYBRID_SHARD_ZERO2 (torch/distributed/fsdp/api.py "
+    "ShardingStrategy); use --zero 2 or 3 with --hsdp",
+    true, "",
+    false, 0, 0,
+    "FSDP1 has no pipeline schedule of its own; use --framework torchtitan (FSDP2 under torch.distributed.pipelining), "
+    "megatron or deepspeed for pipeline parallelism",
+    false, 0,
+    "FSDP1's CPUOffload(offload_params=True) moves parameters and gradients to the host as well "
+    "(torch/distributed/fsdp/api.py CPUOffload); use --framework deepspeed for --offload-optimizer"};
+
+// torchtitan: FSDP2 (dp_shard), DDP via replicate (dp_replicate), DTensor TP, torch.distributed.pipelining.
+constexpr FrameworkSupport kTorchtitan{
+    kNoZero1,
+    "torchtitan shards with FSDP2, which has no optimizer-only sharding; its fsdp_reshard_after_forward \"never\" is "
+    "ZeRO-2 (torchtitan/config/configs.py ParallelismConfig); use --zero 2 or 3, or 0 (data_parallel_replicate only)",
+    bit(2) | bit(3),
+    "torchtitan's HSDP is data_parallel_replicate_degree × data_parallel_shard_degree over FSDP2, ZeRO-2/3 only; use "
+    "--zero 2 or 3 with --hsdp",
+    true, "",
+    true, kNoZero1, bit(Schedule::one_f_one_b) | bit(Schedule::interleaved) | bit(Schedule::gpipe),
+    "torchtitan's pipeline_parallel_schedule names torch.distributed.pipelining's schedules (1F1B, Interleaved1F1B, "
+    "GPipe, ...) over FSDP2, which has no ZeRO-1",
+    false, 0,
+    "torchtitan's cpu_offload is FSDP2's CPUOffloadPolicy, which moves parameters and gradients too "
+    "(torchtitan/distributed/fsdp.py apply_fsdp_to_decoder); use --framework deepspeed for --offload-optimizer"};
+
+// DeepSpeed: ZeRO engine (runtime/zero/), pipeline engine (runtime/pipe/), TP through Megatron-DeepSpeed.
+constexpr FrameworkSupport kDeepspeed{
+    kAllZero, "",
+    bit(3),
+    "DeepSpeed shards within groups only at ZeRO-3 (MiCS, zero_optimization.mics_shard_size: "
+    "deepspeed/runtime/zero/mics.py); use --zero 3 with --hsdp",
+    true, "",
+    true, bit(0) | bit(1), bit(Schedule::one_f_one_b),
+    "DeepSpeed's pipeline engine runs only TrainSchedule, a 1F1B schedule (deepspeed/runtime/pipe/schedule.py), and "
+    "asserts \"ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism\" (deepspeed/runtime/pipe/engine.py "
+    "PipelineEngine.__init__); use --zero 0 or 1 and --schedule 1f1b with --pp",
+    true, bit(1) | bit(2) | bit(3),
+    "zero_optimization.offload_optimizer is \"valid for ZeRO stage 1, 2, 3\" (DeepSpeed docs/_pages/config-json.md); "
+    "use --zero 1, 2 or 3"};
+
+// Megatron-Core: distributed optimizer (ZeRO-1), TP/SP, 1F1B and interleaved pipelines.
+constexpr FrameworkSupport kMegatron{
+    bit(0) | bit(1),
+    "Megatron-Core shards only optimizer states and main gradients (--use-distributed-optimizer, "
+    "megatron/core/optimizer/distrib_optimizer.py); use --zero 0 or 1, or --framework fsdp|deepspeed for ZeRO-2/3",
+    0,
+    "Megatron-Core's distributed optimizer is not hybrid-sharded in shardplan's sense (--hsdp needs ZeRO-2/3); drop "
+    "--hsdp",
+    true, "",
+    true, bit(0) | bit(1), bit(Schedule::one_f_one_b) | bit(Schedule::interleaved),
+    "Megatron-Core schedules are no-pipelining, 1F1B and interleaved 1F1B (megatron/core/pipeline_parallel/"
+    "schedules.py get_forward_backward_func): there is no GPipe; use --schedule 1f1b or interleaved",
+    true, bit(1),
+    "Megatron-Core offloads the distributed optimizer's states (--optimizer-cpu-offload, megatron/training/"
+    "arguments.py), so it needs --zero 1 (--use-distributed-optimizer)"};
+
+// shardplan's reference loop (reference/): data parallelism and ZeRO-0..3 on one process group.
+constexpr FrameworkSupport kReference{
+    kAllZero, "",
+    0, "the reference loop shards over all data-parallel ranks (reference/shard.cpp); drop --hsdp",
+    false,
+    "the reference loop is data-parallel only (reference/README.md); drop --tp/--sp or choose another --framework",
+    false, 0, 0,
+    "the reference loop is data-parallel only (reference/README.md); drop --pp or choose another --framework",
+    false, 0, "the reference loop keeps the optimizer on the device; drop --offload-optimizer"};
+
+std::string refusal(const Strategy& s, const char* what, const char* why) {
+  return fmt::format("--framework {} cannot run {}: {}", to_string(s.framework), what, why);
+}
+
+}  // namespace
+
+const FrameworkSupport& framework_support(Framework f) {
+  switch (f) {
+    case Framework::fsdp: return kFsdp2;
+    case Framework::fsdp1: return kFsdp1;
+    case Framework::torchtitan: return kTorchtitan;
+    case Framework::deepspeed: return kDeepspeed;
+    case Framework::megatron: return kMegatron;
+    case Framework::reference: return kReference;
+  }
+  return kFsdp2;
+}
+
+bool framework_runs(const Strategy& s) {
+  const FrameworkSupport& fs = framework_support(s.framework);
+  if (s.zero < 0 || s.zero > 3) return true;
+  if (!has(fs.zero_stages, s.zero)) return false;
+  if (s.hsdp > 0 && s.hsdp < s.dp && !has(fs.hsdp_zero_stages, s.zero)) return false;
+  if (s.tp > 1 && !fs.tensor_parallel) return false;
+  if (s.pp > 1 && (!fs.pipeline || !has(fs.pipeline_zero_stages, s.zero) || !has(fs.schedules, s.schedule)))
+    return false;
+  return !s.offload_optimizer || (fs.offload_optimizer && has(fs.offload_zero_stages, s.zero));
+}
+
+std::optional<std::string> framework_refusal(const Strategy& s) {
+  if (framework_runs(s)) return std::nullopt;
+  const FrameworkSupport& fs = framework_support(s.framework);
+  if (s.zero < 0 || s.zero > 3) return std::nullopt;  // validate_strategy names the bad value
+  if (!has(fs.zero_stages, s.zero)) return refusal(s, fmt::format("--zero {}", s.zero).c_str(), fs.zero_refusal);
+  if (s.hsdp > 0 && s.hsdp < s.dp && !has(fs.hsdp_zero_stages, s.zero))
+    return refusal(s, fmt::format("--hsdp with --zero {}", s.zero).c_str(), fs.hsdp_refusal);
+  if (s.tp > 1 && !fs.tensor_parallel) return refusal(s, "--tp > 1", fs.tp_refusal);
+  if (s.pp > 1) {
+    if (!fs.pipeline) return refusal(s, "--pp > 1", fs.pipeline_refusal);
+    if (!has(fs.pipeline_zero_stages, s.zero))
+      return refusal(s, fmt::format("--zero {} with --pp > 1", s.zero).c_str(), fs.pipeline_refusal);
+    if (!has(fs.schedules, s.schedule))
+      return refusal(s, fmt::format("--schedule {}", to_string(s.schedule)).c_str(), fs.pipeline_refusal);
+  }
+  if (s.offload_optimizer && (!fs.offload_optimizer || !has(fs.offload_zero_stages, s.zero)))
+    return refusal(s, fmt::format("--offload-optimizer with --zero {}", s.zero).c_str(), fs.offload_refusal);
+  return std::nullopt;
+}
+
+}  // namespace shardplan

@@ -1,0 +1,45 @@
+#pragma once
+// What each training runtime can run, as data: its ZeRO stages, hybrid sharding, tensor and sequence parallelism,
+// pipeline parallelism (which schedules, with which ZeRO stages) and optimizer offload. A strategy outside it is
+// refused with the runtime's own reason and where that reason is written (framework_support.cpp), so that `plan`
+// never offers, and `predict` never prices, a layout the chosen runtime would refuse.
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "planner/strategy.hpp"
+
+namespace shardplan {
+
+// A set of small integers (ZeRO stages 0..3, Schedule values) as bits.
+using SmallSet = uint32_t;
+constexpr SmallSet bit(int i) { return SmallSet{1} << i; }
+constexpr SmallSet bit(Schedule s) { return bit(static_cast<int>(s)); }
+constexpr bool has(SmallSet set, int i) { return (set & bit(i)) != 0; }
+constexpr bool has(SmallSet set, Schedule s) { return (set & bit(s)) != 0; }
+
+struct FrameworkSupport {
+  SmallSet zero_stages = 0;          // --zero values it runs
+  const char* zero_refusal = "";     // why a missing stage is missing, with its source
+  SmallSet hsdp_zero_stages = 0;     // ZeRO stages that can shard within groups (--hsdp)
+  const char* hsdp_refusal = "";
+  bool tensor_parallel = false;     // with or without sequence parallelism
+  const char* tp_refusal = "";
+  bool pipeline = false;
+  SmallSet pipeline_zero_stages = 0; // ZeRO stages it runs together with pp > 1
+  SmallSet schedules = 0;            // pipeline schedules it has
+  const char* pipeline_refusal = "";
+  bool offload_optimizer = false;
+  SmallSet offload_zero_stages = 0;
+  const char* offload_refusal = "";
+};
+
+const FrameworkSupport& framework_support(Framework f);
+
+// Why the strategy's runtime cannot run it (one line naming the flag, the runtime's reason and a way out), or
+// nothing when it can. Checks only what framework_support describes; validate_strategy checks the rest.
+std::optional<std::string> framework_refusal(const Strategy& s);
+// The same test without the message, allocation-free: for the search's inner loop.
+bool framework_runs(const Strategy& s);
+
+}  // namespace shardplan

@@ -1,0 +1,263 @@
+// What each runtime can run (planner/framework_support.cpp) and what each one does differently
+// (planner/framework.cpp): refused layouts are refused by predict and never offered by plan; each behaviour moves
+// the step the way its source says.
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "io/preset_store.hpp"
+#include "planner/error.hpp"
+#include "planner/framework.hpp"
+#include "planner/framework_support.hpp"
+#include "planner/partition.hpp"
+#include "planner/predict.hpp"
+#include "planner/search.hpp"
+#include "planner/step_time.hpp"
+#include "tests/cli_runner.hpp"
+
+using namespace shardplan;
+
+namespace {
+
+const PresetStore& presets() {
+  static const PresetStore store = PresetStore::builtin();
+  return store;
+}
+
+constexpr Framework kRuntimes[] = {Framework::fsdp, Framework::fsdp1, Framework::torchtitan, Framework::deepspeed,
+                                   Framework::megatron, Framework::reference};
+
+Strategy layout(Framework fw, int64_t gpus, int64_t tp, int64_t pp, int zero, int64_t global_batch) {
+  Strategy s;
+  s.framework = fw;
+  s.gpus = gpus;
+  s.tp = tp;
+  s.pp = pp;
+  s.dp = gpus / (tp * pp);
+  s.zero = zero;
+  s.micro_batch = 1;
+  s.global_batch = global_batch;
+  s.seq = 2048;
+  s.sp = tp > 1;
+  s.precision = fw == Framework::megatron ? Precision::megatron_bf16 : Precision::amp_bf16;
+  return s;
+}
+
+}  // namespace
+
+TEST_SUITE("framework support") {
+  TEST_CASE("names: fsdp2 is fsdp; every runtime parses and prints") {
+    CHECK(parse_framework("fsdp2") == Framework::fsdp);
+    CHECK(parse_framework("fsdp") == Framework::fsdp);
+    CHECK(std::string(to_string(Framework::fsdp)) == "fsdp");
+    for (Framework f : kRuntimes) CHECK(parse_framework(to_string(f)) == f);
+    CHECK_FALSE(parse_framework("fsdp3"));
+  }
+
+  TEST_CASE("each runtime refuses what its source says it cannot run, and runs the rest") {
+    const ModelSpec m = presets().model("llama3-8b");
+    const ClusterSpec c = presets().cluster("dgx-h100");
+    auto refused = [&](const Strategy& s) { return framework_refusal(s).has_value(); };
+    // FSDP (both APIs) and torchtitan: no ZeRO-1.
+    for (Framework f : {Framework::fsdp, Framework::fsdp1, Framework::torchtitan}) {
+      CAPTURE(std::string(to_string(f)));
+      CHECK(refused(layout(f, 16, 1, 1, 1, 16)));
+      CHECK_FALSE(refused(layout(f, 16, 1, 1, 0, 16)));
+      CHECK_FALSE(refused(layout(f, 16, 2, 1, 3, 16)));
+    }
+    // Pipelines: not plain FSDP; torchtitan with FSDP; DeepSpeed's pipe only with ZeRO-0/1 and 1F1B; Megatron 1F1B
+    // and interleaved, no GPipe.
+    CHECK(refused(layout(Framework::fsdp, 16, 1, 2, 3, 16)));
+    CHECK(refused(layout(Framework::fsdp1, 16, 1, 2, 3, 16)));
+    CHECK_FALSE(refused(layout(Framework::torchtitan, 16, 1, 2, 3, 16)));
+    CHECK(refused(layout(Framework::deepspeed, 16, 1, 2, 2, 16)));
+    CHECK(refused(layout(Framework::deepspeed, 16, 1, 2, 3, 16)));
+    CHECK_FALSE(refused(layout(Framework::deepspeed, 16, 4, 2, 1, 16)));  // BLOOM's TP4 PP12 DP8 ZeRO-1, smaller
+    Strategy ds_interleaved = layout(Framework::deepspeed, 16, 1, 2, 1, 16);
+    ds_interleaved.vpp = 2;
+    ds_interleaved.schedule = Schedule::interleaved;
+    CHECK(refused(ds_interleaved));
+    Strategy mg_gpipe = layout(Framework::megatron, 16, 1, 2, 1, 16);
+    mg_gpipe.schedule = Schedule::gpipe;
+    CHECK(refused(mg_gpipe));
+    Strategy mg_interleaved = layout(Framework::megatron, 16, 1, 2, 1, 16);
+    mg_interleaved.vpp = 2;
+    mg_interleaved.schedule = Schedule::interleaved;
+    CHECK_FALSE(refused(mg_interleaved));
+    CHECK(refused(layout(Framework::megatron, 16, 1, 1, 2, 16)));
+    // HSDP: FSDP at ZeRO-2/3; DeepSpeed only at ZeRO-3 (MiCS); not Megatron.
+    Strategy hsdp = layout(Framework::deepspeed, 16, 1, 1, 2, 16);
+    hsdp.hsdp = 8;
+    CHECK(refused(hsdp));
+    hsdp.zero = 3;
+    CHECK_FALSE(refused(hsdp));
+    hsdp.framework = Framework::fsdp;
+    hsdp.zero = 2;
+    CHECK_FALSE(refused(hsdp));
+    // Offload: DeepSpeed (ZeRO-1..3) and Megatron (distributed optimizer); FSDP's CPU offload moves parameters too.
+    Strategy off = layout(Framework::deepspeed, 16, 1, 1, 2, 16);
+    off.offload_optimizer = true;
+    CHECK_FALSE(refused(off));
+    off.framework = Framework::fsdp;
+    CHECK(refused(off));
+    off.framework = Framework::megatron;
+    off.zero = 1;
+    off.precision = Precision::megatron_bf16;
+    CHECK_FALSE(refused(off));
+    // The reference loop is data-parallel only.
+    CHECK(refused(layout(Framework::reference, 16, 2, 1, 3, 16)));
+    CHECK_FALSE(refused(layout(Framework::reference, 16, 1, 1, 1, 16)));
+    // predict refuses with the same reason (an InputError), and framework_runs agrees with framework_refusal.
+    CHECK_THROWS_AS(predict(m, layout(Framework::fsdp, 16, 1, 2, 3, 16), c), InputError);
+    for (Framework f : kRuntimes)
+      for (int zero = 0; zero <= 3; ++zero)
+        for (int64_t pp : {1, 2})
+          for (int64_t tp : {1, 2}) {
+            const Strategy s = layout(f, 16, tp, pp, zero, 16);
+            CHECK(framework_runs(s) == !framework_refusal(s).has_value());
+          }
+  }
+
+  TEST_CASE("plan never ranks or recommends a layout its framework cannot run") {
+    const ModelSpec m = presets().model("llama3-70b");
+    const ClusterSpec c = presets().cluster("dgx-h100");
+    for (Framework f : kRuntimes) {
+      CAPTURE(std::string(to_string(f)));
+      SearchSpace sp;
+      sp.base = layout(f, 64, 1, 1, 3, 256);
+      sp.base.sp = false;
+      sp.offload_optimizer = true;
+      const SearchResult r = search_strategies(m, c, sp, 200);
+      for (const Candidate& cand : r.ranked) CHECK(framework_runs(cand.strategy));
+      for (const Candidate& cand : r.tight) CHECK(framework_runs(cand.strategy));
+      for (const Candidate& cand : r.families) CHECK(framework_runs(cand.strategy));
+      if (r.recommended) CHECK(framework_runs(r.recommended->strategy));
+      const FrameworkSupport& fs = framework_support(f);
+      // What it leaves out is said: a missing ZeRO-1 or pipeline appears in not_run.
+      bool says_zero1 = false, says_pipeline = false;
+      for (const NotRun& n : r.not_run) {
+        says_zero1 |= n.what == "ZeRO-1";
+        says_pipeline |= n.what == "pipeline parallelism";
+        CHECK_FALSE(n.reason.empty());
+      }
+      CHECK(says_zero1 == !has(fs.zero_stages, 1));
+      CHECK(says_pipeline == !fs.pipeline);
+    }
+    // A fixed dimension the framework refuses is refused up front, with its reason.
+    SearchSpace fixed;
+    fixed.base = layout(Framework::fsdp, 64, 1, 1, 3, 256);
+    fixed.zero = 1;
+    CHECK_THROWS_WITH_AS(search_strategies(m, c, fixed, 10), doctest::Contains("no optimizer-only sharding"), InputError);
+    fixed.zero.reset();
+    fixed.pp = 4;
+    CHECK_THROWS_WITH_AS(search_strategies(m, c, fixed, 10), doctest::Contains("torchtitan"), InputError);
+  }
+
+  TEST_CASE("bad combinations are one error line and exit 2") {
+    using test::is_one_error_line;
+    using test::run_cli;
+    for (const char* args : {"predict --preset 8b --gpus 8 --zero 1",
+                             "predict --preset 8b --gpus 16 --cluster dgx-h100 --pp 2",
+                             "predict --preset 8b --gpus 16 --cluster dgx-h100 --pp 2 --zero 2 --framework deepspeed",
+                             "predict --preset 8b --gpus 16 --cluster dgx-h100 --pp 2 --vpp 2 --framework deepspeed --zero 1",
+                             "predict --preset 8b --gpus 16 --cluster dgx-h100 --pp 2 --schedule gpipe --framework megatron",
+                             "predict --preset 8b --gpus 8 --framework megatron --zero 3",
+                             "predict --preset 8b --gpus 8 --offload-optimizer --zero 3",
+                             "predict --preset 8b --gpus 8 --framework fsdp3",
+                             "predict --preset 8b --gpus 8 --tp 2 --tp-comm-overlap --framework megatron",
+                             "plan --preset 8b --gpus 8 --zero 1", "plan --preset 8b --gpus 16 --pp 2 --framework fsdp1"}) {
+      CAPTURE(args);
+      const auto r = run_cli(args);
+      CHECK(r.exit_code == 2);
+      CHECK(is_one_error_line(r));
+    }
+    const auto ok = run_cli("predict --preset 8b --gpus 16 --cluster dgx-h100 --pp 2 --framework torchtitan");
+    CHECK(ok.exit_code == 0);
+  }
+}
+
+TEST_SUITE("framework behaviours") {
+  TEST_CASE("DeepSpeed's pipeline reduces gradients once per batch, after its last backward") {
+    // BLOOM-176B's layout scaled down: llama3-8b, TP 2 PP 4 DP 2 ZeRO-1, 32 micro-batches. Once per batch, the data-
+    // parallel total is one step's worth whatever the accumulation; reducing every micro-batch would be 32×.
+    const ModelSpec m = presets().model("llama3-8b");
+    const ClusterSpec c = presets().cluster("dgx-a100-80g");
+    Strategy s = layout(Framework::deepspeed, 16, 2, 4, 1, 64);
+    validate_strategy(s, m, c);
+    CHECK(effective_grad_sync(s) == GradSync::per_step);
+    const StepTime once = estimate_step_time(m, s, c);
+    s.grad_sync = GradSync::per_micro;
+    const StepTime every = estimate_step_time(m, s, c);
+    // Once per batch: the gradient reduce-scatter of one step plus the parameter all-gather; every micro-batch: 32
+    // reduce-scatters and the same gather.
+    CHECK(every.dp_comm_total_s > 10 * once.dp_comm_total_s);
+    // Not overlapped (ReduceGrads after the last backward): exposed whole.
+    CHECK(once.exposed_dp_s == doctest::Approx(once.dp_comm_total_s).epsilon(1e-9));
+    // DeepSpeed's ZeRO-2 without a pipeline reduces every micro-batch; ZeRO-1 at the boundary only.
+    CHECK(effective_grad_sync(layout(Framework::deepspeed, 16, 1, 1, 2, 64)) == GradSync::per_micro);
+    CHECK(effective_grad_sync(layout(Framework::deepspeed, 16, 1, 1, 1, 64)) == GradSync::per_step);
+  }
+
+  TEST_CASE("torchtitan under PP gathers each unit once per step and keeps the stage's parameters") {
+    const ModelSpec m = presets().model("llama3-8b");
+    const ClusterSpec c = presets().cluster("dgx-h100");
+    const Strategy tt = layout(Framework::torchtitan, 32, 1, 4, 3, 64);  // dp 8, 8 micro-batches
+    validate_strategy(tt, m, c);
+    const Prediction p = predict(m, tt, c);
+    // The stage's parameters stay gathered (2 B each), and its gradients stay unsharded until the last backward.
+    const StageParams st = stage_params(m, tt, 0);
+    bool kept = false;
+    for (const MemoryItem& it : p.memory.stages[0].items)
+      if (it.what.find("kept from the first forward") != std::string::npos) {
+        kept = true;
+        CHECK(it.bytes == doctest::Approx(2.0 * static_cast<double>(st.total())));
+      }
+    CHECK(kept);
+    CHECK(effective_grad_sync(tt) == GradSync::per_step);
+    // The data-parallel total is one gather of every unit and one reduce-scatter: less than FSDP2's ZeRO-3 per
+    // micro-batch (2 gathers + 1 reduce-scatter per micro-batch) by far.
+    Strategy regather = tt;
+    regather.framework = Framework::fsdp;  // FSDP2's behaviour without torchtitan's PP policy (not runnable; priced)
+    const FrameworkTraits fsdp2 = framework_traits(Framework::fsdp);
+    const MicrobatchCosts costs = microbatch_costs(m, tt, c);
+    const StepTime t_tt = step_time_from_costs(m, tt, c, framework_traits(Framework::torchtitan), costs);
+    const StepTime t_fsdp = step_time_from_costs(m, regather, c, fsdp2, costs);
+    CHECK(t_tt.dp_comm_total_s < 0.25 * t_fsdp.dp_comm_total_s);
+  }
+
+  TEST_CASE("FSDP1 SHARD_GRAD_OP under no_sync gathers once; FSDP2 gathers every micro-batch and copies") {
+    const ModelSpec m = presets().model("llama3-8b");
+    const ClusterSpec c = presets().cluster("a800x8");
+    Strategy s = layout(Framework::fsdp1, 8, 1, 1, 2, 64);  // 8 micro-batches
+    s.grad_sync = GradSync::per_step;
+    const StepTime fsdp1 = estimate_step_time(m, s, c);
+    s.framework = Framework::fsdp;
+    const StepTime fsdp2 = estimate_step_time(m, s, c);
+    // FSDP2 gathers in all 8 forwards, FSDP1 in the first; both reduce-scatter fp32 gradients once. In bytes per
+    // parameter on the wire: FSDP2 8 · 2 + 4 = 20, FSDP1 2 + 4 = 6 (FSDP2's copy-in beside its reduce-scatter only
+    // adds to that).
+    CHECK(fsdp2.dp_comm_total_s / fsdp1.dp_comm_total_s > 0.9 * 20.0 / 6.0);
+    // FSDP2 pays the copy-out on the compute stream; FSDP1 does not.
+    CHECK(fsdp2.compute_s > fsdp1.compute_s);
+  }
+
+  TEST_CASE("Megatron-Core's overlaps hide what Megatron-LM of 2021 exposed") {
+    const ModelSpec m = presets().model("llama3-70b");
+    const ClusterSpec c = presets().cluster("dgx-h100");
+    Strategy s = layout(Framework::megatron, 256, 8, 4, 1, 128);  // dp 8, 16 micro-batches, SP
+    validate_strategy(s, m, c);
+    const StepTime today = estimate_step_time(m, s, c);
+    s.overlap_grad_reduce = s.overlap_param_gather = s.tp_comm_overlap = false;
+    const StepTime old = estimate_step_time(m, s, c);
+    CHECK(today.exposed_tp_s < 0.8 * old.exposed_tp_s);
+    CHECK(today.exposed_dp_s < old.exposed_dp_s);
+    CHECK(today.step_s < old.step_s);
+    // TP overlap needs sequence parallelism (Megatron-LM's check): without --sp nothing changes.
+    Strategy no_sp = layout(Framework::megatron, 256, 8, 4, 1, 128);
+    no_sp.sp = false;
+    Strategy no_sp_off = no_sp;
+    no_sp_off.tp_comm_overlap = false;
+    CHECK(estimate_step_time(m, no_sp, c).exposed_tp_s ==
+          doctest::Approx(estimate_step_time(m, no_sp_off, c).exposed_tp_s));
+  }
+}
