@@ -1,0 +1,327 @@
+#!/usr/bin/env python3
+"""Runs a table of FSDP2 memory cases (fsdp2_mem.py, one process each) and `shardplan predict` for the same
+configurations, and writes the Markdown comparison (reports/fsdp2-memory.md) and its data (JSON).
+
+  .venv-torch/bin/python bench/torch/compare.py --shardplan build/shardplan --out reports/fsdp2-memory.md
+
+Components are compared on common ground (README.md "Component mapping"): shardplan's buffers are split by their
+items into gathered parameters, unsharded gradients and optimizer temporaries; the tracker's categories are summed
+into the same groups. The shardplan figure compared is its peak less `runtime` and `fragmentation`, which the
+tracker cannot see (CUDA context, NCCL, cuBLAS workspace, allocator reserve).
+"""
+import argparse
+import datetime
+import json
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+GIB = 2**30
+KEEP_MARK = "<!-- findings: compare.py keeps everything below this line when it rewrites the file -->"
+
+
+def case(model, impl, ranks, zero, recompute, seq, mb=1):
+    return {"model": model, "impl": impl, "ranks": ranks, "zero": zero, "recompute": recompute, "seq": seq,
+            "micro_batch": mb}
+
+
+def default_cases():
+    cases = []
+    for model, ranks, impls in (("llama3-8b", 8, ("hf", "titan")), ("llama3-70b", 64, ("hf", "titan"))):
+        for impl in impls:
+            for seq in (2048, 8192):
+                for zero in (3, 2):
+                    for rc in ("none", "full"):
+                        cases.append(case(model, impl, ranks, zero, rc, seq))
+    for impl in ("hf", "titan"):
+        cases.append(case("llama3-8b", impl, 8, 3, "selective", 8192))
+        cases.append(case("llama3-8b", impl, 8, 3, "none", 2048, 2))
+        cases.append(case("llama3-8b", impl, 8, 3, "full", 2048, 2))
+    gpt = os.path.join(HERE, "gpt3-1.3b.yaml")
+    for zero in (3, 2):
+        for rc in ("none", "full"):
+            cases.append(case(gpt, "titan", 8, zero, rc, 2048))
+    cases.append(case(gpt, "titan", 8, 3, "none", 2048, 2))
+    return cases
+
+
+def quick_cases():
+    return [case("llama3-8b", "hf", 8, 3, "none", 2048), case("llama3-8b", "titan", 8, 2, "full", 2048)]
+
+
+def case_id(c) -> str:
+    m = os.path.splitext(os.path.basename(c["model"]))[0]
+    return f'{m}-{c["impl"]}-n{c["ranks"]}-z{c["zero"]}-{c["recompute"]}-s{c["seq"]}-b{c["micro_batch"]}'
+
+
+def model_flags(c):
+    return ["--model", c["model"]] if c["model"].endswith(".yaml") else ["--preset", c["model"]]
+
+
+def model_yaml(shardplan, c, tmp) -> str:
+    if c["model"].endswith(".yaml"):
+        return c["model"]
+    path = os.path.join(tmp, c["model"] + ".yaml")
+    if not os.path.exists(path):
+        text = subprocess.run([shardplan, "presets", "show", c["model"]], check=True, capture_output=True,
+                              text=True).stdout
+        with open(path, "w") as f:
+            f.write(text)
+    return path
+
+
+def predict_cmd(shardplan, c):
+    return [shardplan, "predict", *model_flags(c), "--framework", "fsdp", "--precision", "amp-bf16",
+            "--zero", str(c["zero"]), "--recompute", c["recompute"], "--gpus", str(c["ranks"]),
+            "--seq", str(c["seq"]), "--micro-batch", str(c["micro_batch"]),
+            "--global-batch", str(c["micro_batch"] * c["ranks"]), "--gpu", "h100-sxm", "--format", "json"]
+
+
+def measure(shardplan, c, tmp, results_dir, reuse, timeout):
+    out = os.path.join(results_dir, case_id(c) + ".json")
+    if reuse and os.path.exists(out):
+        with open(out) as f:
+            return json.load(f)
+    cmd = [sys.executable, os.path.join(HERE, "fsdp2_mem.py"), "--model-yaml", model_yaml(shardplan, c, tmp),
+           "--impl", c["impl"], "--ranks", str(c["ranks"]), "--zero", str(c["zero"]), "--recompute", c["recompute"],
+           "--seq", str(c["seq"]), "--micro-batch", str(c["micro_batch"]), "--out", out]
+    t0 = time.time()
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    if r.returncode != 0:
+        raise RuntimeError(f"{case_id(c)}: fsdp2_mem.py exited {r.returncode}: {r.stderr.strip()[-2000:]}")
+    print(f"  measured {case_id(c)} in {time.time() - t0:.0f} s", file=sys.stderr)
+    with open(out) as f:
+        return json.load(f)
+
+
+def predicted_groups(pred) -> dict:
+    """shardplan's components regrouped as the tracker sees them."""
+    comp = pred["memory"]["components"]
+    g = {"params": comp["params"], "grads": comp["grads"], "opt": comp["master"] + comp["optimizer"],
+         "act": comp["activations"], "logits": comp["logits"], "buffers": 0}
+    for item in pred["memory"].get("items", []):
+        if item["component"] != "buffers":
+            continue
+        what = item["what"]
+        if "gathered" in what:
+            g["params"] += item["bytes"]
+        elif "gradient" in what:
+            g["grads"] += item["bytes"]
+        elif "optimizer" in what:
+            g["opt"] += item["bytes"]
+        else:
+            g["buffers"] += item["bytes"]
+    g["total"] = pred["memory"]["peak_bytes"] - comp["runtime"] - comp["fragmentation"]
+    return g
+
+
+def measured_groups(breakdown, logits) -> dict:
+    b = breakdown
+    act = b.get("Activation", 0) + b.get("Temp", 0) + b.get("Inputs", 0) - logits
+    return {"params": b.get("Unsharded Param", 0) + b.get("All Gather", 0),
+            "grads": b.get("Sharded Grad", 0) + b.get("Unsharded Grad", 0) + b.get("Reduce Scatter", 0),
+            "opt": b.get("Sharded Param", 0) + b.get("OptState", 0), "act": act, "logits": logits,
+            "buffers": b.get("Buffer", 0), "total": b.get("Total", 0)}
+
+
+def describe(m) -> str:
+    """A moment in words: phase, the unit (block k / root) and what runs."""
+    if m is None:
+        return "-"
+    unit = m["unit"].rsplit(".", 1)[-1]
+    where = f"block {unit}" if unit.isdigit() else ("root" if m["unit"] != "-" else "-")
+    op = m["op"].replace("aten.", "").split(".default")[0]
+    if m["phase"] == "optimizer":
+        return f"optimizer step ({op})"
+    if m["logits"] > 0 and m["phase"] == "backward":
+        return f"cross-entropy backward ({op})"
+    if m["logits"] > 0:
+        return f"forward: lm_head + cross-entropy ({op})"
+    state = {"POST_BW": "post-backward", "PRE_BW": "pre-backward", "BW": "backward", "PRE_FW": "pre-forward",
+             "FW": "forward", "POST_FW": "post-forward"}.get(m["fsdp_state"], m["fsdp_state"])
+    rc = " (recompute)" if m.get("recompute") else ""
+    return f"{m['phase']}: {where} {state}{rc} ({op})"
+
+
+def gib(x) -> str:
+    return f"{x / GIB:.2f}"
+
+
+def cell(m, p) -> str:
+    """measured / predicted (difference in GiB, and in % where the measured part is at least 0.05 GiB)."""
+    d = f"{(p - m) / GIB:+.2f}"
+    if m >= 0.05 * GIB:
+        d += f", {100 * (p - m) / m:+.0f} %"
+    return f"{gib(m)} / {gib(p)} ({d})"
+
+
+def shardplan_block_bytes(pred, tokens):
+    """Saved activation bytes per token per block in shardplan's items ("L blocks × m micro-batches ...")."""
+    for item in pred["memory"].get("items", []):
+        what = item["what"]
+        if item["component"] == "activations" and " blocks × " in what and what.split()[0].isdigit():
+            in_flight = float(what.split(" × ")[1].split()[0])
+            return item["bytes"] / (int(what.split()[0]) * in_flight * tokens)
+    return 0.0
+
+
+def shardplan_logit_bytes(pred):
+    for item in pred["memory"].get("items", []):
+        if item["component"] == "logits" and "B/element" in item["what"]:
+            return float(item["what"].split("(")[1].split(" B/element")[0])
+    return 0.0
+
+
+def short(c) -> str:
+    m = os.path.splitext(os.path.basename(c["model"]))[0]
+    return f'{m} {c["impl"]} N={c["ranks"]} Z{c["zero"]} {c["recompute"]} s{c["seq"]} b{c["micro_batch"]}'
+
+
+def render(rows, argv, started, seconds) -> str:
+    lines = ["# FSDP2 memory: PyTorch's allocations against `shardplan predict`", "",
+             "Generated by `bench/torch/compare.py` (issue 15, item 1). Command:", "",
+             "```", " ".join(shlex.quote(a) for a in argv), "```", "",
+             "(from the repository root, after `scripts/torch-venv.sh`; each case's own command is "
+             "`bench/torch/fsdp2_mem.py` with the flags of its row, and `shardplan predict` as in the JSON beside "
+             "this file).", "",
+             f"Rendered {started} UTC; the cases took {seconds:.0f} s of harness time in all; torch {rows[0]['meas']['versions']['torch']}, transformers "
+             f"{rows[0]['meas']['versions']['transformers']}; one H100-SXM rank (`--gpu h100-sxm`). "
+             "Measured: step 2's peak of FSDPMemTracker over fake tensors (allocations rounded to 512 B as the "
+             "CUDA caching allocator does). Predicted: `shardplan predict` peak less `runtime` and "
+             "`fragmentation`. GiB = 2^30 bytes. `hf` = transformers LlamaForCausalLM (sdpa), `titan` = "
+             "torchtitan-style model (bench/torch/models.py). Error = (predicted − measured) / measured.", "",
+             "## Peaks", "",
+             "| case | measured GiB | moment of the measured peak | shardplan GiB (less runtime, frag.) | error % |",
+             "|---|---:|---|---:|---:|"]
+    errs = []
+    for r in rows:
+        m, p = r["mg"], r["pg"]
+        e = 100 * (p["total"] - m["total"]) / m["total"]
+        errs.append(e)
+        lines.append(f"| {short(r['case'])} | {gib(m['total'])} | {describe(r['meas']['peak']['moment'])} | "
+                     f"{gib(p['total'])} | {e:+.1f} |")
+    lines += ["", f"Error over {len(errs)} cases: mean {sum(errs) / len(errs):+.1f} %, range {min(errs):+.1f} … "
+              f"{max(errs):+.1f} %, mean |error| {sum(abs(e) for e in errs) / len(errs):.1f} %.", "",
+              "## Components at the measured peak (GiB, measured / predicted, error %)", "",
+              "params = gathered bf16 weights (Unsharded Param + All Gather; shardplan params + gathered-parameter "
+              "buffers); grads = Sharded + Unsharded Grad + Reduce Scatter (shardplan grads + gradient buffers); "
+              "opt = fp32 shards + Adam states (Sharded Param + OptState; shardplan master + optimizer + "
+              "optimizer temporaries); act = Activation + Temp + Inputs less logits; logits = tensors whose last "
+              "dimension is the vocabulary; buffers = module buffers (RoPE tables; shardplan's other buffers).", "",
+              "| case | params | grads | opt+master | act | logits | buffers |", "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        m, p = r["mg"], r["pg"]
+        cells = [cell(m[k], p[k]) for k in ("params", "grads", "opt", "act", "logits", "buffers")]
+        lines.append(f"| {short(r['case'])} | " + " | ".join(cells) + " |")
+    lines += ["", "## The largest moments of each case (step 2, GiB)", "",
+              "Each moment is the highest allocation while one FSDP unit's hook state lasts (README.md, "
+              "\"Moments\"); the three largest distinct ones.", "",
+              "act B/token/block: what one block keeps for backward (measured: median growth per block in "
+              "forward; shardplan: its per-block activation item); logit B/element: the most bytes per logit held "
+              "at once (measured) and shardplan's logits figure.", "",
+              "| case | 1st | 2nd | 3rd | act B/token/block (meas. / shardplan) | logit B/element (meas. / shardplan) |",
+              "|---|---|---|---|---:|---:|"]
+    for r in rows:
+        seen, top = set(), []
+        for mo in r["meas"]["moments"]:
+            d = describe(mo)
+            key = d.split(" (")[0]
+            if key in seen:
+                continue
+            seen.add(key)
+            top.append(f"{gib(mo['bytes'])} {d}")
+            if len(top) == 3:
+                break
+        dv = r["meas"]["derived"]
+        act = dv["activation_bytes_per_token_per_block"]
+        tokens = r["case"]["seq"] * r["case"]["micro_batch"]
+        lines.append(f"| {short(r['case'])} | " + " | ".join(top + [""] * (3 - len(top))) +
+                     f" | {act:.0f} / {shardplan_block_bytes(r['pred'], tokens):.0f} | "
+                     f"{dv['max_logit_bytes_per_element']:.1f} / {shardplan_logit_bytes(r['pred']):.1f} |")
+    lines += ["", "## Time per case (s, on the 2-core development machine)", "",
+              "| case | build | step 1 | step 2 | total |", "|---|---:|---:|---:|---:|"]
+    for r in rows:
+        s = r["meas"]["seconds"]
+        lines.append(f"| {short(r['case'])} | {s['build_s']} | {s['step1']} | {s['step2']} | {s['total_s']} |")
+    return "\n".join(lines) + "\n"
+
+
+def write_atomic(path, text):
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def find_shardplan():
+    for cand in ("build/shardplan", "build/cli/shardplan"):
+        p = os.path.join(ROOT, cand)
+        if os.access(p, os.X_OK):
+            return p
+    return None
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--shardplan", default=find_shardplan(), help="the shardplan binary (default build/shardplan)")
+    ap.add_argument("--cases", choices=["default", "quick"], default="default")
+    ap.add_argument("--only", default="", help="run only the cases whose id contains this text")
+    ap.add_argument("--results", help="folder for each case's JSON (default: a temporary folder)")
+    ap.add_argument("--reuse", action="store_true", help="use a case's JSON from --results when it is there")
+    ap.add_argument("--timeout", type=int, default=1800, help="seconds per case")
+    ap.add_argument("--out", help="Markdown report to write (findings below the keep mark are kept)")
+    ap.add_argument("--json", help="also write rows (case, measured, predicted) as JSON")
+    args = ap.parse_args(argv)
+    if not args.shardplan or not os.access(args.shardplan, os.X_OK):
+        print("error: --shardplan: no shardplan binary found; build it and pass its path", file=sys.stderr)
+        return 2
+    started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M")
+    cases = default_cases() if args.cases == "default" else quick_cases()
+    cases = [c for c in cases if args.only in case_id(c)]
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        results = args.results or tmp
+        os.makedirs(results, exist_ok=True)
+        for c in cases:
+            meas = measure(args.shardplan, c, tmp, results, args.reuse, args.timeout)
+            r = subprocess.run(predict_cmd(args.shardplan, c), capture_output=True, text=True, check=True)
+            pred = json.loads(r.stdout)
+            if pred["model"]["params"] != meas["model"]["params"]:
+                print(f"warning: {case_id(c)}: shardplan counts {pred['model']['params']} parameters, the built "
+                      f"model {meas['model']['params']}", file=sys.stderr)
+            peak = meas["peak"]
+            logits = peak["moment"]["logits"] if peak["moment"] else 0
+            rows.append({"case": c, "meas": meas, "pred": pred, "mg": measured_groups(peak["breakdown"], logits),
+                         "pg": predicted_groups(pred), "predict_command": predict_cmd("shardplan", c)})
+    if not rows:
+        print("error: --only: no case matches", file=sys.stderr)
+        return 2
+    python = os.path.relpath(sys.executable, ROOT) if sys.executable.startswith(ROOT) else sys.executable
+    text = render(rows, [python, "bench/torch/compare.py"] + (argv if argv is not None else sys.argv[1:]), started,
+                  sum(r["meas"]["seconds"]["total_s"] for r in rows))
+    if args.out:
+        kept = ""
+        if os.path.exists(args.out):
+            with open(args.out) as f:
+                old = f.read()
+            if KEEP_MARK in old:
+                kept = old[old.index(KEEP_MARK) + len(KEEP_MARK):]
+        write_atomic(args.out, text + "\n" + KEEP_MARK + kept)
+    if args.json:
+        slim = [{"case": r["case"], "predict_command": r["predict_command"], "measured": r["mg"],
+                 "predicted": r["pg"], "peak_moment": r["meas"]["peak"]["moment"],
+                 "moments": r["meas"]["moments"][:8], "derived": r["meas"]["derived"],
+                 "checks": r["meas"]["checks"], "predicted_components": r["pred"]["memory"]["components"]}
+                for r in rows]
+        write_atomic(args.json, json.dumps(slim, indent=1) + "\n")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,481 @@
+#!/usr/bin/env python3
+"""One case of the FSDP2 memory cross-check (issue 15): what PyTorch allocates per rank, without a GPU.
+
+Builds the model on the meta device under FakeTensorMode, shards it with fully_shard over a fake process group of
+N ranks, and runs two training steps (forward, cross-entropy, backward, AdamW, zero_grad) under
+torch.distributed._tools.fsdp2_mem_tracker.FSDPMemTracker; step 2 is reported (step 1's lazy optimizer-state init
+under fake mode makes full-size DTensor temporaries that a real run does not). Prints one JSON object.
+
+  bench/torch/fsdp2_mem.py --model-yaml llama3-8b.yaml --impl hf --ranks 8 --zero 3 --recompute full --seq 8192
+
+The recipe follows torchtitan's memory estimator (scripts/estimate/estimation.py, removed upstream in 76d5c72;
+read at its parent) and torchtitan/distributed/fsdp.py apply_fsdp_to_decoder. README.md beside this file says
+where fake CPU tensors stand in for CUDA and how.
+"""
+import argparse
+import json
+import math
+import os
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+import torch.distributed._tools.mem_tracker as mem_tracker  # noqa: E402
+from torch._subclasses.fake_tensor import FakeTensorMode  # noqa: E402
+from torch.distributed._tools.common_utils import get_untyped_storages  # noqa: E402
+from torch.distributed._tools.fsdp2_mem_tracker import FSDPMemTracker, _FSDPRefType  # noqa: E402
+from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard  # noqa: E402
+from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
+from torch.testing._internal.distributed.fake_pg import FakeStore  # noqa: E402
+
+import models  # noqa: E402
+
+# CUDACachingAllocator round_size(): every block is a multiple of kMinBlockSize = 512 bytes. mem_tracker applies it
+# to cuda tensors only (_WeakRefInfo._calculate_mem_consumed); ours are fake cpu tensors standing in for cuda ones.
+ALLOC_ROUND = 512
+
+
+def round_alloc(nbytes: int) -> int:
+    return math.ceil(nbytes / ALLOC_ROUND) * ALLOC_ROUND
+
+
+def _rounded_mem_consumed(self) -> int:
+    return round_alloc(self.size * self.element_size)
+
+
+mem_tracker._WeakRefInfo._calculate_mem_consumed = _rounded_mem_consumed
+
+TOTAL = "Total"
+FLASH_OP = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default
+SOFTMAX_OP = torch.ops.aten._softmax.default
+
+
+class MomentTracker(FSDPMemTracker):
+    """FSDPMemTracker that also names the moment of every maximum: the training phase the loop is in, the
+    innermost FSDP unit and module running (forward, backward or recompute), FSDP's hook state and the op; and
+    keeps the bytes of tensors whose last dimension is the vocabulary (logits and their cross-entropy copies)."""
+
+    def __init__(self, mod, optm, vocab: int):
+        super().__init__(mod, optm)
+        self.phase = "setup"
+        self.vocab = vocab
+        self.logit_bytes = 0
+        self.moments = {}
+        self.peak_key = None
+        self.current_unit = "-"
+        self.units = set()  # FSDP units' ModTracker names, known after the first forward
+        self.in_post_backward = False  # inside a unit's FSDPParamGroup.post_backward
+        self.recomputing = False  # set by hooks on checkpointed blocks (mark_recompute)
+        self.flash_calls = self.flash_masked_calls = self.softmax_calls = 0
+        self.flash_kv_heads = set()  # (query heads, key heads) seen: GQA is native when they differ
+        self._func = None
+        self._max_total = 0
+
+    def begin_step(self) -> dict:
+        """Restarts the peak (the global one and each moment's) at the current allocation."""
+        self.reset_mod_stats()
+        snap = self.get_tracker_snapshot()
+        self._peak_mem_snap = snap
+        self._peak_mem = {dev: s[TOTAL] for dev, s in snap.items()}
+        self._max_total = max(self._peak_mem.values(), default=0)
+        self.moments, self.peak_key = {}, None
+        self.flash_calls = self.flash_masked_calls = self.softmax_calls = 0
+        self.units = {self._mod_tracker.get_known_fqn(m) for m in self._root_mod.modules() if isinstance(m, FSDPModule)}
+        self._hook_unsharded_grads()
+        return current_device_snapshot(self)
+
+    def _hook_unsharded_grads(self) -> None:
+        """FSDPMemTracker names a unit's weight gradients "Unsharded Grad" only at its post-backward; until then
+        they count as "Temp". A post-accumulate-grad hook on each unsharded parameter names them when autograd
+        writes them (the unsharded parameters persist across steps: FSDPParam.init_unsharded_param)."""
+        for m in self._root_mod.modules():
+            group = m._get_fsdp_state()._fsdp_param_group if isinstance(m, FSDPModule) else None
+            for fsdp_param in group.fsdp_params if group else []:
+                param = fsdp_param._unsharded_param
+                if not getattr(param, "_moment_tracker_hook", False):
+                    param.register_post_accumulate_grad_hook(self._name_unsharded_grad)
+                    param._moment_tracker_hook = True
+
+    def _name_unsharded_grad(self, param) -> None:
+        if param.grad is not None:
+            self._update_and_maybe_create_winfos(param.grad, _FSDPRefType.UNSHARDED_GRAD)
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self._func = func
+        if func is FLASH_OP:
+            # (query [B, H, S, hd], key [B, Hkv, S, hd], value, dropout_p, is_causal, attn_mask, scale)
+            self.flash_calls += 1
+            q, k = args[0], args[1]
+            mask = args[5] if len(args) > 5 else (kwargs or {}).get("attn_mask")
+            self.flash_masked_calls += mask is not None
+            self.flash_kv_heads.add((q.shape[1], k.shape[1]))
+        elif func is SOFTMAX_OP:
+            self.softmax_calls += 1
+        return super().__torch_dispatch__(func, types, args, kwargs)
+
+    def _track(self, reftype, t):
+        if self.in_post_backward and reftype in (_FSDPRefType.TEMP, _FSDPRefType.ACT):
+            # foreach_reduce allocates the reduce-scatter input (and output) before the collective that the
+            # tracker keys "Reduce Scatter" on: name them at allocation so a peak inside shows them as such
+            reftype = _FSDPRefType.REDUCE_SCATTER
+        new = [st for st in get_untyped_storages(t) if st not in self._WINFO]
+        super()._track(reftype, t)
+        if new and t.dim() >= 2 and t.shape[-1] == self.vocab:
+            for st in new:
+                winfo = self._WINFO[st][0]
+                winfo.is_logits = True
+                self.logit_bytes += winfo.mem_consumed
+
+    def _delete_callback(self, winfo, w_st):
+        if getattr(winfo, "is_logits", False):
+            self.logit_bytes -= winfo.mem_consumed
+        super()._delete_callback(winfo, w_st)
+
+    # The unit of the moment: the FSDP unit whose hook (pre/post forward, pre/post backward) ran last.
+    def _naming(self, fsdp_mod, inner, recompute_ends=False):
+        def wrapped(*args, **kwargs):
+            self.current_unit = self._mod_tracker.get_known_fqn(fsdp_mod) or "-"
+            if recompute_ends:  # a recomputation never spans a unit's backward hooks
+                self.recomputing = False
+            return inner(*args, **kwargs)
+        return wrapped
+
+    def _fsdp_state_pre_forward(self, fsdp_mod, orig):
+        return self._naming(fsdp_mod, super()._fsdp_state_pre_forward(fsdp_mod, orig))
+
+    def _fsdp_state_post_forward(self, fsdp_mod, orig):
+        return self._naming(fsdp_mod, super()._fsdp_state_post_forward(fsdp_mod, orig))
+
+    def _fsdp_param_group_pre_backward(self, fsdp_mod, orig):
+        return self._naming(fsdp_mod, super()._fsdp_param_group_pre_backward(fsdp_mod, orig), recompute_ends=True)
+
+    def _fsdp_param_group_post_backward(self, fsdp_mod, orig):
+        inner = self._naming(fsdp_mod, super()._fsdp_param_group_post_backward(fsdp_mod, orig), recompute_ends=True)
+
+        def post_backward(*args, **kwargs):
+            self.in_post_backward = True
+            try:
+                return inner(*args, **kwargs)
+            finally:
+                self.in_post_backward = False
+        return post_backward
+
+    def _unit(self) -> str:
+        """In forward ModTracker's parents are exact: the innermost FSDP unit running. In backward they are not
+        (a block's entry can outlive its backward): the unit whose FSDP hook ran last."""
+        if not self._mod_tracker.is_bw and self.units:
+            running = [p for p in self._mod_tracker.parents if p in self.units]
+            if running:
+                return max(running, key=len)
+        return self.current_unit
+
+    def _key(self, unit):
+        return (self.phase, unit, self._fsdp_state.name, self.recomputing)
+
+    def _module(self, unit) -> str:
+        """The innermost module running inside the unit (ModTracker's parents), else the unit."""
+        inside = [p for p in self._mod_tracker.parents if p == unit or p.startswith(unit + ".")]
+        return max(inside, key=len) if inside else unit
+
+    def _update_peak_stats(self, peak_state):
+        super()._update_peak_stats(peak_state)
+        if not self._curr_mem_snap:
+            return
+        snap = next(iter(self._curr_mem_snap.values()))
+        total = snap[TOTAL]
+        unit = self._unit()
+        key = self._key(unit)
+        m = self.moments.get(key)
+        if m is None or total > m["total"]:
+            self.moments[key] = {"total": total, "breakdown": named(snap), "logits": self.logit_bytes,
+                                 "module": self._module(unit), "op": str(self._func)}
+        if total > self._max_total:
+            self._max_total, self.peak_key = total, key
+
+
+def named(snap: dict) -> dict:
+    return {(k.value if hasattr(k, "value") else str(k)): int(v) for k, v in snap.items()}
+
+
+def current_device_snapshot(tracker) -> dict:
+    snaps = tracker.get_tracker_snapshot()
+    return named(next(iter(snaps.values()))) if snaps else {}
+
+
+def unit_state(snaps) -> dict:
+    """A unit's snapshots of one hook state (one per call): the last call's total and activations."""
+    last = named(next(iter(snaps[-1].values()))) if snaps and snaps[-1] else {}
+    return {"total": last.get(TOTAL, 0), "activation": last.get("Activation", 0)}
+
+
+def activation_per_token_per_block(unit_stats: dict, blocks: list, tokens: int) -> float:
+    """Forward growth of the Activation category from one block's post-forward to the next's, per token (the
+    median over the blocks): what a block keeps for its backward."""
+    acts = [unit_stats[b]["After Post-Forward"]["activation"] for b in blocks
+            if b in unit_stats and "After Post-Forward" in unit_stats[b]]
+    deltas = sorted(b - a for a, b in zip(acts, acts[1:]))
+    return deltas[len(deltas) // 2] / tokens if deltas else 0.0
+
+
+def moment_json(key, m) -> dict:
+    phase, unit, state, ac = key
+    return {"phase": phase, "unit": unit, "fsdp_state": state, "recompute": ac, "module": m["module"],
+            "op": m["op"], "bytes": m["total"], "logits": m["logits"], "breakdown": m["breakdown"]}
+
+
+def apply_recompute(impl, model, mode: str) -> None:
+    """torchtitan/distributed/activation_checkpoint.py: FullAC wraps each block in ptd_checkpoint_wrapper;
+    SelectiveAC (op policy) saves compute-intensive ops and attention, recomputing every second mm."""
+    if mode == "none":
+        return
+    from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
+    from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts
+
+    def selective_context():
+        from torch._functorch.partitioners import get_default_op_list
+        save = {op.default for op in get_default_op_list().compute_intensive_ops}
+        save |= {torch.ops.aten.linear.default, FLASH_OP}  # the CPU flash op stands for CUDA's, which is listed
+        mm_ops = (torch.ops.aten.mm.default, torch.ops.aten.linear.default)
+        count = {"forward": 0, "recompute": 0}
+
+        def policy(ctx, func, *args, **kwargs):
+            mode_key = "recompute" if ctx.is_recompute else "forward"
+            if func in mm_ops:
+                count[mode_key] += 1
+            if func in save:
+                if func in mm_ops and count[mode_key] % 2 == 0:
+                    return CheckpointPolicy.PREFER_RECOMPUTE
+                return CheckpointPolicy.MUST_SAVE
+            return CheckpointPolicy.PREFER_RECOMPUTE
+
+        return create_selective_checkpoint_contexts(policy)
+
+    blocks = impl.block_container(model)
+    for name, block in list(blocks.named_children()):
+        # torchtitan passes early_stop=False: the recompute runs the whole block forward again
+        if mode == "full":
+            wrapped = checkpoint_wrapper(block, preserve_rng_state=False, early_stop=False)
+        else:
+            wrapped = checkpoint_wrapper(block, context_fn=selective_context, preserve_rng_state=False,
+                                         early_stop=False)
+        blocks.register_module(name, wrapped)
+
+
+def mark_recompute(model, tracker) -> None:
+    """Checkpointed blocks rerun their inner module inside backward, below FSDP's hooks (which sit on the
+    wrapper): hooks on the inner module tell the tracker when a forward is a recomputation."""
+    from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import CheckpointWrapper
+
+    def pre(_mod, _args):
+        tracker.recomputing = torch._C._current_graph_task_id() != -1
+
+    def post(_mod, _args, _out):
+        tracker.recomputing = False
+
+    for m in model.modules():
+        if isinstance(m, CheckpointWrapper):
+            m._checkpoint_wrapped_module.register_forward_pre_hook(pre)
+            m._checkpoint_wrapped_module.register_forward_hook(post)
+
+
+def apply_fsdp(impl, model, mesh, zero: int, wrap: str) -> int:
+    """fully_shard per block, then the root; MixedPrecisionPolicy(bf16 params, fp32 reduce) as torchtitan.
+    ZeRO-3 reshards blocks after forward (the root keeps the default: not resharded, FSDPState._lazy_init);
+    ZeRO-2 never does. wrap=titan also gives the embedding and [norm, lm_head] units of their own."""
+    mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    reshard = zero == 3
+    units = 0
+    if wrap == "titan":
+        emb, norm, head = impl.head_modules(model)
+        if impl.shape.tied_embeddings:
+            fully_shard([emb, norm, head], mesh=mesh, mp_policy=mp, reshard_after_forward=False)
+            units += 1
+        else:
+            fully_shard(emb, mesh=mesh, mp_policy=mp, reshard_after_forward=reshard)
+            fully_shard([norm, head], mesh=mesh, mp_policy=mp, reshard_after_forward=False)
+            units += 2
+    for block in impl.block_container(model).children():
+        fully_shard(block, mesh=mesh, mp_policy=mp, reshard_after_forward=reshard)
+        units += 1
+    fully_shard(model, mesh=mesh, mp_policy=mp, reshard_after_forward=None if reshard else False)
+    return units + 1
+
+
+def expected_shard_bytes(shapes, ranks: int, elem: int) -> int:
+    """Rank 0's dim-0 chunk of every parameter (FSDP2 Shard(0), torch.chunk sizes), each its own allocation."""
+    total = 0
+    for shape in shapes:
+        rows = math.ceil(shape[0] / ranks) if shape else 1
+        total += round_alloc(rows * math.prod(shape[1:]) * elem)
+    return total
+
+
+def make_optimizer(params, impl: str):
+    kw = {"lr": 1e-4, "betas": (0.9, 0.95), "weight_decay": 0.1}
+    if impl == "fused":
+        return torch.optim.AdamW(params, fused=True, **kw)
+    return torch.optim.AdamW(params, foreach=(impl == "foreach"), **kw)
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--model-yaml", help="shardplan model YAML (e.g. `shardplan presets show llama3-8b` output)")
+    src.add_argument("--hf-config", help="HF config.json (Llama family or GPT-2)")
+    p.add_argument("--impl", choices=["hf", "titan"], default="titan")
+    p.add_argument("--ranks", type=int, default=8)
+    p.add_argument("--zero", type=int, choices=[2, 3], default=3)
+    p.add_argument("--recompute", choices=["none", "full", "selective"], default="none")
+    p.add_argument("--seq", type=int, default=2048)
+    p.add_argument("--micro-batch", type=int, default=1)
+    p.add_argument("--wrap", choices=["blocks", "titan"], default="blocks",
+                   help="blocks: each block and the root (default); titan: also embedding and [norm, lm_head]")
+    p.add_argument("--optimizer", choices=["foreach", "fused", "for-loop"], default="foreach",
+                   help="AdamW implementation (foreach: PyTorch's default on CUDA)")
+    p.add_argument("--layers", type=int, default=0, help="override the shape's layer count (small checks)")
+    p.add_argument("--out", help="also write the JSON here")
+    return p.parse_args(argv)
+
+
+def run(args) -> dict:
+    t0 = time.time()
+    flag, path = ("--model-yaml", args.model_yaml) if args.model_yaml else ("--hf-config", args.hf_config)
+    try:
+        shape = models.shape_from_yaml(path) if args.model_yaml else models.shape_from_hf_config(path)
+    except OSError as e:
+        raise ValueError(f"{flag}: cannot read {path}: {e.strerror}") from e
+    except (KeyError, TypeError) as e:
+        raise ValueError(f"{flag}: {path} lacks or mistypes the field {e}") from e
+    if args.layers:
+        shape.layers = args.layers
+    models.check_shape(shape)
+    impl = models.Impl(args.impl, shape, args.seq)
+    if not dist.is_initialized():
+        dist.init_process_group("fake", rank=0, world_size=args.ranks, store=FakeStore())
+    from torch.distributed.device_mesh import init_device_mesh
+    mesh = init_device_mesh("cpu", (args.ranks,))  # outside FakeTensorMode, as torchtitan's estimator notes
+    torch.manual_seed(0)
+    times = {}
+    with FakeTensorMode():
+        with torch.device("meta"):
+            model = impl.build()
+        n_params = models.count_params(model)
+        param_shapes = [tuple(p.shape) for p in {id(p): p for p in model.parameters()}.values()]
+        apply_recompute(impl, model, args.recompute)
+        n_units = apply_fsdp(impl, model, mesh, args.zero, args.wrap)
+        model.to_empty(device="cpu")
+        model.train()
+        optimizer = make_optimizer(model.parameters(), args.optimizer)
+        tokens = torch.randint(0, shape.vocab, (args.micro_batch, args.seq), dtype=torch.int64)  # [B, S]
+        labels = torch.randint(0, shape.vocab, (args.micro_batch, args.seq), dtype=torch.int64)  # [B, S]
+        tracker = MomentTracker(model, optimizer, shape.vocab)
+        tracker.track_inputs((tokens, labels))
+        mark_recompute(model, tracker)
+        times["build_s"] = time.time() - t0
+        steps = []
+        # Only the flash kernel: F.scaled_dot_product_attention raises instead of falling back to the math path.
+        with sdpa_kernel([SDPBackend.FLASH_ATTENTION]), tracker:
+            for step in range(2):
+                ts = time.time()
+                start = tracker.begin_step() if step == 1 else current_device_snapshot(tracker)
+                tracker.phase = "forward"
+                loss = impl.loss(model, tokens, labels)
+                tracker.phase = "backward"
+                loss.backward()
+                del loss
+                tracker.phase = "optimizer"
+                optimizer.step()
+                tracker.phase = "zero_grad"
+                optimizer.zero_grad(set_to_none=True)
+                tracker.phase = "idle"
+                peak = named(next(iter(tracker.get_tracker_snapshot("peak").values())))
+                steps.append({"start": start, "peak": peak, "end": current_device_snapshot(tracker),
+                              "seconds": round(time.time() - ts, 2)})
+        unit_stats = {}
+        for mod, st in tracker.memory_tracking.items():
+            unit_stats[st.mod_fqn] = {state.value: unit_state(snaps) for state, snaps in st.snapshots.items()}
+    times["total_s"] = round(time.time() - t0, 2)
+    times["build_s"] = round(times["build_s"], 2)
+    s2 = steps[1]
+    moments = sorted(tracker.moments.items(), key=lambda kv: -kv[1]["total"])
+    peak_moment = moment_json(tracker.peak_key, tracker.moments[tracker.peak_key]) if tracker.peak_key else None
+    shard_bytes = expected_shard_bytes(param_shapes, args.ranks, 4)
+    checks = {
+        "sharded_param_bytes": s2["start"].get("Sharded Param", 0),
+        "expected_sharded_param_bytes": shard_bytes,
+        "opt_state_bytes": s2["start"].get("OptState", 0),
+        # Adam exp_avg and exp_avg_sq like each shard, plus each parameter's 0-d fp32 `step` (one 512-byte block)
+        "expected_opt_state_bytes": 2 * shard_bytes + ALLOC_ROUND * len(param_shapes),
+        "input_bytes": s2["start"].get("Inputs", 0),
+        "expected_input_bytes": 2 * round_alloc(args.micro_batch * args.seq * 8),
+        "unsharded_at_step_start": s2["start"].get("Unsharded Param", 0) + s2["start"].get("Sharded Grad", 0),
+        "end_minus_start": s2["end"].get(TOTAL, 0) - s2["start"].get(TOTAL, 0),
+        "flash_attention_calls": tracker.flash_calls,
+        "flash_attention_masked_calls": tracker.flash_masked_calls,
+        "flash_attention_q_kv_heads": sorted(tracker.flash_kv_heads),
+        "softmax_calls": tracker.softmax_calls,
+    }
+    tokens = args.micro_batch * args.seq
+    blocks = sorted((u for u in unit_stats if u.rsplit(".", 1)[-1].isdigit()), key=lambda u: int(u.rsplit(".", 1)[-1]))
+    derived = {
+        "activation_bytes_per_token_per_block": activation_per_token_per_block(unit_stats, blocks, tokens),
+        "max_logit_bytes_per_element": max((m["logits"] for m in tracker.moments.values()), default=0)
+        / (tokens * shape.vocab),
+    }
+    phase_peaks = {}  # each phase's largest moment
+    for key, m in tracker.moments.items():
+        if key[0] not in phase_peaks or m["total"] > phase_peaks[key[0]]["bytes"]:
+            phase_peaks[key[0]] = moment_json(key, m)
+    return {
+        "case": {"model": shape.name, "impl": args.impl, "ranks": args.ranks, "zero": args.zero,
+                 "recompute": args.recompute, "seq": args.seq, "micro_batch": args.micro_batch, "wrap": args.wrap,
+                 "optimizer": args.optimizer, "layers": shape.layers},
+        "versions": {"torch": torch.__version__, "transformers": _transformers_version()},
+        "model": {"params": n_params, "fsdp_units": n_units},
+        "peak": {"bytes": s2["peak"][TOTAL], "breakdown": s2["peak"], "moment": peak_moment},
+        "phase_peaks": phase_peaks,
+        "moments": [moment_json(k, m) for k, m in moments[:16]],
+        "step1_peak_bytes": steps[0]["peak"][TOTAL],
+        "step2": {"start": s2["start"], "end": s2["end"]},
+        "units": unit_stats,
+        "checks": checks,
+        "derived": derived,
+        "seconds": {**times, "step1": steps[0]["seconds"], "step2": s2["seconds"]},
+    }
+
+
+def _transformers_version() -> str:
+    try:
+        from importlib.metadata import version
+        return version("transformers")
+    except Exception:  # noqa: BLE001 - only reported
+        return "absent"
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    for flag, v in (("--ranks", args.ranks), ("--seq", args.seq), ("--micro-batch", args.micro_batch)):
+        if v < 1:
+            print(f"error: {flag} must be at least 1, got {v}", file=sys.stderr)
+            return 2
+    try:
+        result = run(args)
+    except (ValueError, FileNotFoundError, KeyError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    text = json.dumps(result, indent=1)
+    if args.out:
+        tmp = args.out + ".tmp"
+        with open(tmp, "w") as f:
+            f.write(text + "\n")
+        os.replace(tmp, args.out)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

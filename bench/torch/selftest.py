@@ -1,0 +1,120 @@
+#!/usr/bin/env python3
+"""ctest `fsdp2_memory_selfcheck`: the harness runs, and its tracker figures agree with hand-computed facts.
+
+Two small cases (Llama-3 8B's widths, 2 blocks, 8 fake ranks): torchtitan-style ZeRO-3 without recompute and
+transformers' Llama ZeRO-2 with full recompute. Checked: the fp32 shards and Adam states against the parameter
+shapes counted here by hand; attention through the flash kernel with native GQA and no mask; no allocation left
+after a step; what one block saves per token, and what the cross-entropy holds per logit.
+"""
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+H, HEADS, KV, F, V, LAYERS, RANKS, SEQ = 4096, 32, 8, 14336, 128256, 2, 8, 1024
+HD = H // HEADS
+SHAPE = f"""name: llama3-8b-2-blocks
+layers: {LAYERS}
+hidden: {H}
+heads: {HEADS}
+kv_heads: {KV}
+ffn_hidden: {F}
+vocab: {V}
+mlp: swiglu
+norm: rmsnorm
+tied_embeddings: false
+"""
+
+
+def round512(n):
+    return math.ceil(n / 512) * 512
+
+
+def param_shapes(impl):
+    """Every parameter's shape, from the architecture (not from the model the harness builds)."""
+    if impl == "titan":  # fused wqkv: (kv heads × (q heads per kv + 2) × head_dim) rows
+        attn = [((KV * (HEADS // KV + 2) * HD), H), (H, HEADS * HD)]
+        mlp = [(F, H), (H, F), (F, H)]
+        norms = [(H,), (H,)]
+    else:  # q_proj, k_proj, v_proj, o_proj; gate, up, down
+        attn = [(HEADS * HD, H), (KV * HD, H), (KV * HD, H), (H, HEADS * HD)]
+        mlp = [(F, H), (F, H), (H, F)]
+        norms = [(H,), (H,)]
+    return LAYERS * (attn + mlp + norms) + [(V, H), (H,), (V, H)]
+
+
+def shard_bytes(shapes):
+    # FSDP2 Shard(0): rank 0 holds ceil(rows / N) rows of each parameter in fp32, one allocation each
+    return sum(round512(math.ceil(s[0] / RANKS) * math.prod(s[1:]) * 4) for s in shapes)
+
+
+# Saved per token per block, bf16 (2 B) unless noted, h = 4096, q = 4096, kv = 1024, f = 14336:
+#  titan: attention_norm input 2h + fp32 rstd 4 (fused RMSNorm), wqkv input 2h, rotated q 2q, rotated k 2kv, v 2kv,
+#         SDPA output 2q + fp32 logsumexp 4·32; ffn_norm input 2h + rstd 4, w1/w3 input 2h, silu input (w1 out) 2f,
+#         silu output 2f, w3 output 2f, w2 input 2f
+#         = 8196 + 8192 + 8192 + 2048 + 2048 + 8192 + 128 + 8196 + 8192 + 4·28672 = 168072
+#  hf:    each LlamaRMSNorm saves its fp32 upcast 4h, its bf16 normalised output 2h and fp32 rsqrt 4 (6h + 4 = 24580,
+#         twice), the rest as titan: 49160 + 8192 + 8192 + 2048 + 2048 + 8192 + 128 + 8192 + 114688 = 200840
+ACT_PER_TOKEN_BLOCK = {"titan": 168072, "hf": 200840}
+# Cross-entropy backward on the fp32 upcast: the log_softmax output, its gradient and the input gradient, 4 B each
+# (the bf16 logits were freed after the upcast).
+LOGIT_BYTES = 12.0
+
+
+def run_case(impl, zero, recompute, tmp):
+    yaml_path = os.path.join(tmp, "shape.yaml")
+    with open(yaml_path, "w") as f:
+        f.write(SHAPE)
+    out = os.path.join(tmp, f"{impl}.json")
+    cmd = [sys.executable, os.path.join(HERE, "fsdp2_mem.py"), "--model-yaml", yaml_path, "--impl", impl,
+           "--ranks", str(RANKS), "--zero", str(zero), "--recompute", recompute, "--seq", str(SEQ), "--out", out]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    if r.returncode != 0:
+        raise SystemExit(f"FAIL {impl}: fsdp2_mem.py exited {r.returncode}\n{r.stderr[-3000:]}")
+    with open(out) as f:
+        return json.load(f)
+
+
+def check(failures, what, got, want):
+    ok = got == want
+    print(f"{'ok  ' if ok else 'FAIL'} {what}: {got} (expected {want})")
+    if not ok:
+        failures.append(what)
+
+
+def main() -> int:
+    failures = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for impl, zero, recompute in (("titan", 3, "none"), ("hf", 2, "full")):
+            d = run_case(impl, zero, recompute, tmp)
+            c, shapes = d["checks"], param_shapes(impl)
+            tag = f"{impl} Z{zero} {recompute}"
+            check(failures, f"{tag} parameters", d["model"]["params"], sum(math.prod(s) for s in shapes))
+            check(failures, f"{tag} fp32 shards (Sharded Param)", c["sharded_param_bytes"], shard_bytes(shapes))
+            check(failures, f"{tag} Adam m, v and steps (OptState)", c["opt_state_bytes"],
+                  2 * shard_bytes(shapes) + 512 * len(shapes))
+            check(failures, f"{tag} token and label inputs", c["input_bytes"], 2 * round512(SEQ * 8))
+            check(failures, f"{tag} unsharded params and grads before step 2", c["unsharded_at_step_start"], 0)
+            check(failures, f"{tag} allocation after step 2 less before", c["end_minus_start"], 0)
+            calls = LAYERS * (2 if recompute == "full" else 1)
+            check(failures, f"{tag} flash attention calls", c["flash_attention_calls"], calls)
+            check(failures, f"{tag} masked attention calls", c["flash_attention_masked_calls"], 0)
+            check(failures, f"{tag} (query, key) heads at the kernel", c["flash_attention_q_kv_heads"], [[HEADS, KV]])
+            check(failures, f"{tag} T×T softmax calls", c["softmax_calls"], 0)
+            check(failures, f"{tag} logit bytes per element", d["derived"]["max_logit_bytes_per_element"], LOGIT_BYTES)
+            if recompute == "none":
+                check(failures, f"{tag} saved bytes per token per block",
+                      d["derived"]["activation_bytes_per_token_per_block"], float(ACT_PER_TOKEN_BLOCK[impl]))
+            peak, start = d["peak"]["bytes"], d["step2"]["start"]["Total"]
+            check(failures, f"{tag} step-2 peak above its start and named", peak > start and
+                  d["peak"]["moment"] is not None, True)
+    print("fsdp2 self-check: " + (f"{len(failures)} checks failed: {', '.join(failures)}" if failures else
+                                  "every check holds"))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
