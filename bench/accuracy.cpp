@@ -4,6 +4,9 @@
 // generation. N21 Table 2's DeepSpeed-2021 ZeRO-3 rows are reported apart, outside the headline (issue 14, item 5).
 //
 //   shardplan_accuracy [published_runs.csv] [--modern published_runs_modern.csv] [--markdown]
+//                      [--emit-bands planner/error_band_data.cpp]
+// --emit-bands writes the error band table (planner/error_band.hpp) that these predictions give, and prints the
+// bands.
 #include <cmath>
 #include <iostream>
 #include <map>
@@ -12,6 +15,8 @@
 #include <fmt/format.h>
 
 #include "bench/published_runs.hpp"
+#include "bench/sustained_fit.hpp"
+#include "io/atomic_write.hpp"
 #include "planner/error.hpp"
 
 using namespace shardplan;
@@ -61,9 +66,11 @@ void print_means(const std::map<std::string, Mean>& means, const char* title, bo
 int main(int argc, char** argv) {
   std::string path = default_csv_path(), modern_path = modern_csv_path();
   bool markdown = false;
+  std::string bands_out;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--markdown") markdown = true;
+    else if (a == "--emit-bands" && i + 1 < argc) bands_out = argv[++i];
     else if (a == "--modern" && i + 1 < argc) modern_path = argv[++i];
     else path = a;
   }
@@ -121,6 +128,40 @@ int main(int argc, char** argv) {
   print_means(by_source, "by source", markdown);
   print_means(by_set, "by set (historical rows apart)", markdown);
   print_means(by_family, "by framework family / GPU generation (historical rows apart)", markdown);
+  // The fitted parameters and their leave-one-source-out check (bench/sustained_fit.hpp).
+  const ComputeFit cf = fit_compute_fraction(runs, source_group);
+  auto fractions = [](const ComputeFraction& f) {
+    return fmt::format("Ampere {:.3f}, Hopper {:.3f}", f.ampere, f.hopper);
+  };
+  std::cout << fmt::format(
+      "\nfitted compute fractions (planner/compute_cost.cpp sustained_tensor_fraction): {}; mean abs error {:.1f} % over {} rows, "
+      "leave-one-source-out {:.1f} %\n",
+      fractions(cf.fit), 100 * cf.in_sample_error, cf.rows, 100 * cf.held_out_error);
+  if (markdown) std::cout << "\n| source | rows | mean abs error (fit on all) | fit without it | mean abs error (left out) |\n"
+                             "|---|---:|---:|---|---:|\n";
+  for (const SourceFit& s : cf.sources)
+    std::cout << (markdown ? fmt::format("| {} | {} | {:.1f} % | {} | {:.1f} % |\n", s.source, s.rows,
+                                         100 * s.in_sample_error, fractions(s.held_out), 100 * s.held_out_error)
+                           : fmt::format("  {:<28} {:>3} rows {:5.1f} %   without it: {} → {:5.1f} %\n", s.source,
+                                         s.rows, 100 * s.in_sample_error, fractions(s.held_out),
+                                         100 * s.held_out_error));
+  const std::vector<ErrorBandGroup> bands = band_groups(published_errors(runs));
+  std::cout << (markdown ? "\n| error band group | runs | measured / predicted step, low | high |\n|---|---:|---:|---:|\n"
+                         : "\nerror bands (measured / predicted step, 10th–90th percentile; min–max under 10 runs):\n");
+  for (const ErrorBandGroup& g : bands) {
+    const std::string name = fmt::format("{} / {}", to_string(g.family),
+                                         g.all_generations ? "every generation" : to_string(g.generation));
+    std::cout << (markdown ? fmt::format("| {} | {} | {:.3f} | {:.3f} |\n", name, g.runs, g.low, g.high)
+                           : fmt::format("  {:<58} {:>3} runs  {:.3f} – {:.3f}\n", name, g.runs, g.low, g.high));
+  }
+  if (!bands_out.empty()) {
+    try {
+      io::write_file_atomically(bands_out, error_band_source(bands), "--emit-bands");
+    } catch (const std::exception& e) {
+      std::cerr << "error: " << e.what() << "\n";
+      return 1;
+    }
+  }
   std::cout << fmt::format("\n{} rows skipped:\n", skipped.size());
   for (const std::string& s : skipped) std::cout << (markdown ? "- " : "skipped: ") << s << "\n";
   return 0;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "io/preset_store.hpp"
+#include "planner/error_band.hpp"
 #include "planner/predict.hpp"
 
 namespace shardplan::validation {
@@ -30,7 +31,7 @@ struct PublishedRun {
   std::vector<std::string> assumptions;
   // --- how the accuracy bench groups the row ---
   std::string family;       // the runtime the source ran: megatron, deepspeed, fsdp, fsdp1, torchtitan
-  std::string generation;   // GPU generation: A100-class, H100-class, V100-class (gpu_generation)
+  std::string generation;   // GPU generation (planner/error_band.hpp gpu_generation): Ampere-class, Hopper-class, ...
   // N21 Table 2's DeepSpeed ZeRO-3 rows measure the 2021 DeepSpeed, an implementation that no longer exists
   // (reports/accuracy.md): reported apart, outside the headline mean (issue 14, item 5).
   bool historical = false;
@@ -65,10 +66,14 @@ PublishedRuns load_published_runs(const std::string& csv_path, const PresetStore
 PublishedRuns load_modern_runs(const std::string& csv_path, const PresetStore& store);
 // The prediction converted to the row's metric (N21 eq. 3 for hardware TFLOP/s, Megatron's count for model TFLOP/s).
 double predicted_metric(const PublishedRun& run, const Prediction& p);
+// Measured step time over predicted step time, from the row's metric (every metric is a step time or its inverse).
+double measured_over_predicted_step(const PublishedRun& run, double predicted_metric);
+// Every run outside the historical rows that predicts, as the error band's input (planner/error_band.hpp).
+std::vector<PublishedError> published_errors(const PublishedRuns& runs);
+// The error band table as C++ source: what planner/error_band_data.cpp holds.
+std::string error_band_source(const std::vector<ErrorBandGroup>& groups);
 
 // --- helpers shared by the two loaders (published_runs.cpp) ---
-// "A100-class" (A100, A800), "H100-class" (H100, H800, H200), "V100-class", else the GPU preset's name.
-std::string gpu_generation(const GpuSpec& gpu);
 // The first number in a string ("137 TFLOP/s/GPU (44%)" → 137; "iter 1.42 s" → 1.42); NAN when there is none.
 double first_number(const std::string& s);
 // A parameter count as the CSVs write it: "1.7B", "174.6B", "1T", "6658859008"; 0 for "?".

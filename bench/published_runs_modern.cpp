@@ -119,6 +119,12 @@ Strategy strategy_of(const ModernRow& r, const std::map<std::string, std::string
   if (opt.count("overlap_grad_reduce")) s.overlap_grad_reduce = opt.at("overlap_grad_reduce") == "1";
   if (opt.count("overlap_param_gather")) s.overlap_param_gather = opt.at("overlap_param_gather") == "1";
   if (opt.count("tp_comm_overlap")) s.tp_comm_overlap = opt.at("tp_comm_overlap") == "1";
+  // The pipeline split (planner/pipeline_split.hpp): pp_first_layers / pp_last_layers (Megatron uneven ends),
+  // pp_embedding_layers / pp_loss_layers (the ends counted as layers, e.g. DeepSpeed 'type:transformer|embedding').
+  if (opt.count("pp_first_layers")) s.split.first_layers = std::stol(opt.at("pp_first_layers"));
+  if (opt.count("pp_last_layers")) s.split.last_layers = std::stol(opt.at("pp_last_layers"));
+  if (opt.count("pp_embedding_layers")) s.split.embedding_layers = std::stol(opt.at("pp_embedding_layers"));
+  if (opt.count("pp_loss_layers")) s.split.loss_layers = std::stol(opt.at("pp_loss_layers"));
   s.recompute = recompute_of(r, assumptions);
   s.micro_batch = r.unpublished("mbs") ? 1 : r.num("mbs");
   if (r.unpublished("mbs")) assumptions.push_back("micro-batch not published: 1");
@@ -163,9 +169,17 @@ PublishedRuns load_modern_runs(const std::string& csv_path, const PresetStore& s
       if (!r.unpublished("seq")) model->seq = r.num("seq");  // learned position tables are max_seq_len long
       out.presets.push_back({r.at("source"), r.at("model"), *model, parse_param_count(r.at("params")), r.at("params")});
     }
+    // --compile exists now (the model's time under torch.compile); every other need is still a reason to skip.
     std::string reasons;
+    bool compiled = false;
     if (r.at("needs") != "-")
-      for (const std::string& token : split_fields(r.at("needs"), ';')) reasons += (reasons.empty() ? "" : "; ") + need_reason(token);
+      for (const std::string& token : split_fields(r.at("needs"), ';')) {
+        if (token == "compile") {
+          compiled = true;
+          continue;
+        }
+        reasons += (reasons.empty() ? "" : "; ") + need_reason(token);
+      }
     if (reasons.empty() && !model) reasons = "no preset with its architecture";
     if (reasons.empty() && !store.find(PresetKind::cluster, r.at("cluster"))) reasons = "no cluster preset '" + r.at("cluster") + "'";
     const std::string cp = r.at("CP_SP");
@@ -181,10 +195,11 @@ PublishedRuns load_modern_runs(const std::string& csv_path, const PresetStore& s
     run.model = *model;
     run.cluster = store.cluster(r.at("cluster"));
     run.strategy = strategy_of(r, parse_options(r), run.assumptions);
+    run.strategy.compile = compiled;
     run.metric = parse_metric(r);
     run.measured = measured_of(r, run.metric);
     run.family = r.at("framework");
-    run.generation = gpu_generation(run.cluster.gpu);
+    run.generation = to_string(shardplan::gpu_generation(run.cluster.gpu));
     run.modern = true;
     run.stated_params = parse_param_count(r.at("params"));
     run.reference = r.at("reference");

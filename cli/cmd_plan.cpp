@@ -40,7 +40,7 @@ void simulate_top(PlanReport& r, size_t k) {
   ProgressBar bar("simulating the top candidates", window + (r.recommended >= window ? 1 : 0));
   const sim::RerankResult rr =
       sim::rerank_candidates(r.top, r.result.ranked.size(), r.recommended, k, r.space.objective,
-                             [&](size_t done, size_t) { bar.update(done); });
+                             [&](size_t done, size_t) { bar.update(done); }, r.result.tie_tolerance);
   bar.finish();
   PlanSimulation out;
   out.k = k;
@@ -71,6 +71,7 @@ SearchSpace search_space(const PlanOptions& o, const ModelSpec& m, const Cluster
   b.loss = parse_loss_flag(f.loss);
   if (!f.grad_sync.empty()) b.grad_sync = parse_grad_sync_flag(f.grad_sync);
   b.flash_attn = f.flash_attn;
+  b.compile = f.compile;
   b.overlap_grad_reduce = f.overlap_grad_reduce;
   b.overlap_param_gather = f.overlap_param_gather;
   b.tp_comm_overlap = f.tp_comm_overlap;
@@ -82,6 +83,7 @@ SearchSpace search_space(const PlanOptions& o, const ModelSpec& m, const Cluster
   b.global_batch = f.global_batch.value_or(default_global_batch(b.seq, b.gpus));
   for (auto [flag, v] : {std::pair{"--gpus", b.gpus}, {"--seq", b.seq}, {"--global-batch", b.global_batch}})
     if (v < 1) throw InputError(fmt::format("{} must be at least 1, got {}", flag, v));
+  if (const std::string why = seq_refusal(m, b.seq); !why.empty()) throw InputError(why);  // learned positions
   // As predict's bound (planner/strategy.cpp); found by fuzz/fuzz_cli: --gpus 2^63-1 overflowed the default batch.
   if (b.gpus > (int64_t{1} << 24))
     throw InputError(fmt::format("--gpus {} is implausibly large (at most {})", b.gpus, int64_t{1} << 24));
@@ -99,12 +101,14 @@ SearchSpace search_space(const PlanOptions& o, const ModelSpec& m, const Cluster
   sp.zero = f.zero;
   if (!f.recompute.empty()) sp.recompute = parse_recompute_flag(f.recompute);
   if (!f.schedule.empty()) sp.schedule = parse_schedule_flag(f.schedule);
+  sp.split = resolve_pipeline_split(f);
   if (f.sp) sp.sp = true;
   sp.offload_optimizer = f.offload_optimizer;
   const auto objective = parse_objective(o.objective);
   if (!objective)
     throw InputError(fmt::format("--objective '{}' is not one of: throughput, memory, cost", o.objective));
   sp.objective = *objective;
+  sp.max_hbm_fraction = resolve_max_hbm_fraction(f);
   return sp;
 }
 
@@ -113,9 +117,10 @@ SearchSpace search_space(const PlanOptions& o, const ModelSpec& m, const Cluster
   std::string closest;
   if (!r.families.empty()) closest = fmt::format("; closest: {} — {}", family_of(r.families.front().strategy),
                                                  why_not_fit(r.families.front()));
-  throw InputError(fmt::format("no configuration of {} GPUs fits under 80 % of HBM ({} evaluated{}); use more GPUs, a "
-                               "shorter --seq, a smaller --global-batch, or --offload-optimizer",
-                               sp.base.gpus, r.evaluated, closest));
+  throw InputError(fmt::format("no configuration of {} GPUs fits under {:.0f} % of HBM ({} evaluated{}); use more GPUs, a "
+                               "shorter --seq, a smaller --global-batch, --offload-optimizer, or a higher "
+                               "--max-hbm-fraction",
+                               sp.base.gpus, sp.max_hbm_fraction * 100, r.evaluated, closest));
 }
 
 }  // namespace
@@ -157,6 +162,7 @@ void add_plan_command(CLI::App& app, const GlobalOptions& global) {
     auto it = std::find_if(r.top.begin(), r.top.end(), [&](const Prediction& p) { return p.strategy == chosen; });
     if (it == r.top.end()) it = r.top.insert(r.top.end(), predict(r.model, chosen, r.cluster));
     r.recommended = static_cast<size_t>(it - r.top.begin());
+    for (Prediction& p : r.top) p.memory.max_hbm_fraction = r.space.max_hbm_fraction;
     if (opts->simulate_top > 0) simulate_top(r, opts->simulate_top);
     const Terminal term = opts->format == "table" ? stdout_terminal(opts->terminal) : kPlainTerminal;
     const std::string text = render_plan(r, opts->format, term);  // a bad --format fails before anything is written

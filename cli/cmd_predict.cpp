@@ -27,7 +27,8 @@ void add_predict_command(CLI::App& app, const GlobalOptions& global) {
   cmd->callback([opts, &global] {
     const PresetStore store = load_presets(global);
     const ResolvedConfig cfg = resolve_config(opts->config, store);
-    const Prediction p = predict(cfg.model, cfg.strategy, cfg.cluster);
+    Prediction p = predict(cfg.model, cfg.strategy, cfg.cluster);
+    p.memory.max_hbm_fraction = resolve_max_hbm_fraction(opts->config);
     const Terminal term = opts->format == "table" ? stdout_terminal(opts->terminal) : kPlainTerminal;
     std::string text = render_prediction(p, opts->format, resolve_training_goal(opts->config), term);
     if (cfg.cluster_defaulted && opts->format == "table")

@@ -1,11 +1,13 @@
 #include "cli/config_flags.hpp"
 
 #include <cmath>
+#include <tuple>
 
 #include <fmt/format.h>
 
 #include "io/hf_config.hpp"
 #include "planner/error.hpp"
+#include "planner/memory.hpp"
 
 namespace shardplan::cli {
 
@@ -23,8 +25,24 @@ void add_config_flags(CLI::App& cmd, ConfigFlags& f) {
   cmd.add_option("--tp", f.tp, "Tensor-parallel degree (default 1)");
   cmd.add_option("--pp", f.pp, "Pipeline-parallel degree (default 1)");
   cmd.add_option("--dp", f.dp, "Data-parallel degree (default gpus/(tp*pp))");
-  cmd.add_option("--vpp", f.vpp, "Virtual pipeline stages per rank for the interleaved schedule (default 1)");
-  cmd.add_option("--schedule", f.schedule, "Pipeline schedule: 1f1b | interleaved | gpipe (default 1f1b)");
+  cmd.add_option("--vpp", f.vpp,
+                 "Virtual pipeline stages (model chunks) per rank for the interleaved and zb-h1 schedules (default 1; "
+                 "2 for zbv and dualpipev)");
+  cmd.add_option("--schedule", f.schedule,
+                 "Pipeline schedule: 1f1b | interleaved | gpipe | zb-h1 | zbv | dualpipev (default 1f1b; zbv and "
+                 "dualpipev run two chunks per rank, zb-h1 with --vpp > 1 is interleaved zero bubble)");
+  cmd.add_option("--pp-first-layers", f.pp_first_layers,
+                 "Blocks on the first pipeline stage (Megatron --decoder-first-pipeline-num-layers); the middle "
+                 "stages share the rest evenly");
+  cmd.add_option("--pp-last-layers", f.pp_last_layers,
+                 "Blocks on the last pipeline stage (Megatron --decoder-last-pipeline-num-layers)");
+  cmd.add_option("--pp-embedding-layers", f.pp_embedding_layers,
+                 "Count the embedding as N blocks when splitting the layers (Megatron "
+                 "--account-for-embedding-in-pipeline-split = 1; torchtitan pipeline_parallel_first_stage_less_layers, "
+                 "default 1 there, 0 elsewhere)");
+  cmd.add_option("--pp-loss-layers", f.pp_loss_layers,
+                 "Count the final norm, LM head and loss as N blocks (Megatron --account-for-loss-in-pipeline-split; "
+                 "torchtitan pipeline_parallel_last_stage_less_layers)");
   cmd.add_flag("--sp", f.sp, "Sequence parallelism (with --tp)");
   cmd.add_option("--zero", f.zero,
                  "0 = DDP, 1 = optimizer states, 2 = + gradients (SHARD_GRAD_OP), 3 = + parameters (FULL_SHARD); "
@@ -35,11 +53,16 @@ void add_config_flags(CLI::App& cmd, ConfigFlags& f) {
   cmd.add_option("--micro-batch", f.micro_batch, "Sequences per micro-batch per replica (default 1)");
   cmd.add_option("--global-batch", f.global_batch, "Sequences per optimizer step (default micro-batch * dp)");
   cmd.add_option("--seq", f.seq, "Sequence length in tokens (default: the model's)");
+  cmd.add_option("--max-hbm-fraction", f.max_hbm_fraction,
+                 "Share of HBM a planned peak may take, in (0, 1] (default 0.80): the margin for what the memory model "
+                 "cannot see; a peak above it still fits, up to the capacity");
   cmd.add_option("--precision", f.precision,
                  "pure-bf16 | amp-bf16 | megatron-bf16 | fp32 | pure-fp16 | amp-fp16 | megatron-fp16");
   cmd.add_option("--framework", f.framework,
                  "fsdp (= fsdp2) | fsdp1 | torchtitan | deepspeed | megatron | reference (default fsdp)");
   cmd.add_flag("--offload-optimizer", f.offload_optimizer, "ZeRO-Offload: optimizer states and step on the host");
+  cmd.add_flag("--compile", f.compile,
+               "torch.compile of the model (fsdp, fsdp1, torchtitan): fused elementwise kernels (time only)");
   cmd.add_option("--loss", f.loss, "Cross-entropy: standard | chunked (logits materialised in chunks)");
   cmd.add_option("--grad-sync", f.grad_sync,
                  "Gradient reduction under accumulation: step (no_sync) | micro (every micro-batch); "
@@ -83,7 +106,7 @@ Recompute parse_recompute_flag(const std::string& v) {
   return parse_choice<Recompute>("--recompute", v, parse_recompute, "none, selective, full");
 }
 Schedule parse_schedule_flag(const std::string& v) {
-  return parse_choice<Schedule>("--schedule", v, parse_schedule, "1f1b, interleaved, gpipe");
+  return parse_choice<Schedule>("--schedule", v, parse_schedule, "1f1b, interleaved, gpipe, zb-h1, zbv, dualpipev");
 }
 LossKind parse_loss_flag(const std::string& v) { return parse_choice<LossKind>("--loss", v, parse_loss, "standard, chunked"); }
 GradSync parse_grad_sync_flag(const std::string& v) {
@@ -152,6 +175,24 @@ int64_t positive(const char* flag, std::optional<int64_t> v, int64_t fallback) {
 
 }  // namespace
 
+std::optional<PipelineSplit> resolve_pipeline_split(const ConfigFlags& f) {
+  if (!f.pp_first_layers && !f.pp_last_layers && !f.pp_embedding_layers && !f.pp_loss_layers) return std::nullopt;
+  PipelineSplit split;
+  for (auto [flag, v, out] : {std::tuple{"--pp-first-layers", f.pp_first_layers, &split.first_layers},
+                              std::tuple{"--pp-last-layers", f.pp_last_layers, &split.last_layers}}) {
+    if (!v) continue;
+    if (*v < 1) throw InputError(fmt::format("{} must be at least 1, got {}", flag, *v));
+    *out = *v;
+  }
+  for (auto [flag, v, out] : {std::tuple{"--pp-embedding-layers", f.pp_embedding_layers, &split.embedding_layers},
+                              std::tuple{"--pp-loss-layers", f.pp_loss_layers, &split.loss_layers}}) {
+    if (!v) continue;
+    if (*v < 0 || *v > (int64_t{1} << 20)) throw InputError(fmt::format("{} must be 0 or more, got {}", flag, *v));
+    *out = *v;
+  }
+  return split;
+}
+
 ResolvedConfig resolve_config(const ConfigFlags& f, const PresetStore& store) {
   ResolvedConfig r;
   r.model = resolve_model(f, store);
@@ -171,6 +212,9 @@ ResolvedConfig resolve_config(const ConfigFlags& f, const PresetStore& store) {
   } else {
     s.schedule = parse_schedule_flag(f.schedule);
   }
+  // ZB-V and DualPipeV run two chunks per rank: --vpp defaults to 2 for them.
+  if (!f.vpp && (s.schedule == Schedule::zbv || s.schedule == Schedule::dualpipev)) s.vpp = 2;
+  if (const auto split = resolve_pipeline_split(f)) s.split = *split;
   if (s.tp > s.gpus || s.pp > s.gpus)
     throw InputError(fmt::format("--tp {} · --pp {} exceeds --gpus {}", s.tp, s.pp, s.gpus));
   if (f.dp) {
@@ -194,11 +238,16 @@ ResolvedConfig resolve_config(const ConfigFlags& f, const PresetStore& store) {
   s.hsdp = f.hsdp.value_or(0);
   if (f.hsdp && *f.hsdp < 1) throw InputError(fmt::format("--hsdp must be at least 1, got {}", *f.hsdp));
   s.flash_attn = f.flash_attn;
+  s.compile = f.compile;
   s.offload_optimizer = f.offload_optimizer;
   s.micro_batch = positive("--micro-batch", f.micro_batch, 1);
   s.seq = positive("--seq", f.seq, r.model.seq);
   s.global_batch = positive("--global-batch", f.global_batch, s.micro_batch * s.dp);
   return r;
+}
+
+double resolve_max_hbm_fraction(const ConfigFlags& f) {
+  return checked_max_hbm_fraction(f.max_hbm_fraction.value_or(kSafeFractionOfCapacity));
 }
 
 }  // namespace shardplan::cli

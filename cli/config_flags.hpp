@@ -24,10 +24,13 @@ struct ConfigFlags {
   std::optional<double> inter_node_gbps;
   std::optional<int64_t> gpus, tp, pp, dp, vpp, hsdp, micro_batch, global_batch, seq;
   std::optional<int> zero;
+  // --pp-first-layers, --pp-last-layers, --pp-embedding-layers, --pp-loss-layers (planner/pipeline_split.hpp)
+  std::optional<int64_t> pp_first_layers, pp_last_layers, pp_embedding_layers, pp_loss_layers;
   std::string schedule, recompute, precision = "amp-bf16", framework = "fsdp", loss = "standard";
   std::string grad_sync;
   std::optional<bool> overlap_grad_reduce, overlap_param_gather, tp_comm_overlap;
-  bool sp = false, flash_attn = true, offload_optimizer = false;
+  bool sp = false, flash_attn = true, offload_optimizer = false, compile = false;
+  std::optional<double> max_hbm_fraction;  // --max-hbm-fraction (planner/memory.hpp kSafeFractionOfCapacity)
 };
 
 struct ResolvedConfig {
@@ -50,6 +53,12 @@ ModelSpec resolve_model(const ConfigFlags& flags, const PresetStore& store);
 ClusterSpec resolve_cluster(const ConfigFlags& flags, const PresetStore& store, bool& cluster_defaulted);
 // --tokens and --gpu-hour-price; nullopt without --tokens (a price alone is an InputError).
 std::optional<TrainingGoal> resolve_training_goal(const ConfigFlags& flags);
+
+// --max-hbm-fraction, checked (InputError naming it), or the default 0.80.
+double resolve_max_hbm_fraction(const ConfigFlags& flags);
+
+// The pipeline split flags, checked for range (the runtime's rules come with the strategy); nullopt when none is given.
+std::optional<PipelineSplit> resolve_pipeline_split(const ConfigFlags& flags);
 
 // Choice flags, parsed or InputError naming the flag and the choices.
 Precision parse_precision_flag(const std::string& value);

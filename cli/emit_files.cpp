@@ -7,6 +7,7 @@
 #include "cli/emit_launch.hpp"
 #include "io/atomic_write.hpp"
 #include "cli/render_prediction.hpp"
+#include "planner/pipeline_layout.hpp"
 #include "planner/error.hpp"
 #include "planner/precision.hpp"
 
@@ -50,6 +51,15 @@ LaunchFacts launch_facts(const LaunchPlan& plan) {
   f.seq = s.seq;
   f.layers = p.model.layers;
   f.layers_per_virtual_stage = p.model.layers / std::max<int64_t>(1, s.pp * s.vpp);
+  f.pp_first_layers = s.split.first_layers;
+  f.pp_last_layers = s.split.last_layers;
+  f.pp_embedding_layers = effective_embedding_layers(s);
+  f.pp_loss_layers = effective_loss_layers(s);
+  // torchtitan derives its virtual stages as ⌈(L + first_less + last_less) / layers_per_stage⌉
+  // (torchtitan/distributed/pipeline_parallel.py _get_pipeline_metadata): ⌈E / S⌉ gives back S = pp · chunks.
+  const int64_t effective = p.model.layers + f.pp_embedding_layers + f.pp_loss_layers;
+  const int64_t pieces = std::max<int64_t>(1, virtual_stage_count(s));
+  f.torchtitan_layers_per_stage = (effective + pieces - 1) / pieces;
   f.zero = s.zero;
   f.sp = s.sp;
   f.offload = s.offload_optimizer;

@@ -139,7 +139,18 @@ EmittedFile emit_megatron(const LaunchPlan& plan, const LaunchFacts& f) {
   // Parallelism and batch.
   arg2("--tensor-model-parallel-size", std::to_string(f.tp));
   arg2("--pipeline-model-parallel-size", std::to_string(f.pp));
-  if (f.vpp > 1) arg2("--num-layers-per-virtual-pipeline-stage", std::to_string(f.layers_per_virtual_stage));
+  // Uneven ends need --num-virtual-stages-per-pipeline-rank (megatron/training/arguments.py "Uneven virtual
+  // pipeline parallelism"); the embedding and loss counted as layers are switches.
+  // The split is the plan's only when it was planned for Megatron (another runtime's split rule may not be one
+  // Megatron accepts: planner/pipeline_layout.cpp).
+  const bool own = f.framework == Framework::megatron && f.pp > 1;
+  const bool uneven = own && (f.pp_first_layers > 0 || f.pp_last_layers > 0);
+  if (f.vpp > 1 && uneven) arg2("--num-virtual-stages-per-pipeline-rank", std::to_string(f.vpp));
+  else if (f.vpp > 1) arg2("--num-layers-per-virtual-pipeline-stage", std::to_string(f.layers_per_virtual_stage));
+  if (uneven && f.pp_first_layers > 0) arg2("--decoder-first-pipeline-num-layers", std::to_string(f.pp_first_layers));
+  if (uneven && f.pp_last_layers > 0) arg2("--decoder-last-pipeline-num-layers", std::to_string(f.pp_last_layers));
+  if (own && f.pp_embedding_layers > 0) arg("--account-for-embedding-in-pipeline-split");
+  if (own && f.pp_loss_layers > 0) arg("--account-for-loss-in-pipeline-split");
   if (f.sp) arg("--sequence-parallel");
   arg2("--micro-batch-size", std::to_string(f.micro_batch));
   arg2("--global-batch-size", std::to_string(f.global_batch));
@@ -262,12 +273,20 @@ EmittedFile emit_torchtitan(const LaunchPlan& plan, const LaunchFacts& f) {
   out += fmt::format("tensor_parallel_degree = {}\n", f.tp);
   out += fmt::format("pipeline_parallel_degree = {}\n", f.pp);
   if (f.pp > 1) {
+    // torch.distributed.pipelining get_schedule_class names.
     const char* schedule = f.schedule == Schedule::interleaved ? "Interleaved1F1B"
                            : f.schedule == Schedule::gpipe     ? "GPipe"
+                           : f.schedule == Schedule::zb_h1     ? "InterleavedZeroBubble"
+                           : f.schedule == Schedule::zbv       ? "ZBVZeroBubble"
+                           : f.schedule == Schedule::dualpipev ? "DualPipeV"
                                                                : "1F1B";
     out += fmt::format("pipeline_parallel_schedule = {}\n", double_quoted(schedule));
     out += fmt::format("pipeline_parallel_microbatch_size = {}\n", f.micro_batch);
-    out += fmt::format("pipeline_parallel_layers_per_stage = {}\n", f.layers_per_virtual_stage);
+    out += fmt::format("pipeline_parallel_layers_per_stage = {}\n", f.torchtitan_layers_per_stage);
+    out += fmt::format("pipeline_parallel_first_stage_less_layers = {}\n", f.pp_embedding_layers);
+    out += fmt::format("pipeline_parallel_last_stage_less_layers = {}\n", f.pp_loss_layers);
+    if (f.pp_first_layers > 0 || f.pp_last_layers > 0)
+      file.notes.push_back("torchtitan has no first/last stage layer counts: give the split as module_fqns_per_model_part");
   }
   out += "context_parallel_degree = 1\n";
   out += "\n[activation_checkpoint]\n";

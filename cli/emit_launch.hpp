@@ -35,6 +35,10 @@ struct LaunchFacts {
   int64_t shard = 1, replicate = 1;  // data-parallel ranks that shard model states, and the replicas of those
   int64_t micro_batch = 1, grad_accum = 1, global_batch = 1, seq = 1;
   int64_t layers = 1, layers_per_virtual_stage = 1;
+  // The pipeline split (planner/pipeline_split.hpp): first/last stage blocks (0 = even), the embedding and loss
+  // counted as layers (as the runtime defaults them), and torchtitan's pipeline_parallel_layers_per_stage.
+  int64_t pp_first_layers = 0, pp_last_layers = 0, pp_embedding_layers = 0, pp_loss_layers = 0;
+  int64_t torchtitan_layers_per_stage = 1;
   int zero = 3;
   bool sp = false, offload = false, flash = true;
   bool bf16 = true, fp16 = false, fp32_master = true;

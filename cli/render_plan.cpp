@@ -16,6 +16,8 @@ using nlohmann::json;
 std::string layout(const Strategy& s) {
   std::string out = fmt::format("tp {} pp {} dp {}", s.tp, s.pp, s.dp);
   if (s.vpp > 1) out += fmt::format(" vpp {}", s.vpp);
+  if (s.pp > 1 && s.schedule != Schedule::one_f_one_b && s.schedule != Schedule::interleaved)
+    out += fmt::format(" {}", to_string(s.schedule));
   if (s.sp) out += " sp";
   if (s.hsdp > 0) out += fmt::format(" hsdp {}", s.hsdp);
   return out;
@@ -35,8 +37,9 @@ std::string header(const PlanReport& r) {
                      to_string(r.space.objective));
   const std::string simulated =
       r.simulation ? fmt::format(" simulated the top {} in {:.1f} ms;", r.simulation->window, r.simulation->wall_ms) : "";
-  out += fmt::format("  searched {} configurations in {:.1f} ms;{} {} fit under 80 % of HBM\n\n", r.result.evaluated,
-                     r.search_ms, simulated, r.result.fitting);
+  out += fmt::format("  searched {} configurations in {:.1f} ms;{} {} fit under {:.0f} % of HBM\n", r.result.evaluated,
+                     r.search_ms, simulated, r.result.fitting, r.space.max_hbm_fraction * 100);
+  out += "  " + memory_fit_rule(r.space.max_hbm_fraction) + "\n\n";
   return out;
 }
 
@@ -85,6 +88,20 @@ std::string ranked_table(const PlanReport& r, const Terminal& term) {
     table.add_row(std::move(cells), i == r.recommended ? "→ " : "", i == r.recommended);
   }
   return table.render(term);
+}
+
+// Which candidates the model cannot tell from the first: those within the search's tie tolerance (the error band of
+// comparable published runs, when wider than the simplicity allowance). "" when only the first is that close.
+std::string tie_line(const PlanReport& r) {
+  if (r.top.empty() || r.result.tie_basis.empty()) return "";
+  const double first = best_tokens_per_s(r, 0);
+  size_t last = 0;
+  for (size_t i = 1; i < r.top.size(); ++i)
+    if (best_tokens_per_s(r, i) >= (1 - r.result.tie_tolerance) * first) last = i;
+  if (last == 0) return "";
+  return fmt::format("  #1–#{} are within {:.0f} % of #1: inside the error band of {}, so the model does not tell "
+                     "them apart.\n",
+                     last + 1, 100 * r.result.tie_tolerance, r.result.tie_basis);
 }
 
 // Why a re-ranked candidate's simulated figure differs from the analytic one: the step, or the peak when the
@@ -156,9 +173,12 @@ std::string recommendation(const PlanReport& r, const Terminal& term) {
     const Prediction& fastest = r.top.front();
     out += fmt::format(
         "  The fastest, {} ({}), is only {:.2g} % faster{} and needs more moving parts; within {:.0f} % the simplest "
-        "strategy wins.\n",
+        "strategy wins{}.\n",
         family_of(fastest.strategy), layout(fastest.strategy), 100 * (faster - 1), simulated ? " simulated" : "",
-        100 * kSimplicityTolerance);
+        100 * r.result.tie_tolerance,
+        r.result.tie_basis.empty()
+            ? ""
+            : fmt::format(" (the error band of {}: the model cannot tell such gaps apart)", r.result.tie_basis));
   }
   out += fmt::format(
       "  {:.0f} tokens/s per GPU, MFU {:.1f} %, step {:.2f} s; peak {:.1f} GB of {:.1f} GB ({:.0f} %); compute is "
@@ -291,6 +311,8 @@ json plan_json(const PlanReport& r) {
           {"rejected", rejected},
           {"families", families},
           {"not_run_by_framework", not_run_json(r.result.not_run)},
+          {"tie_tolerance", r.result.tie_tolerance},
+          {"tie_basis", r.result.tie_basis},
           {"evaluated", r.result.evaluated},
           {"fitting", r.result.fitting},
           {"search_ms", r.search_ms},
@@ -309,7 +331,7 @@ json plan_json(const PlanReport& r) {
 std::string render_plan_table(const PlanReport& r, const Terminal& term) {
   // The table fits by dropping columns; the prose around it wraps at spaces.
   return fit_lines(header(r), term.width) + ranked_table(r, term) +
-         fit_lines(rerank_lines(r) + recommendation(r, term) + why_others_lose(r, term), term.width);
+         fit_lines(tie_line(r) + rerank_lines(r) + recommendation(r, term) + why_others_lose(r, term), term.width);
 }
 
 std::string render_plan(const PlanReport& r, const std::string& format, const Terminal& term) {

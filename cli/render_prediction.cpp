@@ -6,6 +6,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "planner/error.hpp"
+#include "planner/pipeline_layout.hpp"
 #include "planner/framework.hpp"
 
 namespace shardplan::cli {
@@ -25,6 +26,22 @@ std::string gb(double bytes) { return fmt::format("{:.2f}", bytes / kGB); }
 
 int64_t nodes(const Prediction& p) {
   return (p.strategy.gpus + p.cluster.gpus_per_node - 1) / p.cluster.gpus_per_node;
+}
+
+// The pipeline's split (planner/pipeline_layout.hpp): the flags in effect and the blocks of every rank's chunks.
+json pipeline_json(const Prediction& p) {
+  const Strategy& s = p.strategy;
+  json ranks = json::array();
+  for (int64_t r = 0; r < s.pp; ++r) {
+    json chunks = json::array();
+    for (int64_t c = 0; c < chunks_per_rank(s); ++c) chunks.push_back(chunk_layers(p.model, s, r, c));
+    ranks.push_back(chunks);
+  }
+  return {{"first_layers", s.split.first_layers},
+          {"last_layers", s.split.last_layers},
+          {"embedding_layers", effective_embedding_layers(s)},
+          {"loss_layers", effective_loss_layers(s)},
+          {"chunk_layers", ranks}};
 }
 
 json config_json(const Prediction& p) {
@@ -47,6 +64,7 @@ json config_json(const Prediction& p) {
           {"shard_degree", shard_degree(s)},
           {"recompute", to_string(s.recompute)},
           {"flash_attn", s.flash_attn},
+          {"compile", s.compile},
           {"micro_batch", s.micro_batch},
           {"global_batch", s.global_batch},
           {"grad_accum", grad_accum_steps(s)},
@@ -55,7 +73,8 @@ json config_json(const Prediction& p) {
           {"framework", to_string(s.framework)},
           {"offload_optimizer", s.offload_optimizer},
           {"loss", to_string(s.loss)},
-          {"grad_sync", to_string(effective_grad_sync(s))}};
+          {"grad_sync", to_string(effective_grad_sync(s))},
+          {"pipeline", pipeline_json(p)}};
 }
 
 json model_json(const Prediction& p) {
@@ -84,7 +103,8 @@ json memory_json(const Prediction& p) {
     items.push_back({{"component", it.component}, {"what", it.what}, {"bytes", rounded(it.bytes)}});
   json stages = json::array();
   for (const StageMemory& s : m.stages)
-    stages.push_back({{"stage", s.stage}, {"peak_bytes", peak_bytes(s.peak)}, {"phase", to_string(s.peak_phase)}});
+    stages.push_back({{"stage", s.stage}, {"peak_bytes", peak_bytes(s.peak)}, {"phase", to_string(s.peak_phase)},
+                      {"block", s.peak_block}});
   json by_zero = json::array();
   for (int z = 0; z <= 3; ++z)
     by_zero.push_back({{"zero", z},
@@ -94,7 +114,9 @@ json memory_json(const Prediction& p) {
   return {{"peak_bytes", peak},
           {"capacity_bytes", m.capacity_bytes},
           {"fits", p.fits()},
-          {"within_safety_margin", static_cast<double>(peak) <= kSafeFractionOfCapacity * m.capacity_bytes},
+          {"within_safety_margin", static_cast<double>(peak) <= m.max_hbm_fraction * m.capacity_bytes},
+          {"max_hbm_fraction", m.max_hbm_fraction},
+          {"fit_rule", memory_fit_rule(m.max_hbm_fraction)},
           {"headroom_bytes", m.capacity_bytes - peak},
           {"peak_stage", st.stage},
           {"peak_phase", to_string(st.peak_phase)},
@@ -183,6 +205,12 @@ json prediction_json(const Prediction& p, const std::optional<TrainingGoal>& goa
             {"hardware_tflops_per_gpu", r.hardware_tflops_per_gpu},
             {"mfu", r.mfu},
             {"hfu", r.hfu}}}};
+  if (p.band) {
+    // CONTRACT.md: the range the measured errors of comparable published runs imply, and which runs those are.
+    out["time"]["step_s_low"] = p.band->step_low_s;
+    out["time"]["step_s_high"] = p.band->step_high_s;
+    out["time"]["band_basis"] = p.band->basis;
+  }
   if (const auto e = prediction_training(p, goal)) out["training"] = training_json(*e);
   return out;
 }
@@ -194,8 +222,11 @@ std::string headline(const Prediction& p) {
   std::string out = fmt::format("{} ({:.2f} B parameters) on {} × {} — cluster {}, {} node{}\n", p.model.name,
                                 p.params.total / 1e9, s.gpus, p.cluster.gpu.name, p.cluster.name, nodes(p),
                                 nodes(p) == 1 ? "" : "s");
+  const std::string stages = describe_stage_layers(p.model, s);
   out += fmt::format("  tp {} · pp {}{} · dp {} · {}{} · {} · {}\n", s.tp, s.pp,
-                     s.vpp > 1 ? fmt::format(" (vpp {})", s.vpp) : "", s.dp, zero_label(s.zero),
+                     (s.vpp > 1 ? fmt::format(" (vpp {})", s.vpp) : "") +
+                         (s.pp > 1 ? fmt::format(" {} · blocks per stage {}", to_string(s.schedule), stages) : ""),
+                     s.dp, zero_label(s.zero),
                      s.hsdp > 0 ? fmt::format(" HSDP groups of {}", s.hsdp) : "", to_string(s.precision),
                      to_string(s.framework));
   out += fmt::format("  micro-batch {} × {} micro-batches · global batch {} · seq {} · recompute {} · {}{}{}\n",
@@ -229,8 +260,11 @@ std::string memory_table(const Prediction& p, const Terminal& term) {
   } else {
     out += fmt::format("  {}: {:.0f} % of HBM, {} GB headroom{}\n", paint("fits", Style::green, term.color), used * 100,
                        gb(static_cast<double>(m.capacity_bytes - peak)),
-                       used <= kSafeFractionOfCapacity ? "" : " — above the 80 % line that planned runs keep under");
+                       used <= m.max_hbm_fraction
+                           ? ""
+                           : fmt::format(" — above the {:.0f} % line that planned runs keep under", m.max_hbm_fraction * 100));
   }
+  out += fit_lines("  " + memory_fit_rule(m.max_hbm_fraction) + "\n", term.width);
   if (m.host_bytes_per_rank > 0) {
     out += fmt::format("  host memory (offloaded optimizer): {} GB per rank, {} GB per node", gb(m.host_bytes_per_rank),
                        gb(m.host_bytes_per_node));
@@ -282,6 +316,12 @@ std::string flops_and_time(const Prediction& p, const Terminal& term) {
   out += table.render(term);
   out += fmt::format("  {:.0f} tokens/s, {:.0f} tokens/s per GPU, {:.0f} model TFLOP/s per GPU (MFU {:.1f} %, HFU {:.1f} %)\n",
                      r.tokens_per_s, r.tokens_per_s_per_gpu, r.model_tflops_per_gpu, 100 * r.mfu, 100 * r.hfu);
+  if (p.band)
+    out += fmt::format("  Error band: step {:.3f}–{:.3f} s, from the measured/predicted steps of {} (10th–90th "
+                       "percentile; bench/shardplan_accuracy)\n",
+                       p.band->step_low_s, p.band->step_high_s, p.band->basis);
+  else
+    out += "  Error band: none (no comparable published runs of this framework family)\n";
   return out;
 }
 
@@ -302,6 +342,7 @@ std::string render_prediction_markdown(const Prediction& p, const std::optional<
                      gb(static_cast<double>(p.peak_bytes())));
   out += fmt::format("| capacity | {} | {} |\n", p.fits() ? "fits" : "does not fit",
                      gb(static_cast<double>(p.memory.capacity_bytes)));
+  out += "\n" + memory_fit_rule(p.memory.max_hbm_fraction) + ".\n";
   if (const auto e = prediction_training(p, goal)) out += "\nTime to train " + training_line(*e) + ".\n";
   return out;
 }

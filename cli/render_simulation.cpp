@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "cli/render_prediction.hpp"
@@ -54,6 +56,8 @@ json memory_json(const SimResult& r) {
           {"peak_stage", p.stage},
           {"peak_time_s", p.time_s},
           {"peak_during", p.during},
+          {"peak_moment", moment_name(p.moment, p.block)},
+          {"analytic_peak_moment", moment_name(r.analytic.memory.peak_stage().peak_phase, r.analytic.memory.peak_stage().peak_block)},
           {"components", components},
           {"live_at_peak", live},
           {"stages", stages}};
@@ -77,7 +81,13 @@ std::string render_table(const SimResult& r, bool markdown, const Terminal& term
                      s.pp > 1 ? to_string(s.schedule) : "no pipeline");
   out += "\n";
   // The table: Markdown rows, or fixed columns that fit a terminal (cli/terminal.hpp).
-  TextTable times("  ", {{"", 26, false, 0, true}, {"simulated", 14, true}, {"analytic", 14, true}});
+  // 14 columns hold "9999999.99 ms"; a longer figure widens both (else "18018546.95 ms18598714.39 ms" ran together).
+  size_t figure = 14;
+  for (const double v : {r.step_s, a.step_s, t.busy_compute_s, a.compute_s, t.overlap_slowdown_s, a.overlap_slowdown_s,
+                         t.exposed_tp_s, a.exposed_tp_s, t.exposed_pp_s, a.exposed_pp_s, t.exposed_dp_s, a.exposed_dp_s,
+                         t.bubble_s, a.bubble_s, t.optimizer_s, a.optimizer_s})
+    figure = std::max(figure, ms(v).size() + 1);
+  TextTable times("  ", {{"", 26, false, 0, true}, {"simulated", figure, true}, {"analytic", figure, true}});
   std::string md;
   auto row = [&](const std::string& what, double sim, double analytic) {
     if (markdown) md += fmt::format("| {} | {} | {} |\n", what, ms(sim), ms(analytic));
@@ -98,9 +108,11 @@ std::string render_table(const SimResult& r, bool markdown, const Terminal& term
   std::string prose = fmt::format("\n{} simulated {} vs analytic {} ({:+.1f} %).\n", paint("Step time:", Style::bold, color),
                                   ms(r.step_s), ms(a.step_s), pct(r.step_s, a.step_s));
   const bool over = p.peak_bytes > static_cast<double>(r.analytic.memory.capacity_bytes);
-  prose += fmt::format("{} {} on stage {} at {} (during {}); analytic {} ({:+.1f} %), capacity {}.\n",
+  const StageMemory& an = r.analytic.memory.peak_stage();
+  prose += fmt::format("{} {} on stage {} at {} (during {}: {}); analytic {} at {} ({:+.1f} %), capacity {}.\n",
                        paint("Peak memory:", over ? Style::red : Style::bold, color), gb(p.peak_bytes), p.stage,
-                       ms(p.time_s), p.during, gb(analytic_peak),
+                       ms(p.time_s), p.during, moment_name(p.moment, p.block), gb(analytic_peak),
+                       moment_name(an.peak_phase, an.peak_block),
                        pct(p.peak_bytes, analytic_peak), gb(static_cast<double>(r.analytic.memory.capacity_bytes)));
   prose += markdown ? "\n| live at the peak | component | bytes |\n|---|---|---:|\n" : "Live at the peak:\n";
   out += markdown ? prose : fit_lines(prose, term.width);

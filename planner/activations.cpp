@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "planner/pipeline_schedule.hpp"
 #include "planner/precision.hpp"
 
 namespace shardplan {
@@ -23,11 +24,27 @@ double kv_width_per_token(const ModelSpec& m, const Strategy& s) {
   return heads_per_rank * static_cast<double>(model_head_dim(m)) * s.tp;  // ×tp: terms are divided by tp later
 }
 
-// What a norm keeps of its input: the input itself, or (eager RMSNorm) its fp32 upcast.
-double norm_input_bytes(const ModelSpec& m, const FrameworkTraits& fw, double a) {
-  const bool fp32_copy = m.norm == NormKind::rmsnorm && fw.rmsnorm_saves_fp32_input;
-  return (fp32_copy ? std::max(a, 4.0) : a) * static_cast<double>(m.hidden);
+}  // namespace
+
+// What a norm keeps for its backward, per token: the input itself, or (eager RMSNorm) its fp32 upcast (legacy);
+// transformers' LlamaRMSNorm the fp32 upcast, the normalised tensor in the input dtype and the fp32 rsqrt per row;
+// a fused kernel (aten::_fused_rms_norm, native_layer_norm) its input and the fp32 rstd (LayerNorm: and mean).
+double norm_saved_bytes(const ModelSpec& m, const FrameworkTraits& fw, double a) {
+  const double h = static_cast<double>(m.hidden);
+  const bool rms = m.norm == NormKind::rmsnorm;
+  const double stats = rms ? 4.0 : 8.0;
+  switch (fw.norm_impl) {
+    case NormImpl::transformers_eager: return rms ? (std::max(a, 4.0) + a) * h + stats : a * h + stats;
+    case NormImpl::fused: return a * h + stats;
+    case NormImpl::legacy: break;
+  }
+  const bool fp32_copy = rms && fw.rmsnorm_saves_fp32_input;
+  return (fp32_copy ? std::max(a, 4.0) : a) * h;
 }
+
+namespace {
+
+double norm_input_bytes(const ModelSpec& m, const FrameworkTraits& fw, double a) { return norm_saved_bytes(m, fw, a); }
 
 // A block's terms in fixed storage: the search's inner loop computes them without allocating.
 struct TermList {
@@ -44,9 +61,11 @@ void add_attention_terms(TermList& out, const ModelSpec& m, const Strategy& s, c
   const double kv = kv_width_per_token(m, s);
   const double heads = static_cast<double>(m.heads), seq = static_cast<double>(s.seq);
   // Korthikanti Table 1 / §4.1, attention block: 11sbh + 5as²b, plus its LayerNorm's 2sbh.
-  out.push_back({"norm1 input", norm_input_bytes(m, fw, a), ActSplit::sequence, false});
+  // transformers' eager RMSNorm keeps two large tensors (fp32 upcast, normalised bf16) and the small rsqrt.
+  const int norm_tensors = fw.norm_impl == NormImpl::transformers_eager && m.norm == NormKind::rmsnorm ? 2 : 1;
+  out.push_back({"norm1 input", norm_input_bytes(m, fw, a), ActSplit::sequence, false, norm_tensors});
   out.push_back({"qkv input", a * h, ActSplit::sequence, false});
-  out.push_back({"q, k (for q·kᵀ)", a * (q + kv), ActSplit::tensor, false});
+  out.push_back({"q, k (for q·kᵀ)", a * (q + kv), ActSplit::tensor, false, 2});
   out.push_back({"v", a * kv, ActSplit::tensor, false});
   if (s.flash_attn) {
     // Flash attention (Dao et al. 2022, §3.1) saves the output and the fp32 log-sum-exp per row, no s² tensor.
@@ -65,7 +84,8 @@ void add_attention_terms(TermList& out, const ModelSpec& m, const Strategy& s, c
 void add_mlp_terms(TermList& out, const ModelSpec& m, const FrameworkTraits& fw, double a) {
   const double h = static_cast<double>(m.hidden), f = static_cast<double>(m.ffn_hidden);
   // Korthikanti §4.1, MLP block: 19sbh for a 4h GELU MLP, plus its LayerNorm's 2sbh.
-  out.push_back({"norm2 input", norm_input_bytes(m, fw, a), ActSplit::sequence, false});
+  const int norm_tensors = fw.norm_impl == NormImpl::transformers_eager && m.norm == NormKind::rmsnorm ? 2 : 1;
+  out.push_back({"norm2 input", norm_input_bytes(m, fw, a), ActSplit::sequence, false, norm_tensors});
   out.push_back({"mlp input", a * h, ActSplit::sequence, false});
   if (m.mlp == MlpKind::gelu) {
     out.push_back({"GELU input", a * f, ActSplit::tensor, false});
@@ -73,7 +93,7 @@ void add_mlp_terms(TermList& out, const ModelSpec& m, const FrameworkTraits& fw,
   } else {
     // SwiGLU (Shazeer 2020): gate, up, their product; eager PyTorch also keeps SiLU(gate).
     const double n = static_cast<double>(fw.swiglu_saved_intermediates);
-    out.push_back({"SwiGLU intermediates", n * a * f, ActSplit::tensor, false});
+    out.push_back({"SwiGLU intermediates", n * a * f, ActSplit::tensor, false, static_cast<int>(n)});
   }
   if (m.dropout) out.push_back({"mlp residual dropout mask", kMaskBytes * h, ActSplit::sequence, false});
 }
@@ -106,6 +126,18 @@ std::vector<ActTerm> block_activation_terms(const ModelSpec& m, const Strategy& 
   return {terms.begin(), terms.end()};
 }
 
+int64_t block_saved_tensors_of_at_least(const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw, double bytes) {
+  if (s.recompute == Recompute::full) return block_activation_bytes(m, s, fw) >= bytes ? 1 : 0;
+  int64_t n = 0;
+  for (const ActTerm& t : block_terms(m, s, fw)) {
+    if (s.recompute == Recompute::selective && t.dropped_by_selective) continue;
+    // A term of several tensors, split evenly (q and k under GQA differ; the even split is close enough for 1 MiB each).
+    const double each = t.bytes_per_token / split_divisor(t, s) * tokens_per_microbatch(s) / t.tensors;
+    if (each >= bytes) n += t.tensors;
+  }
+  return n;
+}
+
 double block_working_set_bytes(const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw) {
   return sum_terms(block_terms(m, s, fw), s, false);
 }
@@ -125,12 +157,42 @@ double block_backward_scratch_bytes(const ModelSpec& m, const Strategy& s) {
 
 namespace {
 
+// torchtitan's op-level policy as it counts (activation_checkpoint.py _get_custom_policy): within each block's
+// forward, the 1st, 3rd, ... aten.mm are saved and the others recomputed, as is everything elementwise; SDPA's output
+// and log-sum-exp are saved; the checkpoint keeps the block input. Biased projections dispatch addmm, which the
+// policy does not save. Matmuls in forward order: q, k, v (or one fused qkv), out; gate, up, down (GELU: fc1, fc2).
+double odd_matmul_selective_bytes(const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw) {
+  const double a = activation_dtype_bytes(s);
+  const double h = static_cast<double>(m.hidden), q = static_cast<double>(model_q_width(m));
+  const double kv = kv_width_per_token(m, s), f = static_cast<double>(m.ffn_hidden);
+  struct Mm {
+    double width;
+    ActSplit split;
+    bool biased;
+  };
+  Mm mms[8];
+  int n = 0;
+  if (fw.fused_qkv_projection) mms[n++] = {q + 2 * kv, ActSplit::tensor, m.qkv_bias};
+  else mms[n++] = {q, ActSplit::tensor, m.qkv_bias}, mms[n++] = {kv, ActSplit::tensor, m.qkv_bias},
+       mms[n++] = {kv, ActSplit::tensor, m.qkv_bias};
+  mms[n++] = {h, ActSplit::sequence, m.out_bias};
+  for (int64_t i = 0; i + 1 < model_mlp_matrices(m); ++i) mms[n++] = {f, ActSplit::tensor, m.out_bias};
+  mms[n++] = {h, ActSplit::sequence, m.out_bias};
+  TermList terms;
+  terms.push_back({"block input", a * h, ActSplit::sequence, false});
+  terms.push_back({"attention output and log-sum-exp", a * q + 4 * static_cast<double>(m.heads), ActSplit::tensor, false});
+  for (int i = 0; i < n; i += 2)
+    if (!mms[i].biased) terms.push_back({"saved matmul output", a * mms[i].width, mms[i].split, false});
+  return sum_terms(terms, s, false);
+}
+
 // Op-level selective checkpointing (torchtitan's "op" policy): the block input, the attention output and its
 // log-sum-exp, and the outputs of the GEMMs it does not recompute; everything elementwise is recomputed.
 double op_level_selective_bytes(const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw) {
   const double a = activation_dtype_bytes(s);
   const double h = static_cast<double>(m.hidden), q = static_cast<double>(model_q_width(m));
   const double kv = kv_width_per_token(m, s), f = static_cast<double>(m.ffn_hidden);
+  if (fw.selective_saves_odd_matmuls) return odd_matmul_selective_bytes(m, s, fw);
   const double kept = 1 - fw.selective_recompute_gemm_share;
   // GEMM outputs of a block: q, k, v, attention projection (h, a sequence-boundary tensor), up (and gate),
   // down (h).
@@ -178,6 +240,10 @@ double in_flight_microbatches(const Strategy& s, int64_t stage) {
       const double chunks = std::min((p - i - 1) * 2 + (v - 1) * p + 1, m * v);
       return chunks / v;
     }
+    // ZB-H1, ZB-V, DualPipeV: a micro-batch's activations live until its W pass (planner/pipeline_schedule.hpp).
+    case Schedule::zb_h1:
+    case Schedule::zbv:
+    case Schedule::dualpipev: return split_backward_in_flight(s, stage);
   }
   return 1;
 }
@@ -192,6 +258,14 @@ double first_stage_extra_bytes(const ModelSpec& m, const Strategy& s) {
 double last_stage_extra_bytes(const ModelSpec& m, const Strategy& s) {
   // Final norm input and LM head input (Korthikanti §4.3: 4sbh/t with SP), 2 activation tensors of width h.
   const double per_token = 2 * activation_dtype_bytes(s) * static_cast<double>(m.hidden) / (s.sp ? s.tp : 1);
+  return per_token * tokens_per_microbatch(s);
+}
+
+double last_stage_extra_bytes(const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw) {
+  if (fw.norm_impl == NormImpl::legacy) return last_stage_extra_bytes(m, s);
+  // The final norm's saved tensors (norm_saved_bytes) and the LM head's input, sequence-split under SP.
+  const double a = activation_dtype_bytes(s);
+  const double per_token = (norm_saved_bytes(m, fw, a) + a * static_cast<double>(m.hidden)) / (s.sp ? s.tp : 1);
   return per_token * tokens_per_microbatch(s);
 }
 

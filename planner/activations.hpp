@@ -25,6 +25,7 @@ struct ActTerm {
   double bytes_per_token = 0;
   ActSplit split = ActSplit::tensor;
   bool dropped_by_selective = false;  // recomputed under selective recomputation (the s² attention terms)
+  int tensors = 1;  // how many tensors of equal size the term stands for (the caching allocator's segments)
 };
 
 // The tensors one block saves, with the sequence length `seq` (the s² terms scale with it).
@@ -33,6 +34,9 @@ std::vector<ActTerm> block_activation_terms(const ModelSpec& m, const Strategy& 
 // Bytes one block keeps for one micro-batch on one rank, under the strategy's recomputation:
 //   none: every term; selective: the terms not dropped; full: only the block input (Korthikanti §4.2).
 double block_activation_bytes(const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw);
+// How many of the tensors a block keeps (under the strategy's recomputation) are at least `bytes` each, for the
+// caching allocator's segments (allocator_reserve.hpp); no allocation.
+int64_t block_saved_tensors_of_at_least(const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw, double bytes);
 // Bytes of a block's full working set (every term): what a block holds while it is being recomputed.
 double block_working_set_bytes(const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw);
 
@@ -52,6 +56,11 @@ double in_flight_microbatches(const Strategy& s, int64_t stage);
 // input, LM head input), per micro-batch on one rank.
 double first_stage_extra_bytes(const ModelSpec& m, const Strategy& s);
 double last_stage_extra_bytes(const ModelSpec& m, const Strategy& s);
+// The same as the framework's implementation saves them (FrameworkTraits::norm_impl).
+double last_stage_extra_bytes(const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw);
+// What one norm layer saves for backward per token, before any TP/SP split (FrameworkTraits::norm_impl); `a` is the
+// activation dtype's bytes.
+double norm_saved_bytes(const ModelSpec& m, const FrameworkTraits& fw, double a);
 
 // Logits and cross-entropy at the loss on the last stage, for the one micro-batch at the loss.
 double logits_bytes(const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw);

@@ -56,18 +56,31 @@ constexpr int64_t kMinSplitK = 256;
 
 // Flash attention: fraction of peak at long sequences, head_dim 128.
 //  Ampere/Ada (FlashAttention-2 on A100, Dao 2023): forward up to 73 %, backward up to 63 % → 0.72 / 0.62.
-//  Hopper running FlashAttention-2 (PyTorch SDPA's flash backend): ~35–45 % of 989 (FA3 paper §1) → 0.40 / 0.34
-//  (backward in the same ratio to forward as on A100). FA3/cuDNN kernels reach 0.6–0.75: calibrate.
+//  Hopper, forward with a causal mask at head_dim 128 on H100 SXM5 (Shah et al. 2024, FlashAttention-3, Fig. 5):
+//  FlashAttention-2 333–335 TFLOP/s at 8k–16k, cuDNN 529–539 → 0.345 and 0.548 of 989 before the sequence ramp
+//  below (0.976 at 8k); pytorch/benchmark PR #2296 measures PyTorch SDPA at 288–304 TFLOP/s on H100 (non-causal),
+//  the same kernel. Backward in A100's ratio to forward (0.62 / 0.72): 0.297 and 0.472. Transformer Engine uses
+//  cuDNN's kernel on Hopper ("give FusedAttention preference on Hopper+", transformer_engine/pytorch/attention/
+//  dot_product_attention/utils.py get_attention_backend); PyTorch SDPA's flash backend is FlashAttention-2.
 //  No bf16 (Volta and older): FlashAttention-2 needs sm80; PyTorch falls back to the memory-efficient kernel,
 //  assumed 0.45 / 0.38.
 constexpr double kFlashFwdAmpere = 0.72, kFlashBwdAmpere = 0.62;
-constexpr double kFlashFwdHopper = 0.40, kFlashBwdHopper = 0.34;
+constexpr double kFlashFwdHopper = 0.345, kFlashBwdHopper = 0.297;
+constexpr double kCudnnFwdHopper = 0.548, kCudnnBwdHopper = 0.472;
 constexpr double kFlashFwdVolta = 0.45, kFlashBwdVolta = 0.38;
 constexpr int64_t kFlashBlock = 128;     // query/key block of the kernel (FA2 with head_dim 128)
 constexpr double kFlashSeqRamp = 200;    // efficiency × s/(s + 200): 0.72 at 512, 0.84 at 1k, 0.98 at 8k
 constexpr double kFlashBackwardFlops = 2.5;  // backward = 2.5× forward FLOPs (5 matmuls vs 2; Dao 2023 §3)
 
 constexpr double kMinPeak = 1e9;  // never divide by zero, whatever the preset says
+
+// Sustained over benchmark tensor throughput per GPU generation (compute_cost.hpp sustained_tensor_fraction). Fitted
+// by `build/bench/shardplan_accuracy --fit-sustained` on the public set's non-historical runs of the generation,
+// each source weighted equally, minimising the mean |log(measured / predicted step)|; reports/accuracy.md gives the
+// fit and its leave-one-source-out error. Volta has two runs: no fit (1). Blackwell has none: Hopper's value, the
+// nearest generation measured (an assumption).
+constexpr double kSustainedAmpere = 0.869;
+constexpr double kSustainedHopper = 0.811;
 
 bool hopper_class(const GpuSpec& g) { return std::max(g.bf16_tflops, g.fp16_tflops) > kHopperTensorPeakTflops; }
 
@@ -142,7 +155,7 @@ double gemm_time_s(const GpuSpec& g, DType d, const GemmShape& s) {
     if (cal.cpu || cal.dtype == d || !(cal.peak_flops_per_s > 0)) return s.flops() / measured;
     return s.flops() / (measured / cal.peak_flops_per_s * peak_flops(g, d));
   }
-  const double peak = peak_flops(g, d) * gemm_base_efficiency(g, d);
+  const double peak = peak_flops(g, d) * gemm_base_efficiency(g, d) * power_limit_clock_factor(g);
   const double hbm = std::max(g.hbm_gbps, 1.0) * kGB * kHbmEfficiency;
   const double sms = static_cast<double>(std::max<int64_t>(g.sm_count, 1));
   const double m = static_cast<double>(s.m), n = static_cast<double>(s.n), k = static_cast<double>(s.k);
@@ -178,9 +191,38 @@ double gemm_efficiency(const GpuSpec& g, DType d, const GemmShape& s) {
   return std::clamp(s.flops() / (peak_flops(g, d) * t), 1e-9, 1.0);
 }
 
-double flash_attention_efficiency(const GpuSpec& g, int64_t seq, int64_t head_dim, bool backward) {
+double sustained_tensor_fraction(const GpuSpec& g) {
+  switch (gpu_generation(g)) {
+    case GpuGeneration::volta: return 1.0;
+    case GpuGeneration::ampere: return kSustainedAmpere;
+    case GpuGeneration::hopper:
+    case GpuGeneration::blackwell: return kSustainedHopper;
+  }
+  return 1.0;
+}
+
+GpuSpec training_device(const GpuSpec& g) {
+  if (g.gemm_calibration && !g.gemm_calibration->points.empty()) return g;  // measured: the device as it ran
+  GpuSpec t = g;
+  const double f = g.sustained_tensor_fraction > 0 ? g.sustained_tensor_fraction : sustained_tensor_fraction(g);
+  t.bf16_tflops *= f;
+  t.fp16_tflops *= f;
+  t.tf32_tflops *= f;
+  return t;
+}
+
+double power_limit_clock_factor(const GpuSpec& g) {
+  // A GPU run below its datasheet board power lowers clock and voltage together until it fits: P ∝ C·V²·f with V
+  // rising about linearly with f over the DVFS range (the CMOS dynamic-power relation, Hennessy & Patterson,
+  // "Computer Architecture", §1.5), so the sustained clock scales as the cube root of the power.
+  if (!(g.tdp_w > 0) || !(g.power_limit_w > 0) || g.power_limit_w >= g.tdp_w) return 1.0;
+  return std::cbrt(g.power_limit_w / g.tdp_w);
+}
+
+double flash_attention_efficiency(const GpuSpec& g, int64_t seq, int64_t head_dim, bool backward, AttentionKernel k) {
   double base;
   if (!(g.bf16_tflops > 0)) base = backward ? kFlashBwdVolta : kFlashFwdVolta;
+  else if (hopper_class(g) && k == AttentionKernel::cudnn) base = backward ? kCudnnBwdHopper : kCudnnFwdHopper;
   else if (hopper_class(g)) base = backward ? kFlashBwdHopper : kFlashFwdHopper;
   else base = backward ? kFlashBwdAmpere : kFlashFwdAmpere;
   // Head dim below 128: fewer FLOPs per byte of K/V loaded; FA2's benchmarks (Dao 2023, §4.1) run head_dim 64
@@ -194,7 +236,7 @@ namespace {
 
 // Time of the flash-attention kernel, forward or backward.
 double flash_time(const GpuSpec& g, DType d, int64_t batch, int64_t seq, int64_t heads, int64_t head_dim, bool causal,
-                  bool backward) {
+                  bool backward, AttentionKernel k) {
   if (batch <= 0 || seq <= 0 || heads <= 0 || head_dim <= 0) return 0.0;
   const double b = static_cast<double>(batch), s = static_cast<double>(seq);
   const double h = static_cast<double>(heads), hd = static_cast<double>(head_dim);
@@ -209,20 +251,20 @@ double flash_time(const GpuSpec& g, DType d, int64_t batch, int64_t seq, int64_t
   const double sms = static_cast<double>(std::max<int64_t>(g.sm_count, 1));
   const double ctas = b * h * blocks;
   const double wave_q = ctas / (std::ceil(ctas / sms) * sms);
-  const double eff = flash_attention_efficiency(g, seq, head_dim, backward) * wave_q;
-  return work / (peak_flops(g, d) * eff) + kKernelOverheadS;
+  const double eff = flash_attention_efficiency(g, seq, head_dim, backward, k) * wave_q;
+  return work / (peak_flops(g, d) * power_limit_clock_factor(g) * eff) + kKernelOverheadS;
 }
 
 }  // namespace
 
 double flash_attention_forward_s(const GpuSpec& g, DType d, int64_t batch, int64_t seq, int64_t heads,
-                                 int64_t head_dim, bool causal) {
-  return flash_time(g, d, batch, seq, heads, head_dim, causal, false);
+                                 int64_t head_dim, bool causal, AttentionKernel k) {
+  return flash_time(g, d, batch, seq, heads, head_dim, causal, false, k);
 }
 
 double flash_attention_backward_s(const GpuSpec& g, DType d, int64_t batch, int64_t seq, int64_t heads,
-                                  int64_t head_dim, bool causal) {
-  return flash_time(g, d, batch, seq, heads, head_dim, causal, true);
+                                  int64_t head_dim, bool causal, AttentionKernel k) {
+  return flash_time(g, d, batch, seq, heads, head_dim, causal, true, k);
 }
 
 double memory_bound_time_s(const GpuSpec& g, double bytes) {

@@ -22,12 +22,16 @@ double peak_flops(const GpuSpec& g, DType d);
 double gemm_efficiency(const GpuSpec& g, DType d, const GemmShape& s);
 double gemm_time_s(const GpuSpec& g, DType d, const GemmShape& s);
 
+// The fused attention kernel a runtime calls: FlashAttention-2 (PyTorch SDPA's flash backend, flash-attn) or cuDNN's
+// fused attention (Transformer Engine's FusedAttention, which it prefers on Hopper). They differ on Hopper only.
+enum class AttentionKernel { flash2, cudnn };
+
 // Fused (flash) attention forward for `batch` sequences of `seq` tokens, `heads` heads of `head_dim`, on one GPU;
 // causal masking halves the work the kernel does. Backward ≈ 2.5× forward (FlashAttention-2, Dao 2023 §3).
 double flash_attention_forward_s(const GpuSpec& g, DType d, int64_t batch, int64_t seq, int64_t heads,
-                                 int64_t head_dim, bool causal);
+                                 int64_t head_dim, bool causal, AttentionKernel k = AttentionKernel::flash2);
 double flash_attention_backward_s(const GpuSpec& g, DType d, int64_t batch, int64_t seq, int64_t heads,
-                                  int64_t head_dim, bool causal);
+                                  int64_t head_dim, bool causal, AttentionKernel k = AttentionKernel::flash2);
 
 // Memory-bound work: bytes read + written at an achievable fraction of HBM bandwidth.
 double memory_bound_time_s(const GpuSpec& g, double bytes);
@@ -39,6 +43,18 @@ double memory_bound_time_s(const GpuSpec& g, double bytes);
 // wave quantisation.
 double gemm_base_efficiency(const GpuSpec& g, DType d);
 // Fraction of peak a flash-attention kernel reaches (before wave quantisation over batch × heads × 128-row blocks).
-double flash_attention_efficiency(const GpuSpec& g, int64_t seq, int64_t head_dim, bool backward);
+double flash_attention_efficiency(const GpuSpec& g, int64_t seq, int64_t head_dim, bool backward,
+                                  AttentionKernel k = AttentionKernel::flash2);
+// The tensor cores' sustained clock at the GPU's power limit relative to the datasheet's board power (1 without
+// both figures): dynamic power ∝ V²·f with V ∝ f in the DVFS range, so f ∝ P^(1/3) (compute_cost.cpp).
+double power_limit_clock_factor(const GpuSpec& g);
+// The fraction of the isolated-benchmark tensor throughput a training run sustains on this GPU generation: the
+// figures above come from short kernels in a loop; a step runs them for hours at the power limit. Fitted on the
+// public set (compute_cost.cpp gives the fit and its leave-one-source-out error).
+double sustained_tensor_fraction(const GpuSpec& g);
+// The GPU as a training step sees it: tensor peaks × sustained_tensor_fraction, or × the override
+// GpuSpec::sustained_tensor_fraction when set (the accuracy bench's fit). The kernel models above stay those of
+// isolated benchmarks. Unchanged with a measured GEMM table, which already is what the device did.
+GpuSpec training_device(const GpuSpec& g);
 
 }  // namespace shardplan

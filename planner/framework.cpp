@@ -79,6 +79,23 @@ FrameworkTraits fsdp2_traits() {
   // Composer's FSDP mixed_precision DEFAULT sets reduce_dtype=float32 (mosaicml/composer PR #2628, Oct 2023;
   // PURE reduces in bf16). DDP under torch.autocast all-reduces the fp32 gradients of fp32 parameters.
   t.amp_grads_reduced_in_fp32 = true;
+  // Memory as FSDP2 allocates it, cross-checked against PyTorch's own allocations (reports/fsdp2-memory.md): the
+  // moments of planner/memory_moments.hpp. `fsdp` runs our emitted script on transformers' LlamaForCausalLM: its
+  // LlamaRMSNorm.forward (transformers/models/llama/modeling_llama.py) saves the fp32 upcast for pow and the
+  // multiply, the normalised tensor in the input dtype for the weight multiply, and the fp32 rsqrt; its loss runs
+  // inside the root's forward (labels=...).
+  t.memory_moments = true;
+  t.norm_impl = NormImpl::transformers_eager;
+  t.selective_saves_odd_matmuls = true;
+  t.loss_inside_root_forward = true;
+  // ForCausalLMLoss (transformers/loss/loss_utils.py) upcasts with logits.float(): at _log_softmax_backward_data the
+  // log_softmax output (4), nll_loss_backward's gradient (4) and the result (4) are alive; the bf16 logits are freed.
+  t.loss_backward_bytes_per_logit = 12;
+  // At a SwiGLU (or GELU) MLP's backward: the product's gradient and the two gradients mul's backward writes, less the
+  // down projection's input freed after its backward (measured 4 B/ffn element per token); transformers also holds
+  // one h-wide gradient more (measured 2.06 B/hidden element: 70B full recompute s8192, block 78).
+  t.block_backward_f_tensors = 2;
+  t.block_backward_h_tensors = 1;
   return t;
 }
 
@@ -109,6 +126,15 @@ FrameworkTraits torchtitan_traits() {
   // ... and set_requires_gradient_sync(False) until the last backward, whose run_post_backward then reduce-scatters
   // every unit (same function): one reduction per step, after the stage's last backward.
   t.pp_reduces_after_last_backward = true;
+  // torchtitan's own model (torchtitan/models/llama3): nn.RMSNorm runs the fused aten::_fused_rms_norm kernel, which
+  // saves its bf16 input and the fp32 rstd; the Q/K/V projection is one matmul (FusedQKVLinear); the loss follows the
+  // model's forward (train.py: logits out, cross_entropy_loss, `del pred`), so no block is prefetched at its backward;
+  // each attention layer holds its own complex64 RoPE cache (models/common/rope.py ComplexRoPE).
+  t.norm_impl = NormImpl::fused;
+  t.fused_qkv_projection = true;
+  t.loss_inside_root_forward = false;
+  t.block_backward_h_tensors = 0;
+  t.rope_cache_per_layer = true;
   return t;
 }
 
@@ -123,6 +149,12 @@ FrameworkTraits deepspeed_traits() {
   t.reduce_bucket_elements = 500'000'000;
   // FusedAdam (multi-tensor apply) makes no per-parameter temporaries.
   t.optimizer_temp_bytes_per_param = 0;
+  // The step's fp32 gradient: ZeRO-1/2 flattens the partition's gradients and casts them for the fp32 optimizer
+  // (deepspeed/runtime/zero/stage_1_and_2.py DeepSpeedZeroOptimizer.step: single_grad_partition =
+  // flatten_dense_tensors_aligned(...).to(fp32 dtype), set as single_partition_of_fp32_groups[i].grad); ZeRO-3 does it
+  // per sub-group (stage3.py _prepare_fp32_grad_for_sub_group; zero_optimization.sub_group_size default 1e9).
+  t.optimizer_fp32_grad_copy_bytes = 4;
+  t.optimizer_sub_group_elements = 1'000'000'000;
   // zero_optimization.overlap_comm defaults to false for stages 1 and 2 (DeepSpeed config docs; stage 3 overlaps
   // its own way, modelled per unit).
   t.overlap_grad_reduce = false;
@@ -146,6 +178,9 @@ FrameworkTraits megatron_traits() {
   // Vocab-parallel cross-entropy: bf16 logits (2) + the fp32 softmax it computes in place and saves (4);
   // the gradient overwrites the saved softmax.
   t.logits_bytes_per_element = 6;
+  // Megatron-Core's TEDotProductAttention: Transformer Engine picks cuDNN's fused attention on Hopper
+  // (compute_cost.cpp), flash-attn's FlashAttention-2 on Ampere.
+  t.attention_kernel = AttentionKernel::cudnn;
   // Fused bias-SwiGLU saves the fc1 output (gate and up) and the down-projection input: 3 tensors.
   t.swiglu_saved_intermediates = 3;
   // Megatron fuses LayerNorm, bias-GELU and bias-dropout-add (apex/TE kernels); the rest (residual copies,

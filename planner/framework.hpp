@@ -4,10 +4,14 @@
 // a named parameter with its source, so that calibration and validation can replace it — not a hidden fudge.
 #include <cstdint>
 
+#include "planner/compute_cost.hpp"
 #include "planner/hardware.hpp"
 #include "planner/strategy.hpp"
 
 namespace shardplan {
+
+// What a norm layer saves for backward (FrameworkTraits::norm_impl).
+enum class NormImpl : uint8_t { legacy, transformers_eager, fused };
 
 struct FrameworkTraits {
   Framework framework = Framework::fsdp;
@@ -80,6 +84,9 @@ struct FrameworkTraits {
   int64_t swiglu_saved_intermediates = 3; // tensors of width ffn_hidden saved by a SwiGLU MLP
 
   // --- compute ---------------------------------------------------------------------------------------------
+  // The fused attention kernel it calls (compute_cost.hpp): FlashAttention-2 through PyTorch SDPA, or cuDNN's
+  // through Transformer Engine.
+  AttentionKernel attention_kernel = AttentionKernel::flash2;
   // Memory traffic of a block's elementwise work (norms, residual adds, activation, rotary, dropout) relative to
   // fully fused kernels that read and write each tensor once (see framework.cpp for the kernel counts).
   double elementwise_traffic_factor = 1;
@@ -93,6 +100,35 @@ struct FrameworkTraits {
 
   // --- optimizer ---------------------------------------------------------------------------------------
   double optimizer_temp_bytes_per_param = 0;  // temporaries of the step, per local (sharded) parameter
+  // DeepSpeed ZeRO casts the half-precision gradient partition to an fp32 copy for the step (bytes per local
+  // parameter), under ZeRO-3 one sub-group of this many elements at a time (0: the whole partition at once).
+  double optimizer_fp32_grad_copy_bytes = 0;
+  int64_t optimizer_sub_group_elements = 0;
+
+  // --- memory as the FSDP-family runtimes allocate it (planner/memory_moments.hpp; reports/fsdp2-memory.md) ----
+  // The peak is the largest of the step's distinct moments (cross-entropy backward, a block's backward, the root's
+  // post-backward, the optimizer step), each with what is live then, instead of every part's maximum added up.
+  bool memory_moments = false;
+  // What a norm saves for its backward (activations.cpp norm_saved_bytes): the legacy figure
+  // (rmsnorm_saves_fp32_input), transformers' eager LlamaRMSNorm (fp32 upcast, normalised tensor, fp32 rsqrt), or a
+  // fused kernel (input and fp32 rstd; aten::_fused_rms_norm, native_layer_norm adds the mean).
+  NormImpl norm_impl = NormImpl::legacy;
+  // Op-level selective checkpointing saves the outputs of the 1st, 3rd, ... matmul of each block (torchtitan
+  // activation_checkpoint.py _get_custom_policy: mm_count % 2 == 0 is recomputed); a fused Q/K/V projection is one mm.
+  bool selective_saves_odd_matmuls = false;
+  bool fused_qkv_projection = false;
+  // The loss runs inside the root module's forward (transformers' LlamaForCausalLM(labels=...)): the root's
+  // pre-backward, which prefetches the last block's all-gather, has run by the cross-entropy backward.
+  bool loss_inside_root_forward = false;
+  // Bytes per logit alive during the cross-entropy backward: fp32 log_softmax output, nll_loss_backward's [T, V]
+  // gradient and _log_softmax_backward_data's result (the bf16 logits already freed).
+  double loss_backward_bytes_per_logit = 0;
+  // Gradients of a block's intermediates alive at its backward's peak, beyond its saved tensors, per token: f-wide
+  // and h-wide tensors in the compute dtype (measured: reports/fsdp2-memory.md, block moments).
+  double block_backward_f_tensors = 0;
+  double block_backward_h_tensors = 0;
+  // Each attention layer keeps its own complex64 RoPE cache of the training length (torchtitan ComplexRoPE).
+  bool rope_cache_per_layer = false;
 
   // When gradients are reduced under accumulation by default: with replicated gradients (DDP, ZeRO-1) and with
   // sharded ones (ZeRO-2/3). pp_reduces_after_last_backward makes it once per step under a pipeline.

@@ -54,12 +54,17 @@ constexpr FrameworkSupport kTorchtitan{
     "torchtitan's HSDP is data_parallel_replicate_degree × data_parallel_shard_degree over FSDP2, ZeRO-2/3 only; use "
     "--zero 2 or 3 with --hsdp",
     true, "",
-    true, kNoZero1, bit(Schedule::one_f_one_b) | bit(Schedule::interleaved) | bit(Schedule::gpipe),
-    "torchtitan's pipeline_parallel_schedule names torch.distributed.pipelining's schedules (1F1B, Interleaved1F1B, "
-    "GPipe, ...) over FSDP2, which has no ZeRO-1",
+    true, kNoZero1,
+    bit(Schedule::one_f_one_b) | bit(Schedule::interleaved) | bit(Schedule::gpipe) | bit(Schedule::zb_h1) |
+        bit(Schedule::zbv) | bit(Schedule::dualpipev),
+    "torchtitan's pipeline_parallel_schedule names torch.distributed.pipelining's schedules (get_schedule_class: 1F1B, "
+    "GPipe, Interleaved1F1B, InterleavedZeroBubble, ZBVZeroBubble, DualPipeV), each multi-stage one with at least 2 "
+    "stages per rank (torchtitan/distributed/pipeline_parallel.py _get_pipeline_metadata), over FSDP2, which has no "
+    "ZeRO-1; use --zero 0, 2 or 3, and --vpp 2 or more with --schedule interleaved or zb-h1",
     false, 0,
     "torchtitan's cpu_offload is FSDP2's CPUOffloadPolicy, which moves parameters and gradients too "
-    "(torchtitan/distributed/fsdp.py apply_fsdp_to_decoder); use --framework deepspeed for --offload-optimizer"};
+    "(torchtitan/distributed/fsdp.py apply_fsdp_to_decoder); use --framework deepspeed for --offload-optimizer",
+    bit(Schedule::interleaved) | bit(Schedule::zb_h1)};
 
 // DeepSpeed: ZeRO engine (runtime/zero/), pipeline engine (runtime/pipe/), TP through Megatron-DeepSpeed.
 constexpr FrameworkSupport kDeepspeed{
@@ -69,7 +74,8 @@ constexpr FrameworkSupport kDeepspeed{
     "deepspeed/runtime/zero/mics.py); use --zero 3 with --hsdp",
     true, "",
     true, bit(0) | bit(1), bit(Schedule::one_f_one_b),
-    "DeepSpeed's pipeline engine runs only TrainSchedule, a 1F1B schedule (deepspeed/runtime/pipe/schedule.py), and "
+    "DeepSpeed's pipeline engine runs only TrainSchedule, a 1F1B schedule (deepspeed/runtime/pipe/schedule.py: no "
+    "interleaving, zero-bubble or DualPipe schedule), and "
     "asserts \"ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism\" (deepspeed/runtime/pipe/engine.py "
     "PipelineEngine.__init__); use --zero 0 or 1 and --schedule 1f1b with --pp",
     true, bit(1) | bit(2) | bit(3),
@@ -87,7 +93,9 @@ constexpr FrameworkSupport kMegatron{
     true, "",
     true, bit(0) | bit(1), bit(Schedule::one_f_one_b) | bit(Schedule::interleaved),
     "Megatron-Core schedules are no-pipelining, 1F1B and interleaved 1F1B (megatron/core/pipeline_parallel/"
-    "schedules.py get_forward_backward_func): there is no GPipe; use --schedule 1f1b or interleaved",
+    "schedules.py get_forward_backward_func): there is no GPipe, zero-bubble or DualPipe schedule "
+    "(--delay-wgrad-compute defers W only to overlap expert all-to-all); use --schedule 1f1b or interleaved, or "
+    "--framework torchtitan for zb-h1, zbv and dualpipev",
     true, bit(1),
     "Megatron-Core offloads the distributed optimizer's states (--optimizer-cpu-offload, megatron/training/"
     "arguments.py), so it needs --zero 1 (--use-distributed-optimizer)"};
@@ -101,6 +109,15 @@ constexpr FrameworkSupport kReference{
     false, 0, 0,
     "the reference loop is data-parallel only (reference/README.md); drop --pp or choose another --framework",
     false, 0, "the reference loop keeps the optimizer on the device; drop --offload-optimizer"};
+
+// torch.compile of the model: what the PyTorch runtimes offer (FSDP1/FSDP2 around a compiled module; torchtitan's
+// [compile] enable = true, torchtitan/config/configs.py CompileConfig). Megatron-Core's kernels are fused by
+// Transformer Engine instead, and shardplan models neither DeepSpeed's engine.compile() nor the reference loop's.
+bool compiles(Framework f) { return f == Framework::fsdp || f == Framework::fsdp1 || f == Framework::torchtitan; }
+constexpr const char* kCompileRefusal =
+    "torch.compile is modelled for the PyTorch runtimes only (fsdp, fsdp1, torchtitan: torchtitan/config/configs.py "
+    "CompileConfig); Megatron-Core fuses its kernels through Transformer Engine already: drop --compile or choose "
+    "one of those";
 
 std::string refusal(const Strategy& s, const char* what, const char* why) {
   return fmt::format("--framework {} cannot run {}: {}", to_string(s.framework), what, why);
@@ -128,6 +145,8 @@ bool framework_runs(const Strategy& s) {
   if (s.tp > 1 && !fs.tensor_parallel) return false;
   if (s.pp > 1 && (!fs.pipeline || !has(fs.pipeline_zero_stages, s.zero) || !has(fs.schedules, s.schedule)))
     return false;
+  if (s.pp > 1 && has(fs.multi_stage_schedules, s.schedule) && s.vpp < 2) return false;
+  if (s.compile && !compiles(s.framework)) return false;
   return !s.offload_optimizer || (fs.offload_optimizer && has(fs.offload_zero_stages, s.zero));
 }
 
@@ -145,9 +164,13 @@ std::optional<std::string> framework_refusal(const Strategy& s) {
       return refusal(s, fmt::format("--zero {} with --pp > 1", s.zero).c_str(), fs.pipeline_refusal);
     if (!has(fs.schedules, s.schedule))
       return refusal(s, fmt::format("--schedule {}", to_string(s.schedule)).c_str(), fs.pipeline_refusal);
+    if (has(fs.multi_stage_schedules, s.schedule) && s.vpp < 2)
+      return refusal(s, fmt::format("--schedule {} with --vpp {}", to_string(s.schedule), s.vpp).c_str(),
+                     fs.pipeline_refusal);
   }
   if (s.offload_optimizer && (!fs.offload_optimizer || !has(fs.offload_zero_stages, s.zero)))
     return refusal(s, fmt::format("--offload-optimizer with --zero {}", s.zero).c_str(), fs.offload_refusal);
+  if (s.compile && !compiles(s.framework)) return refusal(s, "--compile", kCompileRefusal);
   return std::nullopt;
 }
 

@@ -32,6 +32,7 @@ struct FrameworkSupport {
   bool offload_optimizer = false;
   SmallSet offload_zero_stages = 0;
   const char* offload_refusal = "";
+  SmallSet multi_stage_schedules = 0;  // schedules it runs only with two or more chunks per rank (--vpp ≥ 2)
 };
 
 const FrameworkSupport& framework_support(Framework f);

@@ -1,5 +1,6 @@
 #include "planner/hardware.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -37,6 +38,24 @@ static void require_range(const std::string& where, const char* key, double valu
                                  where, key, value, lo, hi, unit));
 }
 
+GpuGeneration gpu_generation(const GpuSpec& g) {
+  const double peak = std::max(g.bf16_tflops, g.fp16_tflops);
+  if (!(g.bf16_tflops > 0)) return GpuGeneration::volta;  // V100 and older: no bf16
+  if (peak < 500) return GpuGeneration::ampere;           // A100/A800 312, L40S 362, RTX 4090 165
+  if (peak < 1500) return GpuGeneration::hopper;          // H100/H800/H200 989
+  return GpuGeneration::blackwell;                        // B200 2250
+}
+
+const char* to_string(GpuGeneration g) {
+  switch (g) {
+    case GpuGeneration::volta: return "Volta-class";
+    case GpuGeneration::ampere: return "Ampere-class";
+    case GpuGeneration::hopper: return "Hopper-class";
+    case GpuGeneration::blackwell: return "Blackwell-class";
+  }
+  return "?";
+}
+
 void validate_gpu(const GpuSpec& g) {
   const std::string where = fmt::format("gpu '{}'", g.name);
   require_range(where, "memory_gib", g.memory_gib, 1, 4096, "GiB");
@@ -48,6 +67,14 @@ void validate_gpu(const GpuSpec& g) {
   require_range(where, "nvlink_gbps", g.nvlink_gbps, 0, 100000, "GB/s");
   require_range(where, "pcie_gbps", g.pcie_gbps, 1, 10000, "GB/s");
   require_range(where, "l2_mib", g.l2_mib, 0, 65536, "MiB");
+  require_range(where, "tdp_w", g.tdp_w, 0, 100000, "W");
+  require_range(where, "power_limit_w", g.power_limit_w, 0, 100000, "W");
+  if (g.power_limit_w > 0 && g.tdp_w > 0 && g.power_limit_w > g.tdp_w)
+    throw InputError(fmt::format("{}: 'power_limit_w' ({} W) exceeds 'tdp_w' ({} W); the limit is at most the board's "
+                                 "maximum power",
+                                 where, g.power_limit_w, g.tdp_w));
+  if (g.power_limit_w > 0 && !(g.tdp_w > 0))
+    throw InputError(fmt::format("{}: 'power_limit_w' needs 'tdp_w' (the datasheet's board power the peaks assume)", where));
   if (g.sm_count <= 0 || g.sm_count > 100000)
     throw InputError(fmt::format("{}: 'sm_count' must be a positive integer, got {}", where, g.sm_count));
 }

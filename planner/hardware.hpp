@@ -69,9 +69,22 @@ struct GpuSpec {
   double l2_mib = 0;
   double nvlink_gbps = 0;    // NVLink bandwidth per GPU, per direction, GB/s; 0 = no NVLink
   double pcie_gbps = 0;      // PCIe bandwidth per GPU, per direction, GB/s
+  // Board power: the datasheet's maximum (the clock its peaks assume) and the limit the GPU runs at; 0 = unknown,
+  // taken as running at the datasheet's (compute_cost.hpp power_limit_clock_factor).
+  double tdp_w = 0;
+  double power_limit_w = 0;
+  // The fraction of the benchmark tensor throughput (gemm_base_efficiency, the flash-attention figures) that a
+  // training run sustains; 0 = the GPU generation's fitted value (compute_cost.hpp training_device). Not a preset key: the accuracy bench sets it to refit them and for leave-one-source-out checks.
+  double sustained_tensor_fraction = 0;
   // Measured GEMM throughput and copy bandwidth (calibration profile); null = the analytic model.
   std::shared_ptr<const GemmCalibration> gemm_calibration;
 };
+
+// GPU generations by dense 16-bit tensor peak (datasheets): none (Volta), under 500 TFLOP/s (Ampere, Ada), under
+// 1500 (Hopper), more (Blackwell).
+enum class GpuGeneration { volta, ampere, hopper, blackwell };
+GpuGeneration gpu_generation(const GpuSpec& g);
+const char* to_string(GpuGeneration g);
 
 enum class LinkKind { nvswitch, nvlink, pcie };
 

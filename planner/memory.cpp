@@ -6,7 +6,10 @@
 #include <fmt/format.h>
 
 #include "planner/activations.hpp"
+#include "planner/error.hpp"
 #include "planner/framework.hpp"
+#include "planner/memory_ledger.hpp"
+#include "planner/memory_moments.hpp"
 #include "planner/partition.hpp"
 
 namespace shardplan {
@@ -16,7 +19,21 @@ double MemoryComponents::total() const {
 }
 
 const char* to_string(MemoryPhase p) {
-  return p == MemoryPhase::optimizer_step ? "optimizer step" : "forward/backward";
+  switch (p) {
+    case MemoryPhase::forward_backward: return "forward/backward";
+    case MemoryPhase::optimizer_step: return "optimizer step";
+    case MemoryPhase::loss_backward: return "cross-entropy backward";
+    case MemoryPhase::block_backward: return "block backward";
+    case MemoryPhase::root_post_backward: return "root post-backward";
+  }
+  return "forward/backward";
+}
+
+double optimizer_grad_copy_bytes(const Strategy& s, const FrameworkTraits& fw, double local_params) {
+  if (s.zero < 1 || s.offload_optimizer || precision_state_bytes(s.precision).grads >= 4) return 0;
+  const double cap = s.zero >= 3 && fw.optimizer_sub_group_elements > 0 ? static_cast<double>(fw.optimizer_sub_group_elements)
+                                                                          : local_params;
+  return std::min(local_params, cap) * fw.optimizer_fp32_grad_copy_bytes;
 }
 
 MemoryComponents model_states(double params, Precision p, int zero, int64_t shard) {
@@ -30,6 +47,25 @@ MemoryComponents model_states(double params, Precision p, int zero, int64_t shar
   c.master = params * b.master / (zero >= 1 ? n : 1);
   c.optimizer = params * b.optimizer / (zero >= 1 ? n : 1);
   return c;
+}
+
+std::string moment_name(MemoryPhase p, int64_t block) {
+  if (p == MemoryPhase::block_backward && block >= 0) return fmt::format("block {} backward", block);
+  return to_string(p);
+}
+
+double checked_max_hbm_fraction(double f) {
+  if (!(f > 0 && f <= 1))
+    throw InputError(fmt::format("--max-hbm-fraction must be in (0, 1], got {} (0.80 is the default)", f));
+  return f;
+}
+
+std::string memory_fit_rule(double f) {
+  // The peak already holds the caching allocator's reserve and the runtime's own allocations (components
+  // `fragmentation` and `runtime`); the planning line keeps a margin for the model's error.
+  return fmt::format("fit rule: a configuration fits when its peak (allocated + allocator reserve + CUDA/NCCL runtime) "
+                     "is at most the HBM capacity; plan ranks only those at most {:.0f} % of it (--max-hbm-fraction {:g})",
+                     f * 100, f);
 }
 
 int64_t bytes_to_int(double bytes) {
@@ -52,41 +88,9 @@ int64_t peak_bytes(const MemoryComponents& c) {
 
 namespace {
 
-// Everything one stage's memory depends on, computed once.
-struct StageInputs {
-  const ModelSpec& model;
-  const Strategy& strategy;
-  const FrameworkTraits& fw;
-  const StageParams& stage;
-  double psi = 0;           // parameters on this rank before DP sharding
-  double shard = 1;         // DP shard degree
-  StateBytes state;         // bytes per parameter of each state
-  double compute_bytes = 2; // bytes of a gathered (compute-dtype) parameter
-  bool keeps_unsharded_grads = false;  // no_sync under gradient accumulation with ZeRO-2/3
-};
-
-// Adds bytes to a component; with `record`, also keeps a described item. Descriptions are callables so that
-// the search's inner loop (record = false) formats and allocates nothing.
-class Ledger {
- public:
-  explicit Ledger(bool record) : record_(record) {}
-  template <typename Describe>
-  void add(double MemoryComponents::*field, const char* component, Describe&& describe, double bytes) {
-    if (bytes <= 0) return;
-    parts_.*field += bytes;
-    if (record_) items_.push_back({component, std::string(describe()), bytes});
-  }
-  MemoryComponents parts_;
-  std::vector<MemoryItem> items_;
-
- private:
-  bool record_;
-};
-
-// A fixed description.
-auto text(const char* t) {
-  return [t] { return t; };
-}
+using memory_detail::Ledger;
+using memory_detail::StageInputs;
+using memory_detail::text;
 
 void add_model_states(Ledger& l, const StageInputs& in, MemoryPhase phase) {
   const Strategy& s = in.strategy;
@@ -200,6 +204,10 @@ void add_reduction_buffers(Ledger& l, const StageInputs& in) {
   if (s.zero == 2 && !in.keeps_unsharded_grads) add_head_grads_in_flight(l, in);
 }
 
+}  // namespace
+
+namespace memory_detail {
+
 void add_parallel_buffers(Ledger& l, const StageInputs& in) {
   const Strategy& s = in.strategy;
   const double a = static_cast<double>(dtype_bytes(precision_compute_dtype(s.precision)));
@@ -234,6 +242,14 @@ void add_fragmentation(Ledger& l, const StageInputs& in) {
         allocated * in.fw.fragmentation);
 }
 
+}  // namespace memory_detail
+
+namespace {
+
+using memory_detail::add_fragmentation;
+using memory_detail::add_parallel_buffers;
+using memory_detail::add_runtime;
+
 Ledger forward_backward_phase(const StageInputs& in, bool record) {
   Ledger l(record);
   add_model_states(l, in, MemoryPhase::forward_backward);
@@ -254,6 +270,8 @@ Ledger optimizer_step_phase(const StageInputs& in, bool record) {
     const double local = s.zero >= 1 ? in.psi / in.shard : in.psi;
     l.add(&MemoryComponents::buffers, "buffers", text("optimizer-step temporaries"),
           local * in.fw.optimizer_temp_bytes_per_param);
+    l.add(&MemoryComponents::buffers, "buffers", text("optimizer-step temporaries: the gradient partition cast to fp32"),
+          optimizer_grad_copy_bytes(s, in.fw, local));
   }
   if (s.zero <= 1 && in.fw.ddp_bucket_copy && s.dp > 1)
     l.add(&MemoryComponents::buffers, "buffers", text("DDP gradient buckets (a second copy of the gradients)"),
@@ -263,7 +281,10 @@ Ledger optimizer_step_phase(const StageInputs& in, bool record) {
   return l;
 }
 
-StageInputs stage_inputs(const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw, const StageParams& st) {
+}  // namespace
+
+StageInputs memory_detail::stage_inputs(const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw,
+                                        const StageParams& st) {
   StageInputs in{m, s, fw, st, 0.0, 1.0, StateBytes{}, 2.0, false};
   in.psi = static_cast<double>(st.total());
   in.shard = static_cast<double>(shard_degree(s));
@@ -274,8 +295,23 @@ StageInputs stage_inputs(const ModelSpec& m, const Strategy& s, const FrameworkT
   return in;
 }
 
+namespace {
+
+using memory_detail::stage_inputs;
+
 StageMemory estimate_stage(const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw, const StageParams& st) {
   const StageInputs in = stage_inputs(m, s, fw, st);
+  if (memory_detail::uses_moments(in)) {
+    memory_detail::MomentLedger peak = memory_detail::peak_moment(in, true);
+    StageMemory out;
+    out.stage = st.stage;
+    out.params_per_rank = st.total();
+    out.peak_phase = peak.phase;
+    out.peak_block = peak.block;
+    out.peak = peak.ledger.parts_;
+    out.items = std::move(peak.ledger.items_);
+    return out;
+  }
   Ledger fb = forward_backward_phase(in, true);
   Ledger step = optimizer_step_phase(in, true);
   const bool step_wins = step.parts_.total() > fb.parts_.total();
@@ -315,6 +351,17 @@ MemoryPeak estimate_peak_memory(const ModelSpec& m, const Strategy& s, const Fra
   for (int i = 0; i < n; ++i) {
     const StageParams st = stage_params(m, s, stages[i]);
     const StageInputs in = stage_inputs(m, s, fw, st);
+    if (memory_detail::uses_moments(in)) {
+      const memory_detail::MomentLedger peak = memory_detail::peak_moment(in, false);
+      if (i == 0 || peak.ledger.parts_.total() > best.peak.total()) {
+        best.peak = peak.ledger.parts_;
+        best.stage = st.stage;
+        best.params_per_rank = st.total();
+        best.phase = peak.phase;
+        best.block = peak.block;
+      }
+      continue;
+    }
     const MemoryComponents fb = forward_backward_phase(in, false).parts_;
     const MemoryComponents step = optimizer_step_phase(in, false).parts_;
     const bool step_wins = step.total() > fb.total();

@@ -11,6 +11,14 @@
 
 namespace shardplan {
 
+// A planned peak under 80 % of HBM did not run out of memory in 454 runs (Fujii et al. 2024, arXiv 2411.06465):
+// the default of --max-hbm-fraction, the line `plan` ranks under.
+constexpr double kSafeFractionOfCapacity = 0.80;
+// --max-hbm-fraction must lie in (0, 1]: InputError naming the flag otherwise.
+double checked_max_hbm_fraction(double f);
+// The fit rule in words, for the outputs: what `fits` means and what the planning line is.
+std::string memory_fit_rule(double max_hbm_fraction);
+
 // The parts of CONTRACT.md's `memory.components`, in bytes.
 struct MemoryComponents {
   double params = 0;
@@ -33,13 +41,18 @@ struct MemoryItem {
   double bytes = 0;
 };
 
-enum class MemoryPhase { forward_backward, optimizer_step };
+// The moment of a stage's peak. Frameworks with FrameworkTraits::memory_moments (the PyTorch FSDP family) name one of
+// the step's distinct moments (planner/memory_moments.hpp); the others add every part's maximum in forward/backward.
+enum class MemoryPhase { forward_backward, optimizer_step, loss_backward, block_backward, root_post_backward };
 const char* to_string(MemoryPhase p);
+// The moment in words, with the block for a block's backward ("block 78 backward").
+std::string moment_name(MemoryPhase p, int64_t block);
 
 struct StageMemory {
   int64_t stage = 0;
   int64_t params_per_rank = 0;  // parameters this rank's stage holds after TP, before DP sharding
   MemoryPhase peak_phase = MemoryPhase::forward_backward;
+  int64_t peak_block = -1;      // block_backward: which of the stage's blocks (0 = its first in forward order)
   MemoryComponents peak;        // at the stage's peak
   std::vector<MemoryItem> items;  // the peak's parts, finer grained
 };
@@ -52,11 +65,12 @@ struct MemoryEstimate {
   double host_bytes_per_rank = 0;
   double host_bytes_per_node = 0;
   double host_capacity_bytes = 0;   // per node; 0 = unknown
+  // The share of HBM a planned peak may take (--max-hbm-fraction): the margin left for what the model cannot see.
+  double max_hbm_fraction = kSafeFractionOfCapacity;
   const StageMemory& peak_stage() const { return stages[busiest]; }
 };
 
-// A planned peak under 80 % of HBM did not run out of memory in 454 runs (Fujii et al. 2024, arXiv 2411.06465).
-constexpr double kSafeFractionOfCapacity = 0.80;
+
 
 // Every stage, with described items: for reports.
 MemoryEstimate estimate_memory(const ModelSpec& m, const Strategy& s, const ClusterSpec& c);
@@ -68,9 +82,14 @@ struct MemoryPeak {
   int64_t stage = 0;
   int64_t params_per_rank = 0;
   MemoryPhase phase = MemoryPhase::forward_backward;
+  int64_t block = -1;
 };
 struct FrameworkTraits;
 MemoryPeak estimate_peak_memory(const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw);
+
+// The fp32 gradient copy some optimizers make for the step (FrameworkTraits::optimizer_fp32_grad_copy_bytes): bytes
+// for `local_params` parameters of this rank; 0 where the gradients are fp32 already or not sharded.
+double optimizer_grad_copy_bytes(const Strategy& s, const FrameworkTraits& fw, double local_params);
 
 // Textbook model states per rank (ZeRO, Rajbhandari et al. 2020, §5.1 and Figure 1): params, grads, master and
 // optimizer of `params` parameters under ZeRO stage `zero` sharded over `shard` ranks.

@@ -41,17 +41,20 @@ Dims dims_of(const ModelSpec& m, const Strategy& s) {
 // §5.1: backward is two GEMMs of the forward's size).
 struct LinearTime {
   double fwd = 0, bwd = 0;
+  double wgrad = 0;  // the dW part of bwd (the zero-bubble schedules' W pass)
 };
 LinearTime linear_time(const GpuSpec& g, DType dt, int64_t m, int64_t n, int64_t k) {
-  return {gemm_time_s(g, dt, {m, n, k}), gemm_time_s(g, dt, {m, k, n}) + gemm_time_s(g, dt, {k, n, m})};
+  const double dw = gemm_time_s(g, dt, {k, n, m});
+  return {gemm_time_s(g, dt, {m, n, k}), gemm_time_s(g, dt, {m, k, n}) + dw, dw};
 }
 
 // Attention core (scores, softmax, weighted values) for one micro-batch on one rank.
-LinearTime attention_time(const GpuSpec& g, DType dt, const Strategy& s, const Dims& d, bool dropout) {
+LinearTime attention_time(const GpuSpec& g, DType dt, const Strategy& s, const FrameworkTraits& fw, const Dims& d,
+                          bool dropout) {
   const int64_t b = s.micro_batch, seq = s.seq;
   if (s.flash_attn)
-    return {flash_attention_forward_s(g, dt, b, seq, d.heads_r, d.head_dim, true),
-            flash_attention_backward_s(g, dt, b, seq, d.heads_r, d.head_dim, true)};
+    return {flash_attention_forward_s(g, dt, b, seq, d.heads_r, d.head_dim, true, fw.attention_kernel),
+            flash_attention_backward_s(g, dt, b, seq, d.heads_r, d.head_dim, true, fw.attention_kernel)};
   // Unfused (Megatron without flash): batched q·kᵀ and softmax·v over the full s×s (the causal mask is applied
   // to it, not skipped), softmax (+ dropout) over b·heads·s² elements read and written.
   const int64_t rows = b * d.heads_r * seq;
@@ -77,6 +80,14 @@ double block_elementwise_bytes(const ModelSpec& m, const Strategy& s, const Dims
   return per_token * d.tokens;
 }
 
+// torch.compile's Inductor fuses each chain of pointwise ops and reductions into one generated kernel (Ansel et al.
+// 2024, "PyTorch 2", §4–5), which reads and writes each tensor about once, as Megatron's fused kernels do: the fused
+// stack's factor (framework.cpp megatron_traits, 1.5) in place of eager PyTorch's 4.
+constexpr double kCompiledElementwiseTrafficFactor = 1.5;
+double elementwise_traffic_factor(const Strategy& s, const FrameworkTraits& fw) {
+  return s.compile ? std::min(fw.elementwise_traffic_factor, kCompiledElementwiseTrafficFactor) : fw.elementwise_traffic_factor;
+}
+
 // The four GEMMs that meet a TP collective: QKV and MLP-up consume the all-gathered input, the attention and MLP
 // output projections produce what is reduce-scattered (Korthikanti §4.2.2).
 struct TpGemms {
@@ -94,11 +105,12 @@ TpGemms block_compute(const ModelSpec& m, const Strategy& s, const GpuSpec& g, c
   const LinearTime proj = linear_time(g, dt, T, h, d.q_r);
   const LinearTime up = linear_time(g, dt, T, (model_mlp_matrices(m) - 1) * f_r, h);
   const LinearTime down = linear_time(g, dt, T, h, f_r);
-  const LinearTime core = attention_time(g, dt, s, d, m.dropout);
-  const double elementwise = memory_bound_time_s(g, fw.elementwise_traffic_factor * block_elementwise_bytes(m, s, d));
+  const LinearTime core = attention_time(g, dt, s, fw, d, m.dropout);
+  const double elementwise = memory_bound_time_s(g, elementwise_traffic_factor(s, fw) * block_elementwise_bytes(m, s, d));
   const double gemm_fwd = qkv.fwd + proj.fwd + up.fwd + down.fwd;
   out.block_fwd_s = gemm_fwd + core.fwd + elementwise;
   out.block_bwd_s = qkv.bwd + proj.bwd + up.bwd + down.bwd + core.bwd + 2 * elementwise;
+  out.block_wgrad_s = qkv.wgrad + proj.wgrad + up.wgrad + down.wgrad;
   switch (s.recompute) {
     case Recompute::none: out.block_recompute_s = 0; break;
     // Korthikanti §5: selective recomputation repeats the attention core's forward (which flash attention
@@ -159,8 +171,8 @@ void block_tp_comm(const Strategy& s, const ClusterSpec& c, const FrameworkTrait
 }
 
 // Final norm, LM head and cross-entropy on the last stage; token embedding on the first.
-void ends_compute(const ModelSpec& m, const Strategy& s, const ClusterSpec& c, const Dims& d, MicrobatchCosts& out) {
-  const GpuSpec& g = c.gpu;
+void ends_compute(const ModelSpec& m, const Strategy& s, const ClusterSpec& c, const GpuSpec& g, const Dims& d,
+                  MicrobatchCosts& out) {
   const DType dt = precision_compute_dtype(s.precision);
   const auto T = static_cast<int64_t>(d.tokens);
   const auto vocab_r = static_cast<int64_t>(d.vocab) / s.tp;
@@ -188,9 +200,11 @@ MicrobatchCosts microbatch_costs(const ModelSpec& m, const Strategy& s, const Cl
   const Dims d = dims_of(m, s);
   MicrobatchCosts out;
   const FrameworkTraits fw = framework_traits(s.framework);
-  const TpGemms gemms = block_compute(m, s, c.gpu, fw, d, out);
+  // GEMMs and attention at what a training run sustains (compute_cost.hpp training_device).
+  const GpuSpec device = training_device(c.gpu);
+  const TpGemms gemms = block_compute(m, s, device, fw, d, out);
   block_tp_comm(s, c, fw, d, gemms, out);
-  ends_compute(m, s, c, d, out);
+  ends_compute(m, s, c, device, d, out);
   return out;
 }
 

@@ -87,6 +87,21 @@ void validate_model(const ModelSpec& m) {
     throw InputError(fmt::format("{}: sizes are implausible (layers {}, hidden {}, heads {}, ffn_hidden {}, vocab "
                                  "{}, seq {}); check the values",
                                  where, m.layers, m.hidden, m.heads, m.ffn_hidden, m.vocab, m.seq));
+  // The same for the optional sizes (issue 19, item 19: 2^60 reached "needs 1e+25 bytes", naming neither key).
+  if (m.head_dim > (int64_t{1} << 16))
+    throw InputError(fmt::format("{}: head_dim {} is implausible (at most 65536; models use 64 to 256); check the value",
+                                 where, m.head_dim));
+  if (m.vocab_pad_to > (int64_t{1} << 20))
+    throw InputError(fmt::format("{}: vocab_pad_to {} is implausible (at most 1048576; Megatron pads to 128·tp); check "
+                                 "the value",
+                                 where, m.vocab_pad_to));
+}
+
+std::string seq_refusal(const ModelSpec& m, int64_t seq) {
+  if (m.position != PositionKind::learned || seq <= m.seq) return "";
+  return fmt::format("--seq {} is longer than the learned position table of model '{}' ({} positions, one row each): "
+                     "use --seq {} or less, or a model with rotary positions",
+                     seq, m.name, m.seq, m.seq);
 }
 
 const char* to_string(MlpKind k) { return k == MlpKind::swiglu ? "swiglu" : "gelu"; }

@@ -71,6 +71,10 @@ ParamCounts count_params(const ModelSpec& m);
 // Checks sizes and divisibility; throws InputError naming the field.
 void validate_model(const ModelSpec& m);
 
+// Why `seq` tokens cannot run on `m`, or "": learned positions have exactly m.seq rows (GPT-2's wpe), so a longer
+// sequence has no position to look up (the reference loop refuses it too; issue 19, item 11).
+std::string seq_refusal(const ModelSpec& m, int64_t seq);
+
 const char* to_string(MlpKind k);
 const char* to_string(NormKind k);
 const char* to_string(PositionKind k);

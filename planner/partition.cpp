@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "planner/pipeline_layout.hpp"
+
 namespace shardplan {
 
 int64_t block_params_per_tp_rank(const ModelSpec& m, int64_t tp) {
@@ -28,12 +30,13 @@ std::vector<int64_t> stage_layers(int64_t layers, int64_t pp) {
 StageParams stage_params(const ModelSpec& m, const Strategy& s, int64_t stage) {
   const ParamCounts whole = count_params(m);
   const int64_t vocab_rows = model_padded_vocab(m) * m.hidden / s.tp;  // vocab-parallel embedding / head
-  const int64_t extra = m.layers % s.pp;
   StageParams st;
   st.stage = stage;
-  st.layers = m.layers / s.pp + (stage >= s.pp - extra ? 1 : 0);  // as stage_layers()
-  st.first = stage == 0;
-  st.last = stage == s.pp - 1;
+  // The split's blocks on this rank, and whether it runs the first / last virtual stage (planner/pipeline_layout.cpp:
+  // uneven first/last counts, embedding and loss weighed as layers, V-shaped schedules with both ends on rank 0).
+  st.layers = rank_layers(m, s, stage);
+  st.first = rank_holds_embedding(s, stage);
+  st.last = rank_holds_head(s, stage);
   st.block_params = block_params_per_tp_rank(m, s.tp);
   st.blocks = st.layers * st.block_params;
   if (st.first) st.embedding = vocab_rows + whole.position_embedding;
@@ -41,7 +44,8 @@ StageParams stage_params(const ModelSpec& m, const Strategy& s, int64_t stage) {
     st.final_norm = whole.final_norm;
     // Untied: the head is its own matrix. Tied with pp > 1: Megatron keeps a copy of the embedding on the
     // last stage and all-reduces their gradients (Narayanan et al. 2021, §2.2 "embedding group").
-    if (!m.tied_embeddings || s.pp > 1) st.lm_head = vocab_rows;
+    // A V-shaped schedule puts the embedding and the head on the same rank: a tied head needs no copy there.
+    if (!m.tied_embeddings || (s.pp > 1 && !st.first)) st.lm_head = vocab_rows;
   }
   return st;
 }
@@ -55,8 +59,14 @@ std::vector<StageParams> partition_stages(const ModelSpec& m, const Strategy& s)
 int candidate_peak_stages(const ModelSpec& m, const Strategy& s, int64_t out[3]) {
   int n = 0;
   out[n++] = 0;
-  const int64_t first_extra = s.pp - m.layers % s.pp;
-  if (first_extra > 0 && first_extra < s.pp - 1) out[n++] = first_extra;
+  // Among the middle stages (no embedding, no head) the first with the most blocks: the most blocks and, under every
+  // schedule here, at least as many micro-batches in flight as any later stage.
+  int64_t busiest = -1, most = -1;
+  for (int64_t i = 1; i + 1 < s.pp; ++i) {
+    const int64_t layers = rank_layers(m, s, i);
+    if (layers > most) most = layers, busiest = i;
+  }
+  if (busiest > 0) out[n++] = busiest;
   if (s.pp > 1) out[n++] = s.pp - 1;
   return n;
 }

@@ -38,8 +38,8 @@ std::vector<int64_t> stage_layers(int64_t layers, int64_t pp);
 StageParams stage_params(const ModelSpec& m, const Strategy& s, int64_t stage);
 std::vector<StageParams> partition_stages(const ModelSpec& m, const Strategy& s);
 
-// The stages that can hold the peak: the first (embedding, most micro-batches in flight), the first one
-// given an extra layer by an uneven split, and the last (LM head, logits). Returns how many of `out` are set.
+// The stages that can hold the peak: the first (embedding, most micro-batches in flight), the first middle stage
+// with the most blocks, and the last (LM head, logits). Returns how many of `out` are set.
 int candidate_peak_stages(const ModelSpec& m, const Strategy& s, int64_t out[3]);
 
 }  // namespace shardplan

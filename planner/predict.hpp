@@ -1,6 +1,9 @@
 #pragma once
 // One fully specified configuration evaluated: parameters, memory, FLOPs (and, once the step-time model
 // exists, time). The single entry point the CLI's `predict` uses.
+#include <optional>
+
+#include "planner/error_band.hpp"
 #include "planner/flops.hpp"
 #include "planner/hardware.hpp"
 #include "planner/memory.hpp"
@@ -31,6 +34,7 @@ struct Prediction {
   StepFlops flops;
   StepTime time;
   Throughput throughput;
+  std::optional<ErrorBand> band;  // the step's range from comparable published runs (error_band.hpp), if any
   int64_t peak_bytes() const { return shardplan::peak_bytes(memory.peak_stage().peak); }
   bool fits() const { return peak_bytes() <= memory.capacity_bytes; }
 };

@@ -7,8 +7,11 @@
 
 #include "planner/cost.hpp"
 #include "planner/error.hpp"
+#include "planner/error_band.hpp"
 #include "planner/framework.hpp"
 #include "planner/framework_support.hpp"
+#include "planner/pipeline_layout.hpp"
+#include "planner/pipeline_schedule.hpp"
 #include "planner/precision.hpp"
 
 namespace shardplan {
@@ -45,14 +48,16 @@ std::string family_of(const Strategy& s) {
   std::string f = zero[std::clamp(s.zero, 0, 3)];
   if (s.hsdp > 0) f += " HSDP";
   if (s.tp > 1) f += " + TP";
-  if (s.pp > 1) f += " + PP";
+  // A schedule that splits the backward into B and W passes is a family of its own, so that plan weighs it against
+  // the plain schedule with the simplicity allowance (kSimplicityTolerance).
+  if (s.pp > 1) f += schedule_splits_backward(s.schedule) ? " + ZB-PP" : " + PP";
   if (s.offload_optimizer) f += " + offload";
   return f;
 }
 
 int complexity(const Strategy& s) {
   int c = 0;
-  if (s.pp > 1) c += 4 + (s.vpp > 1 ? 1 : 0);
+  if (s.pp > 1) c += 4 + (s.vpp > 1 ? 1 : 0) + (schedule_splits_backward(s.schedule) ? 1 : 0);
   if (s.tp > 1) c += 2 + (s.sp ? 1 : 0);
   if (s.offload_optimizer) c += 3;
   if (s.hsdp > 0) c += 1;
@@ -70,10 +75,11 @@ std::string why_not_fit(const Candidate& c) {
   const auto* largest = &parts[1];
   for (const auto* part = &parts[1]; part != std::end(parts); ++part)
     if (part->second > largest->second) largest = part;
-  const double limit = c.fits() ? kSafeFractionOfCapacity * cap : cap;
+  const double limit = c.fits() ? c.max_hbm_fraction * cap : cap;
+  const std::string line = fmt::format("the {:.0f} % planning line", c.max_hbm_fraction * 100);
   return fmt::format("peak {:.1f} GB > {:.1f} GB ({}) by {:.1f} GB; model states {:.1f} GB, largest other part {} "
                      "{:.1f} GB",
-                     p.total() / kGB, limit / kGB, c.fits() ? "the 80 % safety line" : "HBM capacity",
+                     p.total() / kGB, limit / kGB, c.fits() ? line : "HBM capacity",
                      (p.total() - limit) / kGB, p.model_states() / kGB, largest->first, largest->second / kGB);
 }
 
@@ -129,10 +135,10 @@ class TopK {
 };
 
 // Index of a family in a fixed table: zero (4) × hsdp × tp × pp × offload.
-constexpr size_t kFamilies = 4 * 2 * 2 * 2 * 2;
+constexpr size_t kFamilies = 4 * 2 * 2 * 2 * 2 * 2;
 size_t family_index(const Strategy& s) {
-  return static_cast<size_t>(s.zero) * 16 + (s.hsdp > 0 ? 8 : 0) + (s.tp > 1 ? 4 : 0) + (s.pp > 1 ? 2 : 0) +
-         (s.offload_optimizer ? 1 : 0);
+  return static_cast<size_t>(s.zero) * 32 + (s.hsdp > 0 ? 16 : 0) + (s.tp > 1 ? 8 : 0) + (s.pp > 1 ? 4 : 0) +
+         (s.pp > 1 && schedule_splits_backward(s.schedule) ? 2 : 0) + (s.offload_optimizer ? 1 : 0);
 }
 
 // The best of a family: fitting under the safety line beats not fitting; among non-fitting, the smallest peak.
@@ -147,12 +153,36 @@ bool tp_is_valid(const ModelSpec& m, const ClusterSpec& c, int64_t tp) {
          m.ffn_hidden % tp == 0;
 }
 
+// The schedules worth pricing at this pp and chunk count that the framework runs (the fixed one if given): 1F1B and
+// ZB-H1 with one chunk; interleaved and interleaved zero bubble with more; ZB-V and DualPipeV with two.
+int schedule_options(const std::optional<Schedule>& fixed, Framework f, int64_t pp, int64_t vpp, Schedule out[4]) {
+  if (fixed) {
+    out[0] = *fixed;
+    return 1;
+  }
+  if (pp < 2) {
+    out[0] = Schedule::one_f_one_b;
+    return vpp == 1 ? 1 : 0;
+  }
+  Schedule all[4];
+  int n_all = 0;
+  if (vpp == 1) all[n_all++] = Schedule::one_f_one_b;
+  else all[n_all++] = Schedule::interleaved;
+  all[n_all++] = Schedule::zb_h1;
+  if (vpp == 2) all[n_all++] = Schedule::zbv, all[n_all++] = Schedule::dualpipev;
+  const FrameworkSupport& fs = framework_support(f);
+  int n = 0;
+  for (int i = 0; i < n_all; ++i)
+    if (has(fs.schedules, all[i]) && !(has(fs.multi_stage_schedules, all[i]) && vpp < 2)) out[n++] = all[i];
+  return n;
+}
+
 Candidate choose_recommendation(const SearchResult& r, Objective o) {
   const Candidate& fastest = r.ranked.front();
   if (o != Objective::throughput) return fastest;
   const Candidate* pick = &fastest;
   for (const Candidate& f : r.families) {
-    if (!f.within_safety() || f.tokens_per_s < (1 - kSimplicityTolerance) * fastest.tokens_per_s) continue;
+    if (!f.within_safety() || f.tokens_per_s < (1 - r.tie_tolerance) * fastest.tokens_per_s) continue;
     const int cf = complexity(f.strategy), cp = complexity(pick->strategy);
     if (cf < cp || (cf == cp && better(f, *pick, o))) pick = &f;
   }
@@ -192,6 +222,11 @@ void check_fixed_dimensions(const SearchSpace& sp) {
   probe.hsdp = sp.hsdp.value_or(0);
   probe.schedule = sp.schedule.value_or(Schedule::one_f_one_b);
   if (probe.pp == 1 && probe.schedule != Schedule::one_f_one_b) probe.pp = 2;  // a schedule implies a pipeline
+  // A schedule with several chunks per rank implies them (the search tries vpp ≥ 2 for it).
+  probe.vpp = sp.vpp.value_or(schedule_is_v_shaped(probe.schedule) || probe.schedule == Schedule::interleaved ||
+                                      has(framework_support(probe.framework).multi_stage_schedules, probe.schedule)
+                                  ? 2
+                                  : 1);
   probe.offload_optimizer = false;
   if (const auto why = framework_refusal(probe)) throw InputError(*why);
 }
@@ -227,6 +262,8 @@ SearchResult search_strategies(const ModelSpec& m, const ClusterSpec& c, const S
   std::array<std::optional<Candidate>, kFamilies> families;
   SearchResult result;
   bool any_layout = false;
+  std::string first_pipeline_refusal;  // why the first pipeline layout was left out (the answer when nothing is left)
+  bool refusal_from_pipeline = false;   // ... and whether it came from a layout with pp > 1
 
   for (int64_t tp : dims.tps) {
     for (bool sp : fixed_or(space.sp, tp > 1 ? std::vector<bool>{false, true} : std::vector<bool>{false})) {
@@ -239,10 +276,12 @@ SearchResult search_strategies(const ModelSpec& m, const ClusterSpec& c, const S
         any_layout = true;
         if (base.global_batch % dp != 0) continue;
         const int64_t per_replica = base.global_batch / dp;
+        // Chunks per rank: up to 8, and beyond that where they divide the layers; which of them each runtime's split
+        // rule accepts is decided per schedule and split below (planner/pipeline_layout.cpp).
         std::vector<int64_t> vpps{1};
         if (pp > 1)
           for (int64_t v = 2; v <= m.layers / pp; ++v)
-            if (m.layers % (pp * v) == 0) vpps.push_back(v);
+            if (v <= 8 || m.layers % (pp * v) == 0) vpps.push_back(v);
         const std::vector<int64_t> vpp_options = fixed_or(space.vpp, vpps);
         std::vector<int64_t> hsdps{0};
         for (int64_t h = 2; h < dp; ++h)
@@ -264,11 +303,8 @@ SearchResult search_strategies(const ModelSpec& m, const ClusterSpec& c, const S
             s.micro_batch = mb;
             s.recompute = rc;
             const MicrobatchCosts costs = microbatch_costs(m, s, c);
-            for (int64_t vpp : vpp_options) {
-              if (vpp > 1 && (pp < 2 || m.layers % (pp * vpp) != 0 || (per_replica / mb) % pp != 0)) continue;
-              s.vpp = vpp;
-              s.schedule = space.schedule.value_or(vpp > 1 ? Schedule::interleaved : Schedule::one_f_one_b);
-              if ((s.schedule == Schedule::interleaved) != (vpp > 1)) continue;
+            // One strategy with its schedule and split: every sharding choice the framework runs.
+            auto evaluate = [&](Strategy& s) {
               for (int zero : dims.zeros) {
                 // One data-parallel rank shards nothing: every ZeRO stage is DDP.
                 if (dp == 1 && zero > 0 && !space.zero) continue;
@@ -283,6 +319,7 @@ SearchResult search_strategies(const ModelSpec& m, const ClusterSpec& c, const S
                     Candidate cand{s, estimate_peak_memory(m, s, fw), step_time_from_costs(m, s, c, fw, costs), 0,
                                    capacity};
                     cand.tokens_per_s = static_cast<double>(s.global_batch * s.seq) / cand.time.step_s;
+                    cand.max_hbm_fraction = space.max_hbm_fraction;
                     ++result.evaluated;
                     if (cand.within_safety()) {
                       ++result.fitting;
@@ -293,6 +330,34 @@ SearchResult search_strategies(const ModelSpec& m, const ClusterSpec& c, const S
                     auto& slot = families[family_index(s)];
                     if (!slot || better_for_family(cand, *slot, space.objective)) slot = cand;
                   }
+                }
+              }
+            };
+            for (int64_t vpp : vpp_options) {
+              if (vpp > 1 && pp < 2) continue;
+              s.vpp = vpp;
+              Schedule schedules[4];
+              const int n_schedules = schedule_options(space.schedule, base.framework, pp, vpp, schedules);
+              for (int si = 0; si < n_schedules; ++si) {
+                s.schedule = schedules[si];
+                if (s.schedule == Schedule::interleaved && (per_replica / mb) % pp != 0) continue;
+                PipelineSplit splits[3];
+                int n_splits = 1;
+                if (space.split) splits[0] = *space.split;
+                else n_splits = pipeline_split_candidates(m, s, splits);
+                // No split fits: keep the runtime default's reason for the error when nothing is left at all.
+                if (n_splits == 0) splits[0] = PipelineSplit{}, n_splits = 1;
+                for (int k = 0; k < n_splits; ++k) {
+                  s.split = splits[k];
+                  auto refused = pipeline_layout_refusal(m, s);
+                  if (!refused) refused = pipeline_microbatch_refusal(s);
+                  if (refused) {
+                    // A pipeline's reason is the better answer than "needs --pp ≥ 2" from the layouts without one.
+                    if (first_pipeline_refusal.empty() || (pp > 1 && !refusal_from_pipeline))
+                      first_pipeline_refusal = *refused, refusal_from_pipeline = pp > 1;
+                    continue;
+                  }
+                  evaluate(s);
                 }
               }
             }
@@ -306,12 +371,20 @@ SearchResult search_strategies(const ModelSpec& m, const ClusterSpec& c, const S
                                  "and be at most {} (GPUs per node), pp at most {} (layers){}; try another --gpus",
                                  base.gpus, m.name, m.heads, c.gpus_per_node, m.layers,
                                  space.tp || space.pp || space.dp ? ", within the --tp/--pp/--dp given" : ""));
+  // Every layout the user's pipeline flags allow was refused by the split or schedule rules: say which rule.
+  if (result.evaluated == 0 && !first_pipeline_refusal.empty() && (space.split || space.schedule || space.vpp))
+    throw InputError(first_pipeline_refusal);
   if (result.evaluated == 0)
     throw InputError(fmt::format("no layout of {} GPUs has a data-parallel degree gpus/(tp·pp) that divides the global "
                                  "batch of {} sequences (tp ≤ {}, pp ≤ {}): more GPUs than this batch can use, or a "
                                  "batch that does not split evenly; change --gpus or --global-batch",
                                  base.gpus, base.global_batch, c.gpus_per_node, m.layers));
   result.not_run = not_run_by_framework(space, m);
+  // Gaps inside the error band of comparable published runs are not differences the model can claim.
+  if (const auto band = error_band(base.framework, c.gpu, 1.0); band && band->half_width() > kSimplicityTolerance) {
+    result.tie_tolerance = band->half_width();
+    result.tie_basis = band->basis;
+  }
   result.ranked = ranked.take();
   result.tight = tight.take();
   for (auto& f : families)

@@ -13,7 +13,7 @@
 
 namespace shardplan {
 
-// throughput: most tokens/s (the least complex family within kSimplicityTolerance is recommended);
+// throughput: most tokens/s (the least complex family within SearchResult::tie_tolerance is recommended);
 // memory: smallest peak; cost: fewest GPU-hours per trained token (planner/cost.hpp), the cheapest recommended
 // outright — at the fixed GPU count of one search it orders like throughput, but without the simplicity allowance.
 enum class Objective { throughput, memory, cost };
@@ -28,8 +28,10 @@ struct SearchSpace {
   std::optional<Recompute> recompute;
   std::optional<bool> sp;
   std::optional<Schedule> schedule;
+  std::optional<PipelineSplit> split;  // unset: the runtime's default and a few uneven splits (pipeline_layout.hpp)
   bool offload_optimizer = false;  // also consider ZeRO-Offload
   Objective objective = Objective::throughput;
+  double max_hbm_fraction = kSafeFractionOfCapacity;  // --max-hbm-fraction: the line candidates are ranked under
 };
 
 struct Candidate {
@@ -38,15 +40,17 @@ struct Candidate {
   StepTime time;
   double tokens_per_s = 0;
   int64_t capacity_bytes = 0;
+  double max_hbm_fraction = kSafeFractionOfCapacity;  // the search's --max-hbm-fraction
   double peak_total() const { return memory.peak.total(); }
   bool fits() const { return peak_total() <= static_cast<double>(capacity_bytes); }
-  bool within_safety() const { return peak_total() <= kSafeFractionOfCapacity * static_cast<double>(capacity_bytes); }
+  bool within_safety() const { return peak_total() <= max_hbm_fraction * static_cast<double>(capacity_bytes); }
 };
 
 // A strategy family: the sharding stage with or without HSDP, TP, PP and offload ("ZeRO-3 + TP").
 std::string family_of(const Strategy& s);
 
-// How many moving parts a strategy has beyond plain data parallelism: pipeline 4 (+1 interleaved), tensor
+// How many moving parts a strategy has beyond plain data parallelism: pipeline 4 (+1 interleaved, +1 for a
+// schedule that splits the backward into B and W), tensor
 // parallelism 2 (+1 sequence parallel), optimizer offload 3, HSDP 1. ZeRO stages are one setting each: 0.
 int complexity(const Strategy& s);
 // Throughput an expert gives up for a simpler strategy: the recommendation is the least complex family whose
@@ -67,6 +71,10 @@ struct SearchResult {
   int64_t evaluated = 0;           // configurations evaluated
   int64_t fitting = 0;             // of which fit under the safety line
   std::vector<NotRun> not_run;     // what the search left out because --framework cannot run it
+  // Throughput gaps smaller than this do not tell candidates apart: kSimplicityTolerance, or the error band's
+  // relative half-width for this framework family and GPU generation when that is wider (error_band.hpp).
+  double tie_tolerance = kSimplicityTolerance;
+  std::string tie_basis;           // the band's basis when it set tie_tolerance
 };
 
 // Throws InputError when a fixed dimension is one the framework cannot run (its reason), or when the space is empty

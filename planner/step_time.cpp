@@ -9,6 +9,8 @@
 #include "planner/compute_cost.hpp"
 #include "planner/groups.hpp"
 #include "planner/partition.hpp"
+#include "planner/pipeline_layout.hpp"
+#include "planner/pipeline_schedule.hpp"
 #include "planner/precision.hpp"
 
 namespace shardplan {
@@ -202,17 +204,17 @@ StepTime step_time_from_costs(const ModelSpec& m, const Strategy& s, const Clust
     if (sc.total() > slowest.total()) slowest = sc;
   }
   const double ga = static_cast<double>(grad_accum_steps(s));
-  const double v = static_cast<double>(s.vpp);
   const double send = pipeline_send_s(m, s, c);
   StepTime t;
   t.modelled = true;
   t.exposed_tp_s = ga * slowest.tp;
-  // 1F1B and interleaved pair each send with a receive (Megatron's send_forward_recv_backward): two transfers on
-  // the critical path per micro-batch and model chunk.
-  t.exposed_pp_s = s.pp > 1 ? ga * 2 * v * send : 0;
-  // Bubble (Narayanan et al. 2021, §2.2): (p − 1)/v micro-batch times for 1F1B and interleaved, (p − 1) for GPipe.
-  const double per_microbatch = slowest.total() + (s.pp > 1 ? 2 * v * send : 0);
-  t.bubble_s = s.pp > 1 ? static_cast<double>(s.pp - 1) / v * per_microbatch : 0;
+  // Bubble and pipeline transfers of the schedule (planner/pipeline_schedule.hpp gives each formula and its source);
+  // the zero-bubble schedules fill part of the bubble with the W passes (weight-gradient GEMMs) of the stage.
+  const double block_wgrad = schedule_splits_backward(s.schedule) ? mb.block_wgrad_s : 0;
+  const double wgrad = static_cast<double>(slowest.params.layers) * block_wgrad;
+  const PipelineTimes pipe = pipeline_times(m, s, mb, block_wgrad, {slowest.fwd, slowest.bwd, wgrad, slowest.tp, send});
+  t.exposed_pp_s = pipe.exposed_pp_s;
+  t.bubble_s = pipe.bubble_s;
   const DpTraffic dp = dp_traffic(s, c, fw, slowest);
   t.exposed_dp_s = dp.exposed;
   t.dp_comm_total_s = dp.total;

@@ -31,6 +31,7 @@ struct MicrobatchCosts {
   double block_fwd_s = 0;        // one block forward: GEMMs, attention, elementwise
   double block_bwd_s = 0;        // one block backward (input and weight gradients)
   double block_recompute_s = 0;  // forward work recomputation repeats in the backward pass
+  double block_wgrad_s = 0;      // the weight-gradient GEMMs within block_bwd_s (zero-bubble W passes)
   double block_tp_fwd_s = 0;     // TP collectives of one block's forward (critical path)
   double block_tp_bwd_s = 0;     // ... of its backward, incl. recomputed forward collectives
   double embed_fwd_s = 0, embed_bwd_s = 0;
@@ -42,7 +43,8 @@ double pipeline_send_s(const ModelSpec& m, const Strategy& s, const ClusterSpec&
 
 MicrobatchCosts microbatch_costs(const ModelSpec& m, const Strategy& s, const ClusterSpec& c);
 
-// The rest of the model, from precomputed micro-batch costs. Allocates nothing.
+// The rest of the model, from precomputed micro-batch costs. Allocates nothing, except for the schedules with a B/W
+// split, whose bubble is the critical path of their pass orders (planner/pipeline_schedule.hpp).
 StepTime step_time_from_costs(const ModelSpec& m, const Strategy& s, const ClusterSpec& c, const FrameworkTraits& fw,
                               const MicrobatchCosts& mb);
 

@@ -7,6 +7,8 @@
 
 #include "planner/error.hpp"
 #include "planner/framework_support.hpp"
+#include "planner/pipeline_layout.hpp"
+#include "planner/pipeline_schedule.hpp"
 #include "planner/precision.hpp"
 
 namespace shardplan {
@@ -48,17 +50,10 @@ static void validate_layout(const Strategy& s, const ModelSpec& m) {
   if (m.layers < s.pp)
     throw InputError(fmt::format("--pp {} exceeds the model's {} layers; use at most {} stages", s.pp, m.layers,
                                  m.layers));
-  if (s.vpp > 1) {
-    if (s.schedule != Schedule::interleaved)
-      throw InputError("--vpp > 1 needs --schedule interleaved (or drop --vpp)");
-    if (s.pp < 2) throw InputError("--vpp > 1 needs --pp of at least 2");
-    if (m.layers % (s.pp * s.vpp) != 0)
-      throw InputError(fmt::format("interleaved pipeline needs layers ({}) divisible by pp·vpp = {}", m.layers,
-                                   s.pp * s.vpp));
-  }
-  if (s.schedule == Schedule::interleaved && s.vpp < 2)
-    throw InputError("--schedule interleaved needs --vpp of at least 2 (virtual stages per rank)");
+  // Schedule, chunks and the blocks per stage, under the runtime's split rule (planner/pipeline_layout.cpp).
+  if (const auto why = pipeline_layout_refusal(m, s)) throw InputError(*why);
   if (s.sp && s.tp < 2) throw InputError("--sp (sequence parallelism) needs --tp of at least 2");
+  if (const std::string why = seq_refusal(m, s.seq); !why.empty()) throw InputError(why);
 }
 
 static void validate_sharding(const Strategy& s) {
@@ -101,6 +96,7 @@ static void validate_batch(const Strategy& s) {
     throw InputError(fmt::format("--schedule interleaved needs the micro-batches per step ({}) to be a multiple of "
                                  "--pp {}; raise --global-batch or lower --micro-batch",
                                  grad_accum_steps(s), s.pp));
+  if (const auto why = pipeline_microbatch_refusal(s)) throw InputError(*why);
   if (s.sp && s.seq % s.tp != 0)
     throw InputError(fmt::format("--seq {} must be divisible by --tp {} with sequence parallelism", s.seq, s.tp));
 }
@@ -139,8 +135,9 @@ static const char* name_of(const std::array<std::pair<const char*, E>, N>& table
 
 static constexpr std::array<std::pair<const char*, Recompute>, 3> kRecompute{
     {{"none", Recompute::none}, {"selective", Recompute::selective}, {"full", Recompute::full}}};
-static constexpr std::array<std::pair<const char*, Schedule>, 3> kSchedule{
-    {{"1f1b", Schedule::one_f_one_b}, {"interleaved", Schedule::interleaved}, {"gpipe", Schedule::gpipe}}};
+static constexpr std::array<std::pair<const char*, Schedule>, 6> kSchedule{
+    {{"1f1b", Schedule::one_f_one_b}, {"interleaved", Schedule::interleaved}, {"gpipe", Schedule::gpipe},
+     {"zb-h1", Schedule::zb_h1}, {"zbv", Schedule::zbv}, {"dualpipev", Schedule::dualpipev}}};
 // "fsdp2" is a second name of fsdp (CONTRACT.md); names print as the first entry of their value.
 static constexpr std::array<std::pair<const char*, Framework>, 7> kFramework{{{"fsdp", Framework::fsdp},
                                                                               {"fsdp2", Framework::fsdp},

@@ -6,11 +6,16 @@
 
 #include "planner/hardware.hpp"
 #include "planner/model.hpp"
+#include "planner/pipeline_split.hpp"
 
 namespace shardplan {
 
 enum class Recompute { none, selective, full };
-enum class Schedule { one_f_one_b, interleaved, gpipe };
+// zb_h1: Zero Bubble's ZB-H1 (Qi et al. 2024, arXiv 2401.10241 §2.1), backward split into B (input gradient) and
+// W (weight gradient); with vpp > 1 its interleaved form (torch.distributed.pipelining ScheduleInterleavedZeroBubble).
+// zbv: ZB-V (ibid. §6), two chunks per rank in a V. dualpipev: DualPipeV (DeepSeek-V3 report §3.2.1, cut in half:
+// torch.distributed.pipelining ScheduleDualPipeV). planner/pipeline_schedule.hpp has their bubbles and memory.
+enum class Schedule { one_f_one_b, interleaved, gpipe, zb_h1, zbv, dualpipev };
 // fsdp = PyTorch FSDP2 (`fully_shard`); fsdp1 = FullyShardedDataParallel (FlatParameter); torchtitan = FSDP2 with
 // torchtitan's TP/PP policies; deepspeed = DeepSpeed's ZeRO and pipeline engines; megatron = Megatron-Core;
 // reference = shardplan's own loop (reference/). framework.cpp gives each one's behaviours and their sources.
@@ -30,11 +35,13 @@ struct Strategy {
   int64_t dp = 1;
   int64_t vpp = 1;                  // virtual pipeline stages per rank (interleaved 1F1B)
   Schedule schedule = Schedule::one_f_one_b;
+  PipelineSplit split;              // blocks per stage: first/last counts, embedding and loss as layers
   bool sp = false;                  // sequence parallelism (needs tp > 1 to matter)
   int zero = 3;                     // 0 DDP, 1 optimizer, 2 + grads, 3 + params
   int64_t hsdp = 0;                 // shard group size for hybrid sharding; 0 = shard across all of dp
   Recompute recompute = Recompute::none;
   bool flash_attn = true;
+  bool compile = false;             // torch.compile (Inductor) of the model: fused elementwise kernels
   int64_t micro_batch = 1;          // sequences per micro-batch per data-parallel replica
   int64_t global_batch = 0;         // sequences per optimizer step, all replicas
   int64_t seq = 0;                  // tokens per sequence

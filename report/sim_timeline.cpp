@@ -14,7 +14,8 @@ const char* category_of(sim::OpKind k) {
     case OpKind::head_fwd: return "forward";
     case OpKind::backward:
     case OpKind::embed_bwd:
-    case OpKind::head_bwd: return "backward";
+    case OpKind::head_bwd:
+    case OpKind::backward_weight: return "backward";
     case OpKind::tp_fwd:
     case OpKind::tp_bwd: return "tp";
     case OpKind::send_act:
@@ -26,7 +27,8 @@ const char* category_of(sim::OpKind k) {
     case OpKind::reduce_unit:
     case OpKind::reduce_root:
     case OpKind::reduce_bucket:
-    case OpKind::grad_norm: return "dp_reduce";
+    case OpKind::grad_norm:
+    case OpKind::release: return "dp_reduce";
     case OpKind::optimizer: return "optimizer";
     case OpKind::count: break;
   }

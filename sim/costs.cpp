@@ -10,7 +10,10 @@
 #include "planner/framework.hpp"
 #include "planner/groups.hpp"
 #include "planner/memory.hpp"
+#include "planner/memory_moments.hpp"
 #include "planner/partition.hpp"
+#include "planner/pipeline_layout.hpp"
+#include "planner/pipeline_schedule.hpp"
 #include "planner/precision.hpp"
 #include "planner/step_time.hpp"
 #include "sim/step_plan.hpp"
@@ -37,6 +40,33 @@ double gradient_bucket_bytes(const FrameworkTraits& fw, double grad_bytes) {
 
 void add_static(StageCosts& sc, MemKind k, double bytes) {
   if (bytes > 0) sc.static_bytes.emplace_back(k, bytes);
+}
+
+// The FSDP family: the parts of planner/memory_moments.cpp, which sim/schedule.cpp allocates where the runtime does
+// (shards and Adam states all step; gathered units, gradients, reduce-scatter inputs and logits at their ops).
+void use_moment_parts(StageCosts& sc, const MomentParts& mp, const FrameworkTraits& fw) {
+  add_static(sc, MemKind::params, mp.shard_params);
+  add_static(sc, MemKind::master, mp.shard_master);
+  add_static(sc, MemKind::optimizer, mp.optimizer);
+  add_static(sc, MemKind::model_buffers, mp.model_buffers);
+  sc.optimizer_temps = mp.optimizer_temps;
+  sc.moments = true;
+  sc.reshard_after_forward = mp.reshard_after_forward;
+  sc.logits_bwd_extra = std::max(0.0, mp.logits_backward - mp.logits_forward);
+  sc.logits_cached = mp.logits_cached;
+  sc.gathered_block = mp.gathered_block;
+  sc.gathered_root = mp.gathered_root;
+  sc.backward_grads = mp.backward_grads;
+  sc.backward_temps = mp.backward_temps;
+  sc.head_grads = mp.head_grads;
+  sc.embed_grads = mp.embed_grads;
+  sc.block_reduce_input = mp.block_reduce_input;
+  sc.root_reduce_input = mp.root_reduce_input;
+  sc.block_sharded_grads = mp.block_sharded_grads;
+  sc.root_sharded_grads = mp.root_sharded_grads;
+  sc.unit_grads = mp.accumulated_block;  // no_sync only (0 otherwise)
+  sc.root_grads = mp.accumulated_root;
+  sc.allocator_reserve = mp.allocator_reserve;
 }
 
 }  // namespace
@@ -68,6 +98,7 @@ StepPlan plan_step(const ModelSpec& m, const Strategy& s, const ClusterSpec& c) 
   // The same rules as step_time.cpp's unit_schedule.
   plan.gathers_once = (s.pp > 1 && fw.pp_keeps_params_gathered) || (s.zero == 2 && per_step && fw.zero2_keeps_params_under_no_sync);
   plan.reduce_after_last_backward = s.pp > 1 && fw.pp_reduces_after_last_backward;
+  plan.prefetch_before_loss = fw.loss_inside_root_forward;
 
   const GroupLayout shard = shard_group(s, c);
   const GroupLayout repl = replicate_group(s, c);
@@ -101,11 +132,15 @@ StepPlan plan_step(const ModelSpec& m, const Strategy& s, const ClusterSpec& c) 
   for (int64_t i = 0; i < s.pp; ++i) {
     const StageParams sp = stage_params(m, s, i);
     StageCosts sc;
-    for (int64_t k = 0; k < s.vpp; ++k) sc.chunk_layers.push_back(sp.layers / s.vpp + (k < sp.layers % s.vpp ? 1 : 0));
+    // Blocks of each chunk under the split (planner/pipeline_layout.cpp): uneven ends, embedding and loss as layers,
+    // V-shaped chunks.
+    for (int64_t k = 0; k < s.vpp; ++k) sc.chunk_layers.push_back(chunk_layers(m, s, i, k));
     sc.first = sp.first;
     sc.last = sp.last;
     sc.block_fwd = mb.block_fwd_s;
     sc.block_bwd = mb.block_bwd_s + mb.block_recompute_s;
+    // The W pass of the zero-bubble schedules: the block's weight-gradient GEMMs, as step_time.cpp prices it.
+    if (schedule_splits_backward(s.schedule)) sc.block_wgrad = std::min(mb.block_wgrad_s, sc.block_bwd);
     sc.tp_fwd = mb.block_tp_fwd_s;
     sc.tp_bwd = mb.block_tp_bwd_s;
     if (sp.first) sc.embed_fwd = mb.embed_fwd_s, sc.embed_bwd = mb.embed_bwd_s;
@@ -140,24 +175,33 @@ StepPlan plan_step(const ModelSpec& m, const Strategy& s, const ClusterSpec& c) 
     }
 
     // Memory (planner/memory.cpp): model states, runtime and fixed buffers live all step; the rest comes and goes.
+    // The FSDP family's moments (planner/memory_moments.hpp) allocate their own parts (use_moment_parts).
+    const MomentParts mp = moment_parts(m, s, fw, sp);
+    const bool moments = mp.applies && plan.dp_mode == DpMode::units;
     const MemoryComponents ms = model_states(psi, s.precision, s.zero, n);
-    add_static(sc, MemKind::params, ms.params);
-    if (!plan.keeps_unsharded_grads) add_static(sc, MemKind::grads, ms.grads);
-    else if (plan.dp_mode == DpMode::units) sc.sharded_grads = ms.grads;
-    else add_static(sc, MemKind::unsharded_grads, psi * grad_b);
-    if (!s.offload_optimizer) {
-      add_static(sc, MemKind::master, ms.master);
-      add_static(sc, MemKind::optimizer, ms.optimizer);
-      sc.optimizer_temps = (s.zero >= 1 ? psi / static_cast<double>(n) : psi) * fw.optimizer_temp_bytes_per_param;
-    }
-    add_static(sc, MemKind::runtime, mem.stages[static_cast<size_t>(i)].peak.runtime);
-    if (n > 1 || s.dp > 1) {
-      if (fw.reduce_bucket_elements > 0)
-        add_static(sc, MemKind::reduce_buffers, std::min(static_cast<double>(fw.reduce_bucket_elements), psi) * grad_b);
-      else if (s.zero <= 1 && fw.ddp_bucket_copy && s.dp > 1)
-        add_static(sc, MemKind::reduce_buffers, psi * grad_b);  // DDP buckets: a second copy of the gradients
-      if (fw.reduce_bucket_elements == 0 && s.zero == 2 && fw.zero2_keeps_shard_copy)
-        add_static(sc, MemKind::reduce_buffers, psi * sb.params / static_cast<double>(n));
+    if (moments) {
+      use_moment_parts(sc, mp, fw);
+      add_static(sc, MemKind::runtime, mem.stages[static_cast<size_t>(i)].peak.runtime);
+    } else {
+      add_static(sc, MemKind::params, ms.params);
+      if (!plan.keeps_unsharded_grads) add_static(sc, MemKind::grads, ms.grads);
+      else if (plan.dp_mode == DpMode::units) sc.sharded_grads = ms.grads;
+      else add_static(sc, MemKind::unsharded_grads, psi * grad_b);
+      if (!s.offload_optimizer) {
+        add_static(sc, MemKind::master, ms.master);
+        add_static(sc, MemKind::optimizer, ms.optimizer);
+        const double local = s.zero >= 1 ? psi / static_cast<double>(n) : psi;
+        sc.optimizer_temps = local * fw.optimizer_temp_bytes_per_param + optimizer_grad_copy_bytes(s, fw, local);
+      }
+      add_static(sc, MemKind::runtime, mem.stages[static_cast<size_t>(i)].peak.runtime);
+      if (n > 1 || s.dp > 1) {
+        if (fw.reduce_bucket_elements > 0)
+          add_static(sc, MemKind::reduce_buffers, std::min(static_cast<double>(fw.reduce_bucket_elements), psi) * grad_b);
+        else if (s.zero <= 1 && fw.ddp_bucket_copy && s.dp > 1)
+          add_static(sc, MemKind::reduce_buffers, psi * grad_b);  // DDP buckets: a second copy of the gradients
+        if (fw.reduce_bucket_elements == 0 && s.zero == 2 && fw.zero2_keeps_shard_copy)
+          add_static(sc, MemKind::reduce_buffers, psi * sb.params / static_cast<double>(n));
+      }
     }
     const double boundary = param_b * static_cast<double>(s.seq * s.micro_batch * m.hidden) / static_cast<double>(s.sp ? s.tp : 1);
     if (s.pp > 1) add_static(sc, MemKind::pipeline_buffers, 2 * boundary);
@@ -166,7 +210,11 @@ StepPlan plan_step(const ModelSpec& m, const Strategy& s, const ClusterSpec& c) 
     if (s.recompute == Recompute::full) sc.recompute_working_set = block_working_set_bytes(m, s, fw);
     if (sp.first) sc.first_extra = first_stage_extra_bytes(m, s);
     if (sp.last) sc.last_extra = last_stage_extra_bytes(m, s), sc.logits = logits_bytes(m, s, fw);
-    if (plan.dp_mode == DpMode::units) {
+    if (moments) {
+      // The moments' own sizes, set by use_moment_parts; the block's recomputed working set is in backward_temps.
+      sc.recompute_working_set = 0;
+      if (sp.last) sc.last_extra = mp.last_extra, sc.logits = mp.logits_forward;
+    } else if (plan.dp_mode == DpMode::units) {
       if (s.zero == 3) {
         sc.gathered_block = block * param_b;
         if (fw.zero3_root_stays_gathered) sc.gathered_root = root * param_b;

@@ -35,7 +35,7 @@ const char* to_string(OpKind k) {
                                       "head+loss bwd", "TP fwd", "TP bwd", "send activation", "send gradient",
                                       "all-gather", "all-gather (bwd)", "all-gather root", "reduce-scatter",
                                       "reduce-scatter root", "gradient reduce", "grad-norm all-reduce", "optimizer",
-                                      "param all-gather"};
+                                      "param all-gather", "weight grad", "release"};
   const auto i = static_cast<size_t>(k);
   return i < std::size(names) ? names[i] : "?";
 }
@@ -49,21 +49,27 @@ const char* to_string(MemKind k) {
                                       "unsharded unit gradients awaiting reduce-scatter",
                                       "unsharded root-unit gradients", "unsharded gradients kept across micro-batches",
                                       "gradient reduction buffers", "pipeline send/receive buffers",
-                                      "sequence-parallel all-gather output", "optimizer-step temporaries"};
+                                      "sequence-parallel all-gather output", "optimizer-step temporaries",
+                                      "reduce-scatter inputs", "block backward temporaries", "module buffers (RoPE)",
+                                      "gathered units (compute dtype)", "unsharded gradients in backward",
+                                      "cached free segments"};
   const auto i = static_cast<size_t>(k);
   return i < std::size(names) ? names[i] : "?";
 }
 
 const char* component_of(MemKind k) {
   switch (k) {
-    case MemKind::params: return "params";
-    case MemKind::grads: case MemKind::unsharded_grads: return "grads";
+    case MemKind::params: case MemKind::gathered_weights: return "params";
+    case MemKind::grads: case MemKind::unsharded_grads: case MemKind::reduce_inputs: case MemKind::working_grads:
+      return "grads";
     case MemKind::master: return "master";
     case MemKind::optimizer: return "optimizer";
     case MemKind::runtime: return "runtime";
     case MemKind::activations: case MemKind::boundary_activations: case MemKind::recompute_working_set:
+    case MemKind::backward_temps:
       return "activations";
     case MemKind::logits: return "logits";
+    case MemKind::cached_free: return "fragmentation";
     default: return "buffers";
   }
 }

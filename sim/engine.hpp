@@ -25,7 +25,9 @@ Resource resource_of(StreamKind k);
 enum class OpKind : uint8_t {
   forward, backward, embed_fwd, embed_bwd, head_fwd, head_bwd, tp_fwd, tp_bwd,
   send_act, send_grad, gather_fwd, gather_bwd, gather_root, reduce_unit, reduce_root, reduce_bucket,
-  grad_norm, optimizer, param_gather, count
+  grad_norm, optimizer, param_gather, backward_weight,
+  release,  // zero-duration: frees (or allocates) what waits for two streams (a reduce-scatter input, a gradient shard)
+  count
 };
 const char* to_string(OpKind k);
 
@@ -34,7 +36,14 @@ enum class MemKind : uint8_t {
   params, grads, master, optimizer, runtime,
   activations, boundary_activations, recompute_working_set, logits,
   gathered_block, gathered_root, unit_grads, root_grads, unsharded_grads,
-  reduce_buffers, pipeline_buffers, sp_buffer, optimizer_temps, count
+  reduce_buffers, pipeline_buffers, sp_buffer, optimizer_temps,
+  reduce_inputs,    // reduce-scatter inputs in the reduce dtype (FSDP2 foreach_reduce)
+  backward_temps,   // a block's backward temporaries (and its recomputed working set)
+  model_buffers,    // module buffers (RoPE caches)
+  gathered_weights, // FSDP moments (planner/memory_moments.hpp): gathered compute-dtype units, counted as params
+  working_grads,    // ... and the bf16 unsharded gradients of the units in backward, counted as grads
+  cached_free,      // freed blocks the caching allocator keeps reserved (counted as fragmentation, not allocated)
+  count
 };
 const char* to_string(MemKind k);            // what it is, for people
 const char* component_of(MemKind k);         // params | grads | ... | buffers | runtime

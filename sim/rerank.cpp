@@ -132,7 +132,8 @@ std::vector<size_t> order_by_keys(const std::vector<RankKey>& keys, size_t windo
 }
 
 size_t recommend_simulated(const std::vector<Strategy>& strategies,
-                           const std::vector<std::optional<SimulatedCandidate>>& sims, size_t current, Objective o) {
+                           const std::vector<std::optional<SimulatedCandidate>>& sims, size_t current, Objective o,
+                           double tolerance) {
   auto safe = [&](size_t i) { return sims[i] && sims[i]->within_safety(); };
   if (o != Objective::throughput) {
     // The planner recommends its first candidate outright; so does the re-ranked list.
@@ -145,7 +146,7 @@ size_t recommend_simulated(const std::vector<Strategy>& strategies,
   for (size_t i = 0; i < sims.size(); ++i)
     if (safe(i)) fastest = std::max(fastest, sims[i]->tokens_per_s);
   if (fastest <= 0) return current;
-  auto eligible = [&](size_t i) { return safe(i) && sims[i]->tokens_per_s >= (1 - kSimplicityTolerance) * fastest; };
+  auto eligible = [&](size_t i) { return safe(i) && sims[i]->tokens_per_s >= (1 - tolerance) * fastest; };
   std::optional<size_t> pick;
   for (size_t i = 0; i < sims.size(); ++i) {
     if (!eligible(i)) continue;
@@ -180,6 +181,7 @@ void simulate_all(const std::vector<Prediction>& top, const std::vector<size_t>&
       const Prediction& p = top[todo[d]];
       try {
         out.simulated[todo[d]] = simulate_candidate(p.model, p.strategy, p.cluster);
+        out.simulated[todo[d]]->max_hbm_fraction = p.memory.max_hbm_fraction;
       } catch (const InputError& e) {
         out.skipped[todo[d]] = e.what();  // a schedule the simulator cannot build: keeps its analytic place
       } catch (...) {
@@ -202,7 +204,7 @@ void simulate_all(const std::vector<Prediction>& top, const std::vector<size_t>&
 }  // namespace
 
 RerankResult rerank_candidates(const std::vector<Prediction>& top, size_t ranked, size_t recommended, size_t k,
-                               Objective o, const std::function<void(size_t, size_t)>& progress) {
+                               Objective o, const std::function<void(size_t, size_t)>& progress, double tolerance) {
   RerankResult out;
   const size_t n = top.size();
   out.k = k;
@@ -234,7 +236,7 @@ RerankResult rerank_candidates(const std::vector<Prediction>& top, size_t ranked
     sims[pos] = out.simulated[out.order[pos]];
     if (out.order[pos] == recommended) current = pos;
   }
-  out.recommended = recommend_simulated(strategies, sims, current, o);
+  out.recommended = recommend_simulated(strategies, sims, current, o, tolerance);
   out.recommendation_changed = out.recommended != current;
   if (out.recommendation_changed) {
     const SimulatedCandidate* was = sims[current] ? &*sims[current] : nullptr;
@@ -249,11 +251,11 @@ RerankResult rerank_candidates(const std::vector<Prediction>& top, size_t ranked
           "the simulator puts {} at {:.1f} % more tokens/s than the analytic choice {} ({} vs {} per step), beyond "
           "the {:.0f} % that simplicity is worth",
           to, 100 * (now.tokens_per_s / was->tokens_per_s - 1), from, seconds(now.step_s), seconds(was->step_s),
-          100 * kSimplicityTolerance);
+          100 * tolerance);
     else if (was && o == Objective::throughput)
       out.recommendation_note = fmt::format(
           "{} is simpler than the analytic choice {} and, simulated, within {:.0f} % of the fastest ({} vs {} per step)",
-          to, from, 100 * kSimplicityTolerance, seconds(now.step_s), seconds(was->step_s));
+          to, from, 100 * tolerance, seconds(now.step_s), seconds(was->step_s));
     else if (was && o == Objective::memory)
       out.recommendation_note = fmt::format(
           "{} has the smallest simulated peak, {:.2f} GB; the analytic choice {} peaks at {:.2f} GB in the schedule", to,

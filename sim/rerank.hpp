@@ -25,8 +25,9 @@ struct SimulatedCandidate {
   // (simulate_candidate).
   int64_t micro_batches = 0, simulated_m1 = 0, simulated_m2 = 0;
   bool extrapolated() const { return simulated_m2 > 0; }
-  // Fits under the 80 % line by the simulated peak (the planner checked the analytic one).
-  bool within_safety() const { return peak_bytes <= kSafeFractionOfCapacity * static_cast<double>(capacity_bytes); }
+  double max_hbm_fraction = kSafeFractionOfCapacity;  // the plan's --max-hbm-fraction (the candidate's prediction's)
+  // Fits under the planning line by the simulated peak (the planner checked the analytic one).
+  bool within_safety() const { return peak_bytes <= max_hbm_fraction * static_cast<double>(capacity_bytes); }
 };
 
 SimulatedCandidate summarise_simulation(const SimResult& r, const Strategy& s);
@@ -81,17 +82,19 @@ struct RerankResult {
 };
 
 // The recommendation after simulation. Throughput: the planner's rule (planner/search.cpp choose_recommendation)
-// on the simulated figures — the least complex simulated candidate within kSimplicityTolerance of the fastest
+// on the simulated figures — the least complex simulated candidate within `tolerance` (the search's
+// tie_tolerance) of the fastest
 // simulated one and under the 80 % line by its simulated peak; the planner's choice stays when it still
 // qualifies and nothing simpler does. Memory and cost: the first after re-ranking. `sims` by position; returns a
 // position (`current` when nothing is simulated).
 size_t recommend_simulated(const std::vector<Strategy>& strategies, const std::vector<std::optional<SimulatedCandidate>>& sims,
-                           size_t current, Objective o);
+                           size_t current, Objective o, double tolerance = kSimplicityTolerance);
 
 // Simulates positions [0, min(k, top.size() − appended)) of `top` and the recommendation, and re-ranks that window.
 // `ranked` is how many leading entries of `top` are the search's ranked candidates (the recommendation may be
 // appended after them). progress(done, total) is called after each simulation. k = 0 changes nothing.
 RerankResult rerank_candidates(const std::vector<Prediction>& top, size_t ranked, size_t recommended, size_t k,
-                               Objective o, const std::function<void(size_t, size_t)>& progress = {});
+                               Objective o, const std::function<void(size_t, size_t)>& progress = {},
+                               double tolerance = kSimplicityTolerance);
 
 }  // namespace shardplan::sim

@@ -1,4 +1,5 @@
-// The step as ops on streams: Megatron's pipeline schedules, FSDP's per-unit gathers and reductions with their
+// The step as ops on streams: Megatron's pipeline schedules and torch.distributed.pipelining's zero-bubble ones
+// (B and W passes apart; V-shaped chunk placement), FSDP's per-unit gathers and reductions with their
 // prefetch limit, DDP's buckets, TP on the critical path, blocking point-to-point transfers, gradient
 // accumulation, the grad-norm all-reduce and the optimizer.
 #include <algorithm>
@@ -7,6 +8,9 @@
 #include <fmt/format.h>
 
 #include "planner/error.hpp"
+#include "planner/pipeline_layout.hpp"
+#include "planner/pipeline_schedule.hpp"
+#include "sim/fsdp_memory.hpp"
 #include "sim/step_plan.hpp"
 
 namespace shardplan::sim {
@@ -17,6 +21,14 @@ std::vector<PassRef> pass_order(const StepPlan& plan, int64_t stage) {
   order.reserve(static_cast<size_t>(2 * m * v));
   auto fwd = [&](int64_t mb, int64_t c) { order.push_back({true, static_cast<int32_t>(mb), static_cast<int32_t>(c)}); };
   auto bwd = [&](int64_t mb, int64_t c) { order.push_back({false, static_cast<int32_t>(mb), static_cast<int32_t>(c)}); };
+  if (p > 1 && schedule_splits_backward(plan.schedule)) {
+    // ZB-H1 (interleaved), ZB-V, DualPipeV: torch.distributed.pipelining's per-rank orders, B and W apart.
+    for (const PipelinePass& x : split_backward_pass_order(plan.schedule, p, v, m, stage)) {
+      const uint8_t part = x.kind == PassKind::backward_input ? 1 : x.kind == PassKind::backward_weight ? 2 : 0;
+      order.push_back({x.kind == PassKind::forward, x.micro, x.chunk, part});
+    }
+    return order;
+  }
   if (p == 1 || plan.schedule == Schedule::gpipe) {
     if (v != 1) throw InputError("--vpp > 1 needs --schedule interleaved");
     if (p == 1) {
@@ -76,8 +88,10 @@ struct StageOps {
 class StageBuilder {
  public:
   StageBuilder(const StepPlan& plan, int64_t stage, Engine& e, const StageStreams& st)
-      : plan_(plan), c_(plan.stages[static_cast<size_t>(stage)]), e_(e), st_(st) {
+      : plan_(plan), c_(plan.stages[static_cast<size_t>(stage)]), e_(e), st_(st), stage_(stage),
+        fsdp_(e, c_, st.reduce, plan.keeps_unsharded_grads) {
     const auto passes = static_cast<size_t>(plan.micro_batches * plan.vpp);
+    grads_done_.assign(static_cast<size_t>(plan.micro_batches), 0);
     ops_.fwd_entry.assign(passes, kNone);
     ops_.bwd_entry.assign(passes, kNone);
     ops_.bwd_entry_gather.assign(passes, kNone);
@@ -104,7 +118,8 @@ class StageBuilder {
 
   void add_pass(const PassRef& p) {
     if (p.forward) forward(p.micro, p.chunk);
-    else backward(p.micro, p.chunk);
+    else if (p.part == 2) weight_pass(p.micro, p.chunk);
+    else backward(p.micro, p.chunk, p.part == 1);
   }
 
   StageOps& ops() { return ops_; }
@@ -130,6 +145,9 @@ class StageBuilder {
   size_t pass_index(int32_t mb, int32_t c) const { return static_cast<size_t>(mb * plan_.vpp + c); }
   bool has_root() const { return c_.gather_root > 0 || c_.gathered_root > 0 || c_.reduce_root > 0 || c_.root_grads > 0; }
   bool units() const { return plan_.dp_mode == DpMode::units; }
+  // FSDP moments count gathered units as parameters (planner/memory_moments.hpp), the others as buffers.
+  MemKind block_kind() const { return c_.moments ? MemKind::gathered_weights : MemKind::gathered_block; }
+  MemKind root_kind() const { return c_.moments ? MemKind::gathered_weights : MemKind::gathered_root; }
   // Whether this micro-batch's forward gathers the units, and whether its backward frees them again.
   bool gathers_in(int32_t mb) const { return !plan_.gathers_once || mb == 0; }
   bool frees_after_backward(int32_t mb) const { return !plan_.gathers_once || mb == plan_.micro_batches - 1; }
@@ -188,12 +206,18 @@ class StageBuilder {
     const auto k = static_cast<int64_t>(gathered_compute_.size());
     const int64_t free_slot = k - 1 - plan_.prefetch_units;
     if (free_slot >= 0) e_.add_dep(op, gathered_compute_[static_cast<size_t>(free_slot)]);
-    e_.alloc_at_start(op, MemKind::gathered_block, bytes);
+    e_.alloc_at_start(op, block_kind(), bytes);
     last_gather_ = op;
     return op;
   }
 
   void send(bool activation, int32_t mb, int32_t chunk, int32_t after) {
+    // A V-shaped schedule's turn (last rank, chunk 0 → chunk 1) stays on the rank: no transfer (torch
+    // schedules.py, "V-schedule special case"); the next chunk waits for the op itself.
+    if (schedule_is_v_shaped(plan_.schedule) && stage_ == plan_.pp - 1 && chunk == (activation ? 0 : 1)) {
+      (activation ? ops_.send_act : ops_.send_grad)[pass_index(mb, chunk)] = after;
+      return;
+    }
     const int32_t op = e_.add_op(st_.pp, activation ? OpKind::send_act : OpKind::send_grad, plan_.send, mb, chunk);
     e_.add_dep(op, after);
     (activation ? ops_.send_act : ops_.send_grad)[pass_index(mb, chunk)] = op;
@@ -208,7 +232,7 @@ class StageBuilder {
     if (root_gathered) {
       // FSDP's root unit is gathered as the forward starts and stays gathered until the backward ends.
       root_gather_ = e_.add_op(st_.gather, OpKind::gather_root, c_.gather_root, mb);
-      e_.alloc_at_start(root_gather_, MemKind::gathered_root, c_.gathered_root);
+      e_.alloc_at_start(root_gather_, root_kind(), c_.gathered_root);
     }
     // FSDP2 copies a gathered unit out into its parameters on the compute stream before using it.
     double root_copy = root_gathered ? c_.copy_root : 0;
@@ -234,7 +258,7 @@ class StageBuilder {
       if (gathering) {
         gathered_compute_.push_back(op);
         // Reshard after forward, unless the unit stays gathered to its last backward.
-        if (!plan_.gathers_once) e_.free_at_end(op, MemKind::gathered_block, c_.gathered_block);
+        if (!plan_.gathers_once && c_.reshard_after_forward) e_.free_at_end(op, block_kind(), c_.gathered_block);
       }
       e_.alloc_at_start(op, MemKind::activations, c_.activations_per_block);
       out = op;
@@ -246,6 +270,7 @@ class StageBuilder {
     }
     if (last_chunk) {
       const int32_t op = compute(OpKind::head_fwd, c_.head_fwd + root_copy, mb, chunk, -1);
+      head_fwd_ = op;
       if (entry == kNone) entry = op;
       if (units()) e_.add_dep(op, root_gather_);
       if (mb == 0) e_.add_dep(op, param_gather_for(c_.embed_params + static_cast<double>(c_.layers()) * c_.block_params));
@@ -257,7 +282,9 @@ class StageBuilder {
     if (!last_chunk) send(true, mb, chunk, out);
   }
 
-  void backward(int32_t mb, int32_t chunk) {
+  // A backward pass: whole, or (input_only) the B pass of a zero-bubble schedule, whose block weight gradients,
+  // activation frees and gradient reductions wait for its W pass (weight_pass).
+  void backward(int32_t mb, int32_t chunk, bool input_only = false) {
     const bool first_chunk = c_.first && chunk == 0;
     const bool last_chunk = c_.last && chunk == plan_.vpp - 1;
     const bool sync = syncs(mb);
@@ -267,9 +294,14 @@ class StageBuilder {
       entry = a;
       out = b;
       e_.free_at_end(b, MemKind::boundary_activations, c_.last_extra);
-      e_.free_at_end(b, MemKind::logits, c_.logits);
+      // The loss's backward holds more per logit than its forward (planner/memory_moments.cpp loss_backward).
+      e_.alloc_at_start(a, MemKind::logits, c_.logits_bwd_extra);
+      e_.free_at_end(b, MemKind::logits, c_.logits + c_.logits_bwd_extra);
+      e_.alloc_at_start(a, MemKind::cached_free, c_.logits_cached);
+      e_.free_at_end(b, MemKind::cached_free, c_.logits_cached);
       alloc_root_grads(a);
     }
+    int32_t issued_after = kNone;  // moments: the compute op the previous block's backward began after
     for (int64_t l = chunk_offset_[static_cast<size_t>(chunk) + 1] - 1; l >= chunk_offset_[static_cast<size_t>(chunk)]; --l) {
       const auto layer = static_cast<int32_t>(l);
       int32_t ag = kNone;
@@ -280,21 +312,32 @@ class StageBuilder {
         // on the gradient of its output): after the incoming gradient, or after the head's backward.
         if (l == chunk_offset_[static_cast<size_t>(chunk) + 1] - 1) {
           if (entry == kNone) ops_.bwd_entry_gather[pass_index(mb, chunk)] = ag;
-          else e_.add_dep(ag, out);
+          // A loss inside the root's forward runs the root's pre-backward, which prefetches this unit, first.
+          else e_.add_dep(ag, plan_.prefetch_before_loss && c_.moments && head_fwd_ != kNone ? head_fwd_ : out);
+        } else if (c_.moments) {
+          // FSDP2 prefetches unit l at unit l + 1's pre-backward (_fsdp_param_group.py _backward_prefetch).
+          e_.add_dep(ag, issued_after);
         }
       }
-      const auto [a, b] = backward_compute(OpKind::backward, c_.block_bwd + (regather ? c_.copy_block : 0),
-                                           c_.block_params, mb, chunk, layer);
+      issued_after = last_compute_;
+      const double copy = regather ? c_.copy_block : 0;
+      const auto [a, b] = input_only
+                              ? std::pair{compute(OpKind::backward, c_.block_bwd - c_.block_wgrad + copy, mb, chunk, layer),
+                                          last_compute_}
+                              : backward_compute(OpKind::backward, c_.block_bwd + copy, c_.block_params, mb, chunk, layer);
       if (entry == kNone) entry = a;
       e_.add_dep(a, ag);
       if (regather) gathered_compute_.push_back(b);
       if (regather || (units() && plan_.gathers_once && frees_after_backward(mb)))
-        e_.free_at_end(b, MemKind::gathered_block, c_.gathered_block);
-      e_.free_at_end(b, MemKind::activations, c_.activations_per_block);
+        e_.free_at_end(b, block_kind(), c_.gathered_block);
+      else if (units() && !c_.reshard_after_forward && !plan_.gathers_once)
+        e_.free_at_end(b, block_kind(), c_.gathered_block);  // SHARD_GRAD_OP: resharded at the unit's post-backward
+      if (!input_only) e_.free_at_end(b, MemKind::activations, c_.activations_per_block);
       e_.alloc_at_start(a, MemKind::recompute_working_set, c_.recompute_working_set);
+      if (c_.moments && !input_only) fsdp_.block_backward(a, b);
       e_.free_at_end(b, MemKind::recompute_working_set, c_.recompute_working_set);
       out = b;
-      if (units()) unit_gradients(a, b, mb, chunk, layer, sync);
+      if (units() && !input_only) unit_gradients(a, b, mb, chunk, layer, sync);
       if (c_.tp_bwd > 0) {
         out = e_.add_op(st_.tp, OpKind::tp_bwd, c_.tp_bwd, mb, chunk, layer);
         e_.add_dep(out, b);
@@ -306,11 +349,33 @@ class StageBuilder {
       if (entry == kNone) entry = a;
       e_.free_at_end(b, MemKind::boundary_activations, c_.first_extra);
       if (!c_.last) alloc_root_grads(a);
+      if (c_.moments) fsdp_.embed_backward(a);
       out = b;
     }
     ops_.bwd_entry[pass_index(mb, chunk)] = entry;
-    if (chunk == 0) end_of_micro_batch(mb, out, sync);
+    if (!input_only) gradients_complete(mb, out, sync);
     if (!first_chunk) send(false, mb, chunk, out);
+  }
+
+  // The W pass of a zero-bubble schedule: each block's weight-gradient GEMMs, in backward order; the block's saved
+  // activations are freed and its gradients reduced here (Qi et al. 2024 §2: W needs the input and the output grad).
+  void weight_pass(int32_t mb, int32_t chunk) {
+    const bool sync = syncs(mb);
+    int32_t out = kNone;
+    for (int64_t l = chunk_offset_[static_cast<size_t>(chunk) + 1] - 1; l >= chunk_offset_[static_cast<size_t>(chunk)]; --l) {
+      const auto layer = static_cast<int32_t>(l);
+      const auto [a, b] = backward_compute(OpKind::backward_weight, c_.block_wgrad, c_.block_params, mb, chunk, layer);
+      e_.free_at_end(b, MemKind::activations, c_.activations_per_block);
+      if (units()) unit_gradients(a, b, mb, chunk, layer, sync);
+      out = b;
+    }
+    if (out == kNone) out = last_compute_;
+    gradients_complete(mb, out, sync);
+  }
+
+  // After every chunk of a micro-batch has its gradients on this stage (its last backward or W pass).
+  void gradients_complete(int32_t mb, int32_t last, bool sync) {
+    if (++grads_done_[static_cast<size_t>(mb)] == plan_.vpp) end_of_micro_batch(mb, last, sync);
   }
 
   // Unsharded gradients of one unit: reduce-scattered as soon as its backward ends (syncing micro-batches), or
@@ -318,7 +383,7 @@ class StageBuilder {
   void unit_gradients(int32_t first, int32_t last, int32_t mb, int32_t chunk, int32_t layer, bool sync) {
     const auto u = static_cast<size_t>(layer);
     const MemKind kind = plan_.keeps_unsharded_grads ? MemKind::unsharded_grads : MemKind::unit_grads;
-    if (!grads_alive_[u]) {
+    if (!grads_alive_[u] && (!c_.moments || plan_.keeps_unsharded_grads)) {
       e_.alloc_at_start(first, kind, c_.unit_grads);
       grads_alive_[u] = true;
     }
@@ -336,13 +401,15 @@ class StageBuilder {
     const int32_t rs = e_.add_op(st_.reduce, OpKind::reduce_unit, c_.reduce_block, mb, chunk, layer);
     e_.add_dep(rs, after);
     sharded_grads_appear(rs, c_.block_params);
-    e_.free_at_end(rs, kind, c_.unit_grads);
+    if (!c_.moments || plan_.keeps_unsharded_grads) e_.free_at_end(rs, kind, c_.unit_grads);
     grads_alive_[u] = false;
     last_reduce_ = rs;
+    if (c_.moments) fsdp_.unit_reduced(rs, u);
   }
 
   void alloc_root_grads(int32_t op) {
     if (!units() || grads_alive_.back()) return;
+    if (c_.moments && !plan_.keeps_unsharded_grads) return;  // FsdpMemory writes them
     e_.alloc_at_start(op, plan_.keeps_unsharded_grads ? MemKind::unsharded_grads : MemKind::root_grads, c_.root_grads);
     grads_alive_.back() = true;
   }
@@ -360,13 +427,17 @@ class StageBuilder {
     if (units() && sync)
       for (const auto& [chunk, layer] : pending_reduce_) reduce_unit(last, mb, chunk, layer);
     pending_reduce_.clear();
+    // The first block's reduce-scatter input goes at the root's post-backward, before the root's own.
+    if (c_.moments) fsdp_.micro_batch_end(last);
     if (units() && has_root()) {
-      if (frees_after_backward(mb)) e_.free_at_end(last, MemKind::gathered_root, c_.gathered_root);
+      if (frees_after_backward(mb)) e_.free_at_end(last, root_kind(), c_.gathered_root);
       if (sync) {
         const int32_t rs = e_.add_op(st_.reduce, OpKind::reduce_root, c_.reduce_root, mb);
         e_.add_dep(rs, last);
         sharded_grads_appear(rs, c_.root_params);
-        e_.free_at_end(rs, plan_.keeps_unsharded_grads ? MemKind::unsharded_grads : MemKind::root_grads, c_.root_grads);
+        if (c_.moments) fsdp_.root_reduced(rs, mb);
+        if (!c_.moments || plan_.keeps_unsharded_grads)
+          e_.free_at_end(rs, plan_.keeps_unsharded_grads ? MemKind::unsharded_grads : MemKind::root_grads, c_.root_grads);
         grads_alive_.back() = false;
         last_reduce_ = rs;
       }
@@ -388,18 +459,34 @@ class StageBuilder {
   const StageCosts& c_;
   Engine& e_;
   StageStreams st_;
+  int64_t stage_ = 0;
+  std::vector<int32_t> grads_done_;        // [mb] chunks whose gradients are complete on this stage
   StageOps ops_;
   std::vector<int64_t> chunk_offset_;
   std::vector<int32_t> gathered_compute_;  // [k] the compute op that uses the k-th gathered unit
   std::vector<int32_t> param_gathers_;     // overlap_param_gather: [bucket] the gathers this step's forward waits for
   std::vector<std::pair<int32_t, int32_t>> pending_reduce_;  // reduce_after_last_backward: (chunk, layer) to reduce
   std::vector<bool> grads_alive_;          // [layer], and the root last
+  int32_t head_fwd_ = kNone;               // the latest head forward (moments: the prefetch before the loss)
+  FsdpMemory fsdp_;                        // moments: the FSDP family's allocations (sim/fsdp_memory.hpp)
   int32_t gate_ = kNone, root_gather_ = kNone;
   int32_t last_compute_ = kNone, last_reduce_ = kNone, last_gather_ = kNone;
   double bucket_params_ = 0, bucket_fill_ = 0;
 };
 
 }  // namespace
+
+// Virtual stage (model piece) of chunk c on rank i, and the (rank, chunk) of a piece: Megatron's loop (rank i runs
+// i, i + p, ...) or the V of ZB-V and DualPipeV (rank i runs i and 2p − 1 − i).
+static int64_t virtual_piece(const StepPlan& plan, int64_t i, int64_t c) {
+  if (schedule_is_v_shaped(plan.schedule) && plan.pp > 1) return c == 0 ? i : 2 * plan.pp - 1 - i;
+  return i + c * plan.pp;
+}
+static std::pair<int64_t, int64_t> piece_owner(const StepPlan& plan, int64_t k) {
+  if (schedule_is_v_shaped(plan.schedule) && plan.pp > 1)
+    return k < plan.pp ? std::pair{k, int64_t{0}} : std::pair{2 * plan.pp - 1 - k, int64_t{1}};
+  return {k % plan.pp, k / plan.pp};
+}
 
 BuiltStep build_step(const StepPlan& plan, Engine& e) {
   const int64_t p = plan.pp, v = plan.vpp;
@@ -439,13 +526,19 @@ BuiltStep build_step(const StepPlan& plan, Engine& e) {
     for (int64_t mb = 0; mb < plan.micro_batches; ++mb)
       for (int64_t c = 0; c < v; ++c) {
         const auto k = static_cast<size_t>(mb * v + c);
+        // The neighbouring virtual stages of this chunk, and who runs them (looped or V-shaped).
+        const int64_t piece = virtual_piece(plan, i, c), pieces = p * v;
         int32_t act = kNone;
-        if (i > 0) act = builders[static_cast<size_t>(i - 1)].ops().send_act[k];
-        else if (c > 0) act = builders[static_cast<size_t>(p - 1)].ops().send_act[k - 1];
+        if (piece > 0) {
+          const auto [r, rc] = piece_owner(plan, piece - 1);
+          act = builders[static_cast<size_t>(r)].ops().send_act[static_cast<size_t>(mb * v + rc)];
+        }
         e.add_dep(ops.fwd_entry[k], act);
         int32_t grad = kNone;
-        if (i < p - 1) grad = builders[static_cast<size_t>(i + 1)].ops().send_grad[k];
-        else if (c < v - 1) grad = builders[0].ops().send_grad[k + 1];
+        if (piece < pieces - 1) {
+          const auto [r, rc] = piece_owner(plan, piece + 1);
+          grad = builders[static_cast<size_t>(r)].ops().send_grad[static_cast<size_t>(mb * v + rc)];
+        }
         e.add_dep(ops.bwd_entry[k], grad);
 
         e.add_dep(ops.bwd_entry_gather[k], grad);

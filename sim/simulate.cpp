@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "planner/framework.hpp"
+#include "planner/pipeline_layout.hpp"
 
 namespace shardplan::sim {
 
@@ -34,7 +35,7 @@ struct Edge {
 // Where each stage's time went. A moment when the compute stream is idle is charged to what the stage was doing
 // instead, in the order TP collective, pipeline transfer (its own or one arriving), data-parallel traffic; with
 // nothing running the stage waits for others (bubble).
-std::vector<StageTime> breakdown(const Engine& e, double step) {
+std::vector<StageTime> breakdown(const Engine& e, double step, bool v_shaped) {
   const auto ranks = static_cast<size_t>(e.ranks());
   std::vector<std::vector<Edge>> edges(ranks);
   std::vector<StageTime> out(ranks);
@@ -55,7 +56,9 @@ std::vector<StageTime> breakdown(const Engine& e, double step) {
     edges[static_cast<size_t>(st.rank)].push_back({b, lane, -1});
     // A transfer also keeps its receiver waiting.
     if (op.kind == OpKind::send_act || op.kind == OpKind::send_grad) {
-      int32_t to = st.rank + (op.kind == OpKind::send_act ? 1 : -1);
+      // V-shaped schedules send chunk 1's activations towards rank 0 and its gradients away from it.
+      const int32_t towards = (op.kind == OpKind::send_act ? 1 : -1) * (v_shaped && op.chunk == 1 ? -1 : 1);
+      int32_t to = st.rank + towards;
       if (to > last_rank) to = 0;
       if (to < 0) to = last_rank;
       edges[static_cast<size_t>(to)].push_back({a, kPp, 1});
@@ -88,18 +91,45 @@ std::vector<StageTime> breakdown(const Engine& e, double step) {
   return out;
 }
 
-StagePeak peak_of(const Engine& e, int32_t rank, double fragmentation) {
+// The moment of a peak: the compute op of the rank that started last at or before it (a reduce-scatter or gather
+// that reaches the peak runs beside the backward that needs it).
+void name_moment(const Engine& e, int32_t rank, const RankMemory& m, StagePeak& p) {
+  int32_t at = -1;
+  for (size_t i = 0; i < e.ops().size(); ++i) {
+    const OpInfo& op = e.ops()[i];
+    const StreamInfo& st = e.streams()[static_cast<size_t>(op.stream)];
+    if (st.rank != rank || st.kind != StreamKind::compute) continue;
+    const double start = e.start(static_cast<int32_t>(i));
+    if (start <= m.peak_time && (at < 0 || start >= e.start(at))) at = static_cast<int32_t>(i);
+  }
+  if (m.peak_op >= 0 && e.streams()[static_cast<size_t>(e.ops()[static_cast<size_t>(m.peak_op)].stream)].kind == StreamKind::compute)
+    at = m.peak_op;
+  if (at < 0) return;
+  const OpInfo& op = e.ops()[static_cast<size_t>(at)];
+  switch (op.kind) {
+    case OpKind::head_bwd: p.moment = MemoryPhase::loss_backward; break;
+    case OpKind::backward:
+    case OpKind::backward_weight: p.moment = MemoryPhase::block_backward, p.block = op.layer; break;
+    case OpKind::embed_bwd: p.moment = MemoryPhase::root_post_backward; break;
+    case OpKind::optimizer: p.moment = MemoryPhase::optimizer_step; break;
+    default: break;
+  }
+}
+
+StagePeak peak_of(const Engine& e, int32_t rank, double fragmentation, double reserve) {
   const RankMemory& m = e.memory(rank);
   StagePeak p;
   p.stage = rank;
   p.allocated = m.peak;
   p.time_s = m.peak_time;
   p.during = m.peak_op >= 0 ? op_name(e.ops()[static_cast<size_t>(m.peak_op)]) : "start of the step";
+  name_moment(e, rank, m, p);
   for (int k = 0; k < static_cast<int>(MemKind::count); ++k) {
     const auto kind = static_cast<MemKind>(k);
     const double bytes = m.live[k];
     if (bytes <= 0.5) continue;
-    p.live.push_back({kind, bytes, m.count[k]});
+    // Cached free segments are reported within the allocator's reserve (fragmentation), not as a live allocation.
+    if (kind != MemKind::cached_free) p.live.push_back({kind, bytes, m.count[k]});
     const std::string comp = component_of(kind);
     MemoryComponents& c = p.components;
     if (comp == "params") c.params += bytes;
@@ -108,12 +138,16 @@ StagePeak peak_of(const Engine& e, int32_t rank, double fragmentation) {
     else if (comp == "optimizer") c.optimizer += bytes;
     else if (comp == "activations") c.activations += bytes;
     else if (comp == "logits") c.logits += bytes;
+    else if (comp == "fragmentation") c.fragmentation += bytes;  // cached free segments: reserved, not allocated
     else if (comp == "runtime") c.runtime += bytes;
     else c.buffers += bytes;
   }
   std::sort(p.live.begin(), p.live.end(), [](const LiveItem& a, const LiveItem& b) { return a.bytes > b.bytes; });
   // The allocator's reserve on what is allocated through it (memory.cpp add_fragmentation: not the runtime).
-  p.fragmentation = fragmentation * (p.allocated - p.components.runtime);
+  // The FSDP family's moments carry the caching allocator's reserve in bytes (planner/allocator_reserve.hpp).
+  const double cached = p.components.fragmentation;
+  p.allocated -= cached;
+  p.fragmentation = cached + (reserve >= 0 ? reserve : fragmentation * (p.allocated - p.components.runtime));
   p.components.fragmentation = p.fragmentation;
   p.peak_bytes = p.allocated + p.fragmentation;
   return p;
@@ -140,14 +174,15 @@ SimResult simulate_plan(const StepPlan& plan, double fragmentation, bool record_
   build_step(plan, engine);
   engine.run(record_timeline);
   r.step_s = engine.makespan();
-  r.stages = breakdown(engine, r.step_s);
+  r.stages = breakdown(engine, r.step_s, schedule_is_v_shaped(plan.schedule));
   for (size_t i = 1; i < r.stages.size(); ++i) {
     const StageTime& a = r.stages[i];
     const StageTime& b = r.stages[r.critical];
     if (a.busy_compute_s + a.optimizer_s > (b.busy_compute_s + b.optimizer_s) * (1 + 1e-9)) r.critical = i;
   }
   for (int32_t i = 0; i < engine.ranks(); ++i) {
-    r.memory.push_back(peak_of(engine, i, fragmentation));
+    const double reserve = static_cast<size_t>(i) < plan.stages.size() ? plan.stages[static_cast<size_t>(i)].allocator_reserve : -1;
+    r.memory.push_back(peak_of(engine, i, fragmentation, reserve));
     if (r.memory.back().peak_bytes > r.memory[r.busiest].peak_bytes) r.busiest = r.memory.size() - 1;
   }
   r.ops = engine.ops().size();

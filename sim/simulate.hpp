@@ -38,6 +38,10 @@ struct StagePeak {
   double peak_bytes = 0;       // allocated + fragmentation
   double time_s = 0;           // moment of the peak
   std::string during;          // the op that reached it
+  // The step's moment it falls in, named as planner/memory.hpp's MemoryPhase (by the compute op running then): the
+  // loss's backward, block `block`'s backward, the root's post-backward, the optimizer step, or a forward.
+  MemoryPhase moment = MemoryPhase::forward_backward;
+  int64_t block = -1;
   std::vector<LiveItem> live;  // what is live at the peak, largest first
   MemoryComponents components; // the same by CONTRACT.md component
 };

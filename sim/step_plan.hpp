@@ -25,6 +25,7 @@ struct StageCosts {
   bool first = false, last = false;   // embedding / LM head
   // Compute of one micro-batch, seconds (planner/microbatch_costs.cpp).
   double block_fwd = 0, block_bwd = 0;  // bwd includes recomputation
+  double block_wgrad = 0;               // the W share of block_bwd where the schedule splits backward (B = bwd − W)
   double tp_fwd = 0, tp_bwd = 0;        // TP collectives of one block (critical path)
   double embed_fwd = 0, embed_bwd = 0, head_fwd = 0, head_bwd = 0;
   double optimizer = 0;                 // the optimizer step
@@ -48,6 +49,18 @@ struct StageCosts {
   double unit_grads = 0, root_grads = 0;         // unsharded gradients of one unit / the root before reduction
   double sharded_grads = 0;                      // no_sync: the sharded gradients appear at the first reduction
   double optimizer_temps = 0;
+  // FSDP-family moments (planner/memory_moments.hpp MomentParts): the runtime's allocations at the ops that make them.
+  // gathered_block/gathered_root are then the gathered units (params), unit_grads/root_grads the no_sync gradients.
+  bool moments = false;
+  bool reshard_after_forward = true;   // ZeRO-2 keeps a unit gathered until its backward ends
+  double logits_bwd_extra = 0;         // the loss's backward on top of its forward's logits
+  double logits_cached = 0;            // the freed bf16 logits' segment, cached while it runs (MemKind::cached_free)
+  double backward_grads = 0, backward_temps = 0;  // a block's gradients and temporaries at its backward's peak
+  double head_grads = 0, embed_grads = 0;         // the root's bf16 gradients, written by head / embedding backward
+  double block_reduce_input = 0, root_reduce_input = 0;    // reduce-scatter inputs (reduce dtype)
+  double block_sharded_grads = 0, root_sharded_grads = 0;  // appear with the unit's first reduce-scatter
+  double allocator_reserve = -1;       // moments: the caching allocator's reserve in bytes (planner/allocator_reserve.hpp);
+                                       // negative: the framework's fraction of what is allocated
   int64_t layers() const {
     int64_t n = 0;
     for (int64_t l : chunk_layers) n += l;
@@ -69,6 +82,8 @@ struct StepPlan {
                                             // backward, not behind it (torch.distributed.pipelining with FSDP)
   bool overlap_param_gather = false; // DpMode::buckets: the updated parameters' all-gather is waited for by the
                                      // next forward, bucket by bucket (played at this step's start)
+  bool prefetch_before_loss = false; // moments: the last block's backward all-gather is issued before the loss's
+                                     // backward (the loss runs inside the root's forward)
   double send = 0;                   // one activation (or gradient) between consecutive stages
   double overlap_slowdown = 0;       // compute slowdown while data-parallel traffic runs
   std::vector<StageCosts> stages;    // pp entries
@@ -82,10 +97,13 @@ struct PassRef {
   bool forward;
   int32_t micro;
   int32_t chunk;
+  uint8_t part = 0;  // of a backward: 0 the whole, 1 B (input gradients only), 2 W (weight gradients)
 };
 // Megatron-LM's schedules (megatron/core/pipeline_parallel/schedules.py): GPipe (all forwards, then all
 // backwards), 1F1B (warm-up p − i − 1 forwards, steady one-forward-one-backward, cool-down), interleaved 1F1B
 // (warm-up (p − i − 1)·2 + (v − 1)·p model chunks; chunk of virtual micro-batch k is (k mod p·v) / p).
+// ZB-H1, ZB-V and DualPipeV: torch.distributed.pipelining's orders (planner/pipeline_schedule.hpp
+// split_backward_pass_order), with B and W as their own passes.
 // Throws InputError for schedules that cannot run (interleaving with micro-batches not in groups of pp).
 std::vector<PassRef> pass_order(const StepPlan& plan, int64_t stage);
 

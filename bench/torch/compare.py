@@ -75,8 +75,14 @@ def model_yaml(shardplan, c, tmp) -> str:
     return path
 
 
+def framework_of(c) -> str:
+    """shardplan's framework for an implementation: `fsdp` runs transformers' LlamaForCausalLM, `torchtitan` its own
+    model (planner/framework.cpp)."""
+    return "torchtitan" if c["impl"] == "titan" else "fsdp"
+
+
 def predict_cmd(shardplan, c):
-    return [shardplan, "predict", *model_flags(c), "--framework", "fsdp", "--precision", "amp-bf16",
+    return [shardplan, "predict", *model_flags(c), "--framework", framework_of(c), "--precision", "amp-bf16",
             "--zero", str(c["zero"]), "--recompute", c["recompute"], "--gpus", str(c["ranks"]),
             "--seq", str(c["seq"]), "--micro-batch", str(c["micro_batch"]),
             "--global-batch", str(c["micro_batch"] * c["ranks"]), "--gpu", "h100-sxm", "--format", "json"]
@@ -148,6 +154,23 @@ def describe(m) -> str:
     return f"{m['phase']}: {where} {state}{rc} ({op})"
 
 
+def predicted_moment(pred) -> str:
+    """shardplan's moment of the peak (predict's memory.stages[].phase, and the block for a block's backward)."""
+    st = max(pred["memory"].get("stages", [{}]), key=lambda x: x.get("peak_bytes", 0))
+    phase = st.get("phase", "-")
+    return f"block {st['block']} backward" if phase == "block backward" and st.get("block", -1) >= 0 else phase
+
+
+def summary(rows, key) -> str:
+    """Mean and range of the peak error over the rows whose case has `key` (impl, zero, recompute) values."""
+    out = []
+    for name, pick in key:
+        errs = [100 * (r["pg"]["total"] - r["mg"]["total"]) / r["mg"]["total"] for r in rows if pick(r["case"])]
+        if errs:
+            out.append(f"| {name} | {len(errs)} | {sum(errs) / len(errs):+.2f} | {min(errs):+.2f} … {max(errs):+.2f} |")
+    return "\n".join(out)
+
+
 def gib(x) -> str:
     return f"{x / GIB:.2f}"
 
@@ -196,17 +219,24 @@ def render(rows, argv, started, seconds) -> str:
              "`fragmentation`. GiB = 2^30 bytes. `hf` = transformers LlamaForCausalLM (sdpa), `titan` = "
              "torchtitan-style model (bench/torch/models.py). Error = (predicted − measured) / measured.", "",
              "## Peaks", "",
-             "| case | measured GiB | moment of the measured peak | shardplan GiB (less runtime, frag.) | error % |",
-             "|---|---:|---|---:|---:|"]
+             "| case | measured GiB | moment of the measured peak | shardplan GiB (less runtime, frag.) | shardplan's moment | error % |",
+             "|---|---:|---|---:|---|---:|"]
     errs = []
     for r in rows:
         m, p = r["mg"], r["pg"]
         e = 100 * (p["total"] - m["total"]) / m["total"]
         errs.append(e)
         lines.append(f"| {short(r['case'])} | {gib(m['total'])} | {describe(r['meas']['peak']['moment'])} | "
-                     f"{gib(p['total'])} | {e:+.1f} |")
+                     f"{gib(p['total'])} | {predicted_moment(r['pred'])} | {e:+.1f} |")
+    groups = [("transformers (`hf`, --framework fsdp)", lambda c: c["impl"] == "hf"),
+              ("torchtitan-style (`titan`, --framework torchtitan)", lambda c: c["impl"] == "titan"),
+              ("ZeRO-3", lambda c: c["zero"] == 3), ("ZeRO-2", lambda c: c["zero"] == 2),
+              ("no recompute", lambda c: c["recompute"] == "none"), ("full recompute", lambda c: c["recompute"] == "full"),
+              ("selective recompute", lambda c: c["recompute"] == "selective"),
+              ("GPT-style (LayerNorm, GELU)", lambda c: c["model"].endswith(".yaml"))]
     lines += ["", f"Error over {len(errs)} cases: mean {sum(errs) / len(errs):+.1f} %, range {min(errs):+.1f} … "
               f"{max(errs):+.1f} %, mean |error| {sum(abs(e) for e in errs) / len(errs):.1f} %.", "",
+              "| group | cases | mean error % | range % |", "|---|---:|---:|---:|", summary(rows, groups), "",
               "## Components at the measured peak (GiB, measured / predicted, error %)", "",
               "params = gathered bf16 weights (Unsharded Param + All Gather; shardplan params + gathered-parameter "
               "buffers); grads = Sharded + Unsharded Grad + Reduce Scatter (shardplan grads + gradient buffers); "

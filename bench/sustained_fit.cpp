@@ -1,0 +1,125 @@
+#include "bench/sustained_fit.hpp"
+
+#include <cmath>
+#include <map>
+
+#include "planner/error.hpp"
+
+namespace shardplan::validation {
+
+namespace {
+
+using BySource = std::map<std::string, std::vector<const PublishedRun*>>;
+
+// The override the planner takes (GpuSpec::sustained_tensor_fraction): the row's generation value (Volta, two rows,
+// is not fitted: 1).
+double fraction_of(const PublishedRun& r, const ComputeFraction& f) {
+  const GpuGeneration gen = gpu_generation(r.cluster.gpu);
+  return gen == GpuGeneration::ampere ? f.ampere : gen == GpuGeneration::volta ? 1.0 : f.hopper;
+}
+
+struct RowError {
+  double log_ratio = NAN;  // |log(measured / predicted step)|
+  double error = NAN;      // (predicted − measured) / measured of the row's metric
+};
+
+RowError row_error(const PublishedRun& r, const ComputeFraction& f) {
+  ClusterSpec c = r.cluster;
+  c.gpu.sustained_tensor_fraction = fraction_of(r, f);
+  try {
+    const Prediction p = predict(r.model, r.strategy, c);
+    const double pred = predicted_metric(r, p);
+    return {std::fabs(std::log(measured_over_predicted_step(r, pred))), (pred - r.measured) / r.measured};
+  } catch (const InputError&) {
+    return {};
+  }
+}
+
+// The mean over sources of each source's mean |log ratio|: every source weighs the same, however many rows it has.
+double objective(const BySource& by_source, const ComputeFraction& f) {
+  double sum = 0;
+  int sources = 0;
+  for (const auto& [source, rows] : by_source) {
+    double s = 0;
+    int n = 0;
+    for (const PublishedRun* r : rows) {
+      const RowError e = row_error(*r, f);
+      if (std::isnan(e.log_ratio)) continue;
+      s += e.log_ratio;
+      ++n;
+    }
+    if (n == 0) continue;
+    sum += s / n;
+    ++sources;
+  }
+  return sources ? sum / sources : 0;
+}
+
+// Golden-section search of one coordinate on [0.6, 1.2] (step times fall monotonically as tensor throughput rises).
+void minimise(const BySource& by_source, ComputeFraction& f, double ComputeFraction::*coord) {
+  const double phi = (std::sqrt(5.0) - 1) / 2;
+  double a = 0.6, b = 1.2;
+  auto at = [&](double x) {
+    ComputeFraction g = f;
+    g.*coord = x;
+    return objective(by_source, g);
+  };
+  double c = b - phi * (b - a), d = a + phi * (b - a), fc = at(c), fd = at(d);
+  for (int i = 0; i < 30 && b - a > 1e-4; ++i) {
+    if (fc < fd) b = d, d = c, fd = fc, c = b - phi * (b - a), fc = at(c);
+    else a = c, c = d, fc = fd, d = a + phi * (b - a), fd = at(d);
+  }
+  f.*coord = (a + b) / 2;
+}
+
+// The generations' rows are disjoint, but a source may span two (FMS-eager, MLM20): two rounds of coordinate
+// descent; a second round moves no value by more than 1e-3 on this set.
+ComputeFraction fit(const BySource& by_source) {
+  ComputeFraction f;
+  for (int round = 0; round < 2; ++round)
+    for (double ComputeFraction::*coord : {&ComputeFraction::ampere, &ComputeFraction::hopper})
+      minimise(by_source, f, coord);
+  return f;
+}
+
+double mean_abs_error(const std::vector<const PublishedRun*>& rows, const ComputeFraction& f, int& counted) {
+  double s = 0;
+  counted = 0;
+  for (const PublishedRun* r : rows) {
+    const RowError e = row_error(*r, f);
+    if (std::isnan(e.error)) continue;
+    s += std::fabs(e.error);
+    ++counted;
+  }
+  return counted ? s / counted : 0;
+}
+
+}  // namespace
+
+ComputeFit fit_compute_fraction(const PublishedRuns& runs, std::string (*group)(const PublishedRun&)) {
+  BySource by_source;
+  for (const PublishedRun& r : runs.runs)
+    if (!r.historical) by_source[group(r)].push_back(&r);
+  ComputeFit out;
+  out.fit = fit(by_source);
+  double in_sum = 0, out_sum = 0;
+  for (const auto& [source, rows] : by_source) {
+    SourceFit sf;
+    sf.source = source;
+    sf.in_sample_error = mean_abs_error(rows, out.fit, sf.rows);
+    BySource others = by_source;
+    others.erase(source);
+    sf.held_out = fit(others);
+    int n = 0;
+    sf.held_out_error = mean_abs_error(rows, sf.held_out, n);
+    in_sum += sf.in_sample_error * sf.rows;
+    out_sum += sf.held_out_error * sf.rows;
+    out.rows += sf.rows;
+    out.sources.push_back(sf);
+  }
+  out.in_sample_error = out.rows ? in_sum / out.rows : 0;
+  out.held_out_error = out.rows ? out_sum / out.rows : 0;
+  return out;
+}
+
+}  // namespace shardplan::validation

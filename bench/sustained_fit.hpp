@@ -1,0 +1,38 @@
+#pragma once
+// The fitted parameters of the compute model: the tensor throughput a training step sustains per GPU generation
+// (planner/compute_cost.hpp sustained_tensor_fraction). Fitted together on the public set, each source weighted
+// equally, and checked by leaving each source out of the fit in turn and predicting it with the values the others
+// give. (A third value, eager PyTorch's share against Megatron's fused stack, was fitted with them on 2026-12-01 and
+// came out 1.000 with leave-one-out values of 0.94–1.00: the set does not tell the runtimes apart once the
+// generations' values are in, so the model has no such parameter.)
+#include <string>
+#include <vector>
+
+#include "bench/published_runs.hpp"
+
+namespace shardplan::validation {
+
+struct ComputeFraction {
+  double ampere = 1, hopper = 1;
+};
+
+struct SourceFit {
+  std::string source;
+  int rows = 0;
+  double in_sample_error = 0;  // mean |error| of the source's rows at the fit on every source
+  ComputeFraction held_out;    // the fit without this source
+  double held_out_error = 0;   // mean |error| of the source's rows at that fit
+};
+
+struct ComputeFit {
+  ComputeFraction fit;         // on every source
+  int rows = 0;
+  double in_sample_error = 0;  // mean |error| over the rows, each row alike
+  double held_out_error = 0;   // the same, each row predicted with its own source left out
+  std::vector<SourceFit> sources;
+};
+
+// Historical rows apart. `group` names a row's source for the leave-one-out (accuracy.cpp source_group).
+ComputeFit fit_compute_fraction(const PublishedRuns& runs, std::string (*group)(const PublishedRun&));
+
+}  // namespace shardplan::validation

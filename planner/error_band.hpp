@@ -1,0 +1,62 @@
+#pragma once
+// How far a step-time prediction can be trusted: the measured errors of comparable published runs (the same
+// framework family on the same GPU generation) turned into a range around the prediction. The ratios come from
+// bench/shardplan_accuracy over the public set (bench/data and ../shared/validation), which writes them into
+// error_band_data.cpp (`shardplan_accuracy --emit-bands planner/error_band_data.cpp`); tests/test_error_band.cpp
+// fails when the table no longer matches what the model predicts for those runs.
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "planner/hardware.hpp"
+#include "planner/strategy.hpp"
+
+namespace shardplan {
+
+// Runtimes whose step-time errors behave alike: PyTorch FSDP in its three forms, Megatron, DeepSpeed.
+enum class FrameworkFamily { pytorch_fsdp, megatron, deepspeed, reference };
+
+FrameworkFamily framework_family(Framework f);
+const char* to_string(FrameworkFamily f);
+
+// One group of published runs: measured step / predicted step, at the group's 10th and 90th percentiles (its
+// smallest and largest with fewer than kPercentileRuns runs). `all_generations`: the family on every GPU.
+struct ErrorBandGroup {
+  FrameworkFamily family;
+  GpuGeneration generation;
+  bool all_generations;
+  int runs;
+  double low, high;
+};
+constexpr int kMinBandRuns = 3;
+constexpr int kPercentileRuns = 10;
+
+// The committed table (error_band_data.cpp).
+std::span<const ErrorBandGroup> error_band_table();
+
+// The (low, high) ratios of a group's runs, as the table keeps them; nullopt below kMinBandRuns.
+std::optional<std::pair<double, double>> band_of_ratios(std::vector<double> measured_over_predicted);
+
+// The groups the public set gives, as error_band_data.cpp lists them: every (family, generation) and every family
+// over all generations with at least kMinBandRuns runs.
+struct PublishedError {
+  Framework framework;
+  GpuSpec gpu;
+  double measured_over_predicted;
+};
+std::vector<ErrorBandGroup> band_groups(const std::vector<PublishedError>& runs);
+
+struct ErrorBand {
+  double step_low_s = 0, step_high_s = 0;
+  double low = 1, high = 1;  // the group's ratios
+  std::string basis;         // "fsdp family on Hopper-class GPUs, 39 published runs"
+  // Relative half-width of the range: two predictions closer than this are not told apart.
+  double half_width() const { return (high - low) / (high + low); }
+};
+
+// The band for a configuration of this runtime on this GPU: its (family, generation) group, else its family over
+// every generation; nullopt when neither has runs.
+std::optional<ErrorBand> error_band(Framework f, const GpuSpec& g, double step_s);
+
+}  // namespace shardplan

@@ -1,0 +1,374 @@
+#include "planner/memory_moments.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "planner/activations.hpp"
+#include "planner/allocator_reserve.hpp"
+
+namespace shardplan::memory_detail {
+
+namespace {
+
+// What the moments share, per stage (bytes per parameter, counts).
+struct Sizes {
+  double n = 1;            // shard degree
+  double psi = 0, block = 0, root = 0, layers = 0;
+  double a = 2;            // compute dtype: gathered parameters, unsharded gradients, activations
+  double shard_b = 0;      // the persistent parameter shard: the parameter's own dtype (fp32 under amp)
+  double grad_shard_b = 0; // sharded gradients: the shard's dtype (FSDPParam.sharded_param.grad)
+  double reduce_b = 0;     // reduce-scatter input: the reduce dtype (MixedPrecisionPolicy.reduce_dtype)
+  double accum = 1;        // micro-batches per step
+  double in_flight = 1;    // micro-batches whose activations the stage holds (pipeline schedules)
+  double head_grad_params = 0;  // the LM head (or the tied embedding) on the last stage
+  double down_params = 0;  // the MLP's output projection: the first weight gradient of a block's backward
+  bool zero3 = false;
+  bool keep_all_gathered = false;  // torchtitan under PP: every unit gathered from first forward to last backward
+  bool reduce_after_last = false;  // ... and every unit reduced after the stage's last backward, none during it
+  AllocatorReserve reserve;        // the caching allocator's, the same at every moment (allocator_reserve.hpp)
+};
+
+Sizes sizes_of(const StageInputs& in) {
+  const Strategy& s = in.strategy;
+  const StageParams& st = in.stage;
+  Sizes z;
+  z.n = in.shard;
+  z.psi = in.psi;
+  z.block = static_cast<double>(st.block_params);
+  z.root = static_cast<double>(st.root_unit());
+  z.layers = static_cast<double>(st.layers);
+  z.a = in.compute_bytes;
+  // FSDP2 keeps no low-precision shard: the sharded parameter is the original (fp32 under amp), cast to param_dtype
+  // only inside the all-gather (_fsdp_param.py FSDPParam._init_sharded_param, all_gather_inputs); FSDP1's bf16
+  // _mp_shard lives only around the all-gather (_flat_param.py _use_low_precision_shard /
+  // _free_low_precision_sharded_param). Under amp that shard is the master copy.
+  z.shard_b = in.state.master > 0 ? in.state.master : in.state.params;
+  z.grad_shard_b = std::max(in.state.grads, z.shard_b);
+  z.reduce_b = static_cast<double>(dtype_bytes(precision_grad_reduce_dtype(s.precision, in.fw.amp_grads_reduced_in_fp32)));
+  z.accum = static_cast<double>(grad_accum_steps(s));
+  z.in_flight = in_flight_microbatches(s, st.stage);
+  if (st.last) z.head_grad_params = static_cast<double>(st.lm_head > 0 ? st.lm_head : st.embedding);
+  z.down_params = static_cast<double>(in.model.ffn_hidden * in.model.hidden / s.tp) + (in.model.out_bias ? static_cast<double>(in.model.hidden) : 0);
+  z.zero3 = s.zero >= 3;
+  // FSDP1 SHARD_GRAD_OP under no_sync frees no unit after backward until the micro-batch that syncs
+  // (_runtime_utils.py _should_free_in_backward): all stay gathered, as under torchtitan's PP.
+  z.keep_all_gathered = (s.pp > 1 && in.fw.pp_keeps_params_gathered) ||
+                        (s.zero == 2 && in.keeps_unsharded_grads && in.fw.zero2_keeps_params_under_no_sync);
+  z.reduce_after_last = s.pp > 1 && in.fw.pp_reduces_after_last_backward;
+  z.reserve = caching_allocator_reserve(in.model, s, in.fw, st);
+  return z;
+}
+
+double tokens(const Strategy& s) { return static_cast<double>(s.seq * s.micro_batch); }
+double seq_split(const Strategy& s) { return s.sp ? static_cast<double>(s.tp) : 1.0; }
+double kv_width(const ModelSpec& m, const Strategy& s) {
+  return std::max<double>(static_cast<double>(m.kv_heads) / static_cast<double>(s.tp), 1.0) * static_cast<double>(model_head_dim(m));
+}
+
+// The attention half of a block's working set (what its recomputation saves again): norm, Q/K/V input, rotated q and k,
+// v, the output and the fp32 log-sum-exp (flash attention; activations.cpp add_attention_terms).
+double attention_working_set_bytes(const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw, double a) {
+  const double h = static_cast<double>(m.hidden), q = static_cast<double>(model_q_width(m)) / static_cast<double>(s.tp);
+  const double kv = kv_width(m, s), heads = static_cast<double>(m.heads) / static_cast<double>(s.tp);
+  const double boundary = (norm_saved_bytes(m, fw, a) + a * h) / seq_split(s);
+  return (boundary + a * (2 * q + 2 * kv) + 4 * heads) * tokens(s);
+}
+
+// Gradients of the MLP's intermediates alive at its backward's peak (FrameworkTraits::block_backward_*_tensors).
+double mlp_backward_temp_bytes(const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw, double a) {
+  const double f = static_cast<double>(m.ffn_hidden) / static_cast<double>(s.tp), h = static_cast<double>(m.hidden);
+  return (fw.block_backward_f_tensors * a * f + fw.block_backward_h_tensors * a * h / seq_split(s)) * tokens(s);
+}
+
+// At the attention's backward: flash backward's dq, dk, dv (dk and dv at the query heads' width before the GQA sum,
+// as the measured allocations show), the gradient of the attention output and of the block input.
+double attention_backward_temp_bytes(const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw, double a) {
+  const double h = static_cast<double>(m.hidden), q = static_cast<double>(model_q_width(m)) / static_cast<double>(s.tp);
+  const double kv = kv_width(m, s);
+  const double gqa = kv < q ? 2 * q : 0;
+  return (a * (2 * q + 2 * kv + gqa) + (1 + fw.block_backward_h_tensors) * a * h / seq_split(s)) * tokens(s);
+}
+
+// Model states every moment holds, and the gradients that exist before this micro-batch's backward.
+void add_states(Ledger& l, const StageInputs& in, const Sizes& z, bool step) {
+  if (in.state.master > 0)
+    l.add(&MemoryComponents::master, "master", text("fp32 master weights (the parameter shards: FSDP keeps no bf16 copy between gathers)"),
+          z.psi * z.shard_b / z.n);
+  else
+    l.add(&MemoryComponents::params, "params", [&] { return fmt::format("parameter shards ({} B/param)", z.shard_b); },
+          z.psi * z.shard_b / z.n);
+  l.add(&MemoryComponents::optimizer, "optimizer", text("Adam exp_avg and exp_avg_sq (fp32 shards)"),
+        z.psi * in.state.optimizer / z.n);
+  if (in.keeps_unsharded_grads && !step) {
+    // no_sync (set_requires_gradient_sync(False)): the unsharded gradients accumulate; FSDP2 upcasts them to the reduce
+    // dtype (_fsdp_param.py FSDPParam.to_accumulated_grad_if_needed), FSDP1 keeps the parameter dtype.
+    const double b = in.fw.framework == Framework::fsdp1 ? in.state.grads : z.reduce_b;
+    l.add(&MemoryComponents::grads, "grads", [&] { return fmt::format("unsharded gradients accumulated across micro-batches (no_sync, {} B/param)", b); },
+          z.psi * b);
+  } else if (step || z.accum > 1) {
+    // zero_grad(set_to_none=True) (torch/optim/optimizer.py, the default) frees them after each step: during the first
+    // micro-batch none exists; later micro-batches and the step hold every unit's.
+    l.add(&MemoryComponents::grads, "grads", [&] { return fmt::format("sharded gradients ({} B/param{})", z.grad_shard_b, step ? "" : ", from the earlier micro-batches"); },
+          z.psi * z.grad_shard_b / z.n);
+  }
+}
+
+// Gathered compute-dtype parameters: the root unit (never resharded after forward: _fsdp_state.py FSDPState._lazy_init
+// leaves the root's post_forward_mesh_info None) and `blocks` block units.
+void add_gathered(Ledger& l, const StageInputs& in, const Sizes& z, double blocks, bool root) {
+  if (z.keep_all_gathered) {
+    l.add(&MemoryComponents::params, "params", text("gathered stage parameters, kept from the first forward to the last backward"),
+          z.psi * z.a);
+    return;
+  }
+  if (root && in.fw.zero3_root_stays_gathered)
+    l.add(&MemoryComponents::params, "params", text("gathered root unit (embedding, final norm, LM head; bf16)"), z.root * z.a);
+  l.add(&MemoryComponents::params, "params", [&] { return fmt::format("gathered block parameters ({:.0f} of the stage's {:.0f} blocks, bf16)", blocks, z.layers); },
+        blocks * z.block * z.a);
+}
+
+void add_rope_caches(Ledger& l, const StageInputs& in) {
+  const ModelSpec& m = in.model;
+  if (!in.fw.rope_cache_per_layer || m.position != PositionKind::rotary) return;
+  // torchtitan models/common/rope.py ComplexRoPE: per attention layer a complex64 [seq, head_dim / 2] table.
+  const double per_layer = static_cast<double>(in.strategy.seq) * static_cast<double>(model_head_dim(m)) / 2 * 8;
+  l.add(&MemoryComponents::buffers, "buffers", text("RoPE caches (complex64, one per attention layer)"),
+        per_layer * static_cast<double>(in.stage.layers));
+}
+
+void add_block_activations(Ledger& l, const StageInputs& in, const Sizes& z, double blocks_this_micro) {
+  const Strategy& s = in.strategy;
+  const double per_block = block_activation_bytes(in.model, s, in.fw);
+  const double blocks = (z.in_flight - 1) * z.layers + blocks_this_micro;
+  l.add(&MemoryComponents::activations, "activations", [&] { return fmt::format("{:.0f} blocks × 1 micro-batches in flight, recompute {}", blocks, to_string(s.recompute)); },
+        per_block * blocks);
+  if (in.stage.first)
+    l.add(&MemoryComponents::activations, "activations", text("embedding dropout mask"),
+          first_stage_extra_bytes(in.model, s) * z.in_flight);
+}
+
+void add_common(Ledger& l, const StageInputs& in, const Sizes& z) {
+  add_rope_caches(l, in);
+  add_parallel_buffers(l, in);
+  add_runtime(l, in);
+  l.add(&MemoryComponents::fragmentation, "fragmentation", [&] { return fmt::format("caching allocator: {} segments of their own × 1 MiB unused on average (kRoundLarge 2 MiB)", z.reserve.own_segments); },
+        z.reserve.rounding);
+  l.add(&MemoryComponents::fragmentation, "fragmentation", text("caching allocator: one block's working set left in split segments (its temporaries' holes)"),
+        z.reserve.holes);
+}
+
+void loss_backward(Ledger& l, const StageInputs& in, const Sizes& z) {
+  const ModelSpec& m = in.model;
+  const Strategy& s = in.strategy;
+  add_states(l, in, z, false);
+  // ZeRO-3: the root, and the last block when the root's pre-backward (which prefetches it:
+  // _fsdp_param_group.py FSDPParamGroup._backward_prefetch) ran before the loss's backward. ZeRO-2 (reshard_after_forward
+  // False): every unit stays gathered until its post-backward.
+  const double prefetched = in.fw.loss_inside_root_forward && z.layers > 0 ? 1 : 0;
+  add_gathered(l, in, z, z.zero3 ? prefetched : z.layers, true);
+  add_block_activations(l, in, z, z.layers);
+  l.add(&MemoryComponents::activations, "activations", text("final norm and LM head inputs"),
+        last_stage_extra_bytes(m, s, in.fw));
+  const double chunks = s.loss == LossKind::chunked ? static_cast<double>(in.fw.loss_chunks) : 1.0;
+  const double elements = tokens(s) * static_cast<double>(model_padded_vocab(m)) / static_cast<double>(s.tp) / chunks;
+  const double logits = elements * in.fw.loss_backward_bytes_per_logit;
+  l.add(&MemoryComponents::logits, "logits", [&] { return fmt::format("cross-entropy backward logits ({:g} B/element: fp32 log_softmax output, nll_loss_backward's gradient, _log_softmax_backward_data's result{})",
+                    in.fw.loss_backward_bytes_per_logit, s.loss == LossKind::chunked ? fmt::format("; 1/{} at a time", in.fw.loss_chunks) : ""); },
+        logits);
+  add_common(l, in, z);
+  // The bf16 logits' block, freed before the loss's backward (torchtitan `del pred`; transformers drops the output):
+  // too small for the fp32 [T, V] tensors allocated then, it stays cached in its own segment (reserved, though an
+  // allocation that would fail first releases it: release_cached_blocks). fp32 logits fit the fp32 gradients: reused.
+  l.add(&MemoryComponents::fragmentation, "fragmentation", text("caching allocator: the freed bf16 logits' segment, too small for the loss's fp32 gradients"),
+        z.a < 4 ? elements * z.a : 0);
+}
+
+// Block k of the stage (0 = first in forward order) during its backward; sub 0: the MLP's backward (its output
+// projection's weight gradient written, the MLP's intermediate gradients alive), sub 1: the attention's backward (the
+// block's whole gradient written).
+void block_backward(Ledger& l, const StageInputs& in, const Sizes& z, double k, int sub) {
+  const ModelSpec& m = in.model;
+  const Strategy& s = in.strategy;
+  add_states(l, in, z, false);
+  // ZeRO-3: block k and the block prefetched for the next backward (none after block 0: the root is gathered);
+  // ZeRO-2: units reshard at their post-backward (_fsdp_param_group.py FSDPParamGroup.post_backward → reshard).
+  add_gathered(l, in, z, z.zero3 ? (k > 0 ? 2 : 1) : k + 1, true);
+  const bool fresh = !in.keeps_unsharded_grads && z.accum <= 1;
+  if (fresh)
+    l.add(&MemoryComponents::grads, "grads", [&] { return fmt::format("sharded gradients of the {:.0f} blocks reduced ({} B/param)", z.layers - 1 - k, z.grad_shard_b); },
+          (z.layers - 1 - k) * z.block * z.grad_shard_b / z.n);
+  if (!in.keeps_unsharded_grads) {
+    l.add(&MemoryComponents::grads, "grads", text("LM head gradients (bf16, written first in backward; the root is reduced last)"),
+          z.head_grad_params * z.a);
+    l.add(&MemoryComponents::grads, "grads", [&] { return fmt::format("block gradients ({}, bf16)", sub == 0 ? "the MLP output projection's" : "the whole block's"); },
+          (sub == 0 ? z.down_params : z.block) * z.a);
+  }
+  // _fsdp_collectives.py foreach_reduce allocates the reduce-scatter input in reduce_dtype and copies the gradients in
+  // (foreach_reduce_scatter_copy_in); FSDPParamGroup.post_backward keeps one until the next unit's post-backward.
+  if (k < z.layers - 1 && !z.reduce_after_last)
+    l.add(&MemoryComponents::grads, "grads", [&] { return fmt::format("the next block's gradients as reduce-scatter input in flight ({} B/param)", z.reduce_b); },
+          z.block * z.reduce_b);
+  add_block_activations(l, in, z, k + 1);
+  const bool full = s.recompute == Recompute::full;
+  if (sub == 0) {
+    if (full)
+      l.add(&MemoryComponents::activations, "activations", text("the block's working set, recomputed for its backward"),
+            block_working_set_bytes(m, s, in.fw));
+    l.add(&MemoryComponents::activations, "activations", text("the MLP's backward temporaries"),
+          mlp_backward_temp_bytes(m, s, in.fw, z.a));
+  } else {
+    if (full)
+      l.add(&MemoryComponents::activations, "activations", text("the attention's working set, recomputed for its backward"),
+            attention_working_set_bytes(m, s, in.fw, z.a));
+    l.add(&MemoryComponents::activations, "activations", text("the attention's backward temporaries"),
+          attention_backward_temp_bytes(m, s, in.fw, z.a));
+  }
+  add_common(l, in, z);
+}
+
+void root_post_backward(Ledger& l, const StageInputs& in, const Sizes& z) {
+  add_states(l, in, z, false);
+  if (!in.keeps_unsharded_grads && z.accum <= 1)
+    l.add(&MemoryComponents::grads, "grads", [&] { return fmt::format("sharded gradients of every block ({} B/param)", z.grad_shard_b); },
+          (z.psi - z.root) * z.grad_shard_b / z.n);
+  if (!in.keeps_unsharded_grads)
+    l.add(&MemoryComponents::grads, "grads", text("root unit gradients (bf16)"), z.root * z.a);
+  l.add(&MemoryComponents::grads, "grads", [&] { return fmt::format("root unit gradients as reduce-scatter input ({} B/param)", z.reduce_b); },
+        z.root * z.reduce_b);
+  // Under a pipeline the other micro-batches in flight keep their activations.
+  if (z.in_flight > 1) add_block_activations(l, in, z, 0);
+  add_common(l, in, z);
+}
+
+void optimizer_step(Ledger& l, const StageInputs& in, const Sizes& z) {
+  add_states(l, in, z, true);
+  // torch/optim/adam.py _multi_tensor_adam (foreach, PyTorch's CUDA default): torch._foreach_sqrt(exp_avg_sq) makes one
+  // temporary per parameter in the state dtype.
+  l.add(&MemoryComponents::buffers, "buffers", text("optimizer-step temporaries"),
+        z.psi / z.n * in.fw.optimizer_temp_bytes_per_param);
+  add_common(l, in, z);
+}
+
+}  // namespace
+
+bool uses_moments(const StageInputs& in) {
+  return in.fw.memory_moments && in.strategy.zero >= 2 && in.shard > 1 && !in.strategy.offload_optimizer;
+}
+
+namespace {
+
+MomentLedger moment_with(const StageInputs& in, const Sizes& z, MemoryPhase phase, int64_t block, int sub, bool record) {
+  MomentLedger out{Ledger(record), phase, block};
+  switch (phase) {
+    case MemoryPhase::loss_backward: loss_backward(out.ledger, in, z); break;
+    case MemoryPhase::block_backward: block_backward(out.ledger, in, z, static_cast<double>(block), sub); break;
+    case MemoryPhase::root_post_backward: root_post_backward(out.ledger, in, z); break;
+    case MemoryPhase::optimizer_step:
+    case MemoryPhase::forward_backward: out.phase = MemoryPhase::optimizer_step; optimizer_step(out.ledger, in, z); break;
+  }
+  return out;
+}
+
+}  // namespace
+
+MomentLedger moment_at(const StageInputs& in, MemoryPhase phase, int64_t block, int sub, bool record) {
+  return moment_with(in, sizes_of(in), phase, block, sub, record);
+}
+
+MomentLedger peak_moment(const StageInputs& in, bool record) {
+  const int64_t layers = in.stage.layers;
+  struct Candidate {
+    MemoryPhase phase;
+    int64_t block;
+    int sub;
+  };
+  Candidate cands[12];
+  int n = 0;
+  if (in.stage.last) cands[n++] = {MemoryPhase::loss_backward, -1, 0};
+  // Within the blocks every term is linear in k, so the ends and their neighbours (where the prefetch and the
+  // reduce-scatter input in flight start or stop) bound the maximum.
+  const int64_t ks[4] = {layers - 1, layers - 2, 1, 0};
+  for (int i = 0; i < 4; ++i) {
+    const int64_t k = ks[i];
+    bool seen = k < 0 || k >= layers;
+    for (int j = 0; j < i; ++j) seen = seen || ks[j] == k;
+    if (seen) continue;
+    cands[n++] = {MemoryPhase::block_backward, k, 0};
+    cands[n++] = {MemoryPhase::block_backward, k, 1};
+  }
+  if (in.stage.root_unit() > 0) cands[n++] = {MemoryPhase::root_post_backward, -1, 0};
+  cands[n++] = {MemoryPhase::optimizer_step, -1, 0};
+  const Sizes z = sizes_of(in);
+  int best = 0;
+  MomentLedger peak = moment_with(in, z, cands[0].phase, cands[0].block, cands[0].sub, false);
+  for (int i = 1; i < n; ++i) {
+    MomentLedger m = moment_with(in, z, cands[i].phase, cands[i].block, cands[i].sub, false);
+    if (m.ledger.parts_.total() > peak.ledger.parts_.total()) peak = std::move(m), best = i;
+  }
+  if (!record) return peak;
+  return moment_with(in, z, cands[best].phase, cands[best].block, cands[best].sub, true);
+}
+
+}  // namespace shardplan::memory_detail
+
+namespace shardplan {
+
+MomentParts moment_parts(const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw, const StageParams& st) {
+  using namespace memory_detail;
+  const StageInputs in = stage_inputs(m, s, fw, st);
+  MomentParts p;
+  p.applies = uses_moments(in);
+  if (!p.applies) return p;
+  const Sizes z = sizes_of(in);
+  (in.state.master > 0 ? p.shard_master : p.shard_params) = z.psi * z.shard_b / z.n;
+  p.optimizer = z.psi * in.state.optimizer / z.n;
+  {
+    Ledger l(false);
+    add_rope_caches(l, in);
+    p.model_buffers = l.parts_.buffers;
+  }
+  if (st.last) {
+    const double elements = tokens(s) * static_cast<double>(model_padded_vocab(m)) / static_cast<double>(s.tp);
+    // The forward holds the bf16 logits, the fp32 upcast and log_softmax's output (10 B, reports/fsdp2-memory.md);
+    // fp32 logits need no upcast (.float() returns them) and their freed block serves the fp32 gradients.
+    p.logits_forward = elements * (z.a + (z.a < 4 ? 4 : 0) + 4);
+    p.logits_backward = elements * fw.loss_backward_bytes_per_logit;
+    p.logits_cached = z.a < 4 ? elements * z.a : 0;
+    if (s.loss == LossKind::chunked) {
+      const double chunks = static_cast<double>(fw.loss_chunks);
+      p.logits_forward /= chunks, p.logits_backward /= chunks, p.logits_cached /= chunks;
+    }
+    p.last_extra = last_stage_extra_bytes(m, s, fw);
+  }
+  // Under keep_all_gathered the simulator gathers each unit at its first forward and keeps it (StepPlan::gathers_once).
+  p.gathered_block = z.block * z.a;
+  if (fw.zero3_root_stays_gathered || z.keep_all_gathered) p.gathered_root = z.root * z.a;
+  p.reshard_after_forward = z.zero3;
+  // The block's backward: the larger of its two sub-moments (block_backward's sub 0 and 1), the rest being equal.
+  const bool full = s.recompute == Recompute::full;
+  const double mlp = (full ? block_working_set_bytes(m, s, fw) : 0) + mlp_backward_temp_bytes(m, s, fw, z.a);
+  const double attn = (full ? attention_working_set_bytes(m, s, fw, z.a) : 0) + attention_backward_temp_bytes(m, s, fw, z.a);
+  const double own_grads_mlp = in.keeps_unsharded_grads ? 0 : z.down_params * z.a;
+  const double own_grads_attn = in.keeps_unsharded_grads ? 0 : z.block * z.a;
+  const bool mlp_wins = mlp + own_grads_mlp >= attn + own_grads_attn;
+  p.backward_grads = mlp_wins ? own_grads_mlp : own_grads_attn;
+  p.backward_temps = mlp_wins ? mlp : attn;
+  if (in.keeps_unsharded_grads) {
+    const double b = fw.framework == Framework::fsdp1 ? in.state.grads : z.reduce_b;
+    p.accumulated_block = z.block * b;
+    p.accumulated_root = z.root * b;
+  } else {
+    p.head_grads = z.head_grad_params * z.a;
+    p.embed_grads = (z.root - z.head_grad_params) * z.a;
+  }
+  p.block_reduce_input = z.block * z.reduce_b;
+  p.root_reduce_input = z.root * z.reduce_b;
+  p.block_sharded_grads = z.block * z.grad_shard_b / z.n;
+  p.root_sharded_grads = z.root * z.grad_shard_b / z.n;
+  p.optimizer_temps = z.psi / z.n * fw.optimizer_temp_bytes_per_param;
+  p.allocator_reserve = z.reserve.total();
+  return p;
+}
+
+}  // namespace shardplan

@@ -1,0 +1,57 @@
+#pragma once
+// Where a pipeline's blocks live: how many transformer blocks each virtual stage holds under the strategy's split
+// (Strategy::split, planner/pipeline_split.hpp), which rank holds which virtual stage (looped or V-shaped), where
+// the embedding and the loss are, and which splits each runtime accepts (its own rule, cited in the .cpp).
+//
+// Virtual stages: the model is cut into S = pp · chunks pieces, in model order. Looped schedules (1F1B,
+// interleaved, ZB-H1) give rank r the pieces r, r + pp, r + 2·pp, ... (Megatron's interleaving); V-shaped ones
+// (ZB-V, DualPipeV) give rank r the pieces r and 2·pp − 1 − r, so rank 0 holds both the embedding and the loss.
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "planner/model.hpp"
+#include "planner/strategy.hpp"
+
+namespace shardplan {
+
+// ZB-V and DualPipeV: two chunks per rank in a V (torch.distributed.pipelining _get_pp_rank_to_stage_indices_mapping
+// "v" style, as torchtitan/distributed/pipeline_parallel.py calls it).
+bool schedule_is_v_shaped(Schedule s);
+// The schedules that split each backward into B (input gradients) and W (weight gradients).
+bool schedule_splits_backward(Schedule s);
+
+// Model chunks per rank: vpp (1 without interleaving); 2 for the V-shaped schedules.
+int64_t chunks_per_rank(const Strategy& s);
+int64_t virtual_stage_count(const Strategy& s);
+// The virtual stage (model piece) that chunk `chunk` of pipeline rank `rank` runs.
+int64_t virtual_stage_of(const Strategy& s, int64_t rank, int64_t chunk);
+
+// The embedding and loss weights in effect: the split's, or the runtime's default (torchtitan's
+// pipeline_parallel_first/last_stage_less_layers = 1, torchtitan/config/configs.py; 0 elsewhere).
+int64_t effective_embedding_layers(const Strategy& s);
+int64_t effective_loss_layers(const Strategy& s);
+
+// Transformer blocks of virtual stage k, of chunk `chunk` of rank `rank`, and of the whole rank. No allocation:
+// the search calls these in its inner loop. The strategy must pass pipeline_layout_refusal.
+int64_t virtual_stage_layers(const ModelSpec& m, const Strategy& s, int64_t k);
+int64_t chunk_layers(const ModelSpec& m, const Strategy& s, int64_t rank, int64_t chunk);
+int64_t rank_layers(const ModelSpec& m, const Strategy& s, int64_t rank);
+// Whether the rank runs the first virtual stage (token embedding) / the last one (final norm, LM head, loss).
+bool rank_holds_embedding(const Strategy& s, int64_t rank);
+bool rank_holds_head(const Strategy& s, int64_t rank);
+
+// Why the schedule, vpp and split do not fit the model or the runtime (one line naming the flag, the runtime's
+// rule with its source and a way out), or nothing. validate_strategy calls it; so does the search.
+std::optional<std::string> pipeline_layout_refusal(const ModelSpec& m, const Strategy& s);
+
+// A few splits worth pricing for the strategy's pp, vpp, schedule and framework, each one the runtime accepts:
+// its default, Megatron's first/last counts that leave the middle stages ⌈L/pp⌉ blocks (Llama 3's one block fewer
+// on the first and last stages, Dubey et al. 2024 §3.3.2), and the embedding and the loss counted as one block
+// each. Duplicates (the same blocks everywhere) are left out. Returns how many of `out` are set (at most 3).
+int pipeline_split_candidates(const ModelSpec& m, const Strategy& s, PipelineSplit out[3]);
+
+// "7/8×14/7" style summary of the blocks per rank for tables (empty without a pipeline).
+std::string describe_stage_layers(const ModelSpec& m, const Strategy& s);
+
+}  // namespace shardplan

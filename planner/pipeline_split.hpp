@@ -1,0 +1,23 @@
+#pragma once
+// How a pipeline's transformer blocks are split over its stages, as the user (or the search) set it. The rules
+// that turn it into layer counts per stage, and what each runtime accepts, are in planner/pipeline_layout.hpp.
+#include <cstdint>
+
+namespace shardplan {
+
+struct PipelineSplit {
+  // Blocks on the first / last pipeline rank, all its virtual chunks together (Megatron-LM
+  // --decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers); 0 = not set: the middle stages'
+  // share.
+  int64_t first_layers = 0;
+  int64_t last_layers = 0;
+  // The token embedding, and the final norm + LM head + loss, each counted as this many blocks when the layers are
+  // split (Megatron-LM --account-for-embedding-in-pipeline-split / --account-for-loss-in-pipeline-split = 1;
+  // torchtitan pipeline_parallel_first/last_stage_less_layers; DeepSpeed partition_method
+  // 'type:transformer|embedding' = 1 each). -1 = the runtime's default (torchtitan 1, the others 0).
+  int64_t embedding_layers = -1;
+  int64_t loss_layers = -1;
+  bool operator==(const PipelineSplit&) const = default;
+};
+
+}  // namespace shardplan
