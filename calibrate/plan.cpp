@@ -6,9 +6,12 @@
 #include <set>
 #include <tuple>
 
+#include <sys/stat.h>
+
 #include <fmt/format.h>
 
 #include "calibrate/profile.hpp"
+#include "io/input_file.hpp"
 #include "planner/model.hpp"
 
 namespace shardplan::calibrate {
@@ -93,7 +96,19 @@ RunPlan resolve_plan(const CalibrateFlags& flags, const PresetStore& store, int 
     const std::string ext = dot == std::string::npos ? "" : p.out.substr(dot);
     p.raw = (ext == ".yaml" || ext == ".yml" ? p.out.substr(0, dot) : p.out) + ".raw.csv";
   }
-  if (p.raw == p.out) throw BadInputError("--raw must differ from --out");
+  // One file by two spellings (same.yaml, ./same.yaml; a hard link) is one file: compare files, not strings.
+  if (p.raw == p.out || io::same_file(p.raw, p.out))
+    throw BadInputError(fmt::format("--raw {} and --out {} name the same file: the raw CSV would replace the profile; "
+                                    "give --raw another file",
+                                    io::escape_for_line(p.raw), io::escape_for_line(p.out)));
+  // --out /dev/null (or a FIFO) is written in place, but "/dev/null.raw.csv" is no place for the raw CSV.
+  if (flags.raw.empty()) {
+    struct stat st {};
+    if (::stat(p.out.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
+      throw BadInputError(fmt::format("--out {} is not a regular file, so the raw CSV has no default beside it; give "
+                                      "--raw FILE.csv",
+                                      io::escape_for_line(p.out)));
+  }
   try {
     std::size_t used = 0;
     p.timeout_s = std::stod(flags.timeout, &used);

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <sstream>
 #include <stdexcept>
+#include <tuple>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -13,6 +15,7 @@ namespace shardplan::calibrate {
 namespace {
 
 constexpr const char* kMagic = "# shardplan calibrate raw v1 ";
+constexpr std::size_t kMaxRecords = 200000;
 constexpr const char* kColumns =
     "kind,op,scope,ranks,ranks_per_node,bytes,m,n,k,iters,repeats,median_s,p10_s,p90_s,wrong";
 
@@ -49,6 +52,22 @@ double to_double(const std::string& s, const std::string& where) {
   return v;
 }
 
+// What a measurement can be (an edited or corrupted CSV is refused here, naming the line, rather than fitted into a
+// profile that predict refuses, or into NaN): times finite, up to an hour; sizes and counts within their kinds.
+void check_ranges(const RawRecord& r, const std::string& where) {
+  for (auto [name, v] : {std::pair{"median_s", r.median_s}, {"p10_s", r.p10_s}, {"p90_s", r.p90_s}})
+    if (!(v >= 0 && v <= 3600))
+      throw std::runtime_error(fmt::format("{}: {} = {} is not a time between 0 and 3600 s", where, name, v));
+  if (r.median_s < 1e-9)  // no kernel launch or message takes under a nanosecond
+    throw std::runtime_error(fmt::format("{}: median_s = {} is below 1 ns, not a measurement", where, r.median_s));
+  constexpr int64_t kMaxShape = int64_t{1} << 40;
+  for (auto [name, v, hi] : {std::tuple{"ranks", r.ranks, int64_t{1} << 24}, {"ranks_per_node", r.ranks_per_node, int64_t{1} << 24},
+                             {"bytes", r.bytes, kMaxShape}, {"m", r.m, kMaxShape}, {"n", r.n, kMaxShape}, {"k", r.k, kMaxShape},
+                             {"iters", r.iters, int64_t{1} << 30}, {"repeats", r.repeats, int64_t{1} << 30},
+                             {"wrong", r.wrong, int64_t{1} << 62}})
+    if (v < 0 || v > hi) throw std::runtime_error(fmt::format("{}: {} = {} is outside 0..{}", where, name, v, hi));
+}
+
 }  // namespace
 
 std::string RawRecord::key() const {
@@ -70,6 +89,7 @@ std::vector<RawRecord> parse_csv(const std::string& text, const std::string& ori
   int number = 0;
   while (std::getline(ss, line)) {
     ++number;
+    if (!line.empty() && line.back() == '\r') line.pop_back();  // a CSV saved with CRLF line ends
     const std::string where = fmt::format("{}:{}", origin, number);
     if (number == 1) {
       if (line.rfind(kMagic, 0) != 0)
@@ -83,6 +103,11 @@ std::vector<RawRecord> parse_csv(const std::string& text, const std::string& ori
       continue;
     }
     if (line.empty()) continue;
+    // Bounded in parsed size as in bytes: no calibration measures more than ~10 k steps (64 MiB of short lines
+    // would otherwise be 3 M records, 600 MB).
+    if (out.size() >= kMaxRecords)
+      throw std::runtime_error(fmt::format("{}: more than {} measurements, more than any calibration takes", where,
+                                           kMaxRecords));
     const std::vector<std::string> f = split_commas(line);
     // A run killed mid-write leaves at most one partial last line: ignore it (it is measured again).
     if (f.size() != 15) {
@@ -108,6 +133,7 @@ std::vector<RawRecord> parse_csv(const std::string& text, const std::string& ori
     if (r.kind != "collective" && r.kind != "gemm" && r.kind != "copy" && r.kind != "elementwise")
       throw std::runtime_error(fmt::format("{}: unknown kind '{}'", where, r.kind));
     if (!(r.median_s > 0)) throw std::runtime_error(fmt::format("{}: median_s must be positive", where));
+    check_ranges(r, where);
     out.push_back(r);
   }
   if (number < 2) throw std::runtime_error(fmt::format("{}: empty or truncated header", origin));

@@ -3,6 +3,7 @@
 #include "calibrate/run.hpp"
 
 #include <mpi.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -28,6 +29,8 @@
 #include "comm/comm.hpp"
 #include "comm/groups.hpp"
 #include "io/atomic_write.hpp"
+#include "io/input_file.hpp"
+#include "io/preset_store.hpp"
 #include "planner/error.hpp"
 
 extern char** environ;
@@ -94,6 +97,34 @@ std::string check_writable(const std::string& path, const char* flag) {
   return "";
 }
 
+// --raw is an append log that --resume reads back: a regular file (or a character device such as /dev/null when
+// nothing is resumed). A FIFO would block its open on rank 0 while the other ranks time out and blame rank 0.
+std::string check_raw_target(const std::string& path, bool resume) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)) return "";
+  if (S_ISCHR(st.st_mode) && !resume) return "";
+  const char* what = S_ISFIFO(st.st_mode) ? "a FIFO" : S_ISCHR(st.st_mode) ? "a character device"
+                     : S_ISBLK(st.st_mode) ? "a block device" : "not a regular file";
+  return fmt::format("--raw {}: is {}; the raw CSV must be a regular file (--resume reads it back)",
+                     io::escape_for_line(path), what);
+}
+
+// The timeout as typed, for the start-up watchdog (resolve_plan checks and reports it later): 120 s when unreadable.
+double startup_timeout(const std::string& text) {
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  return end != nullptr && *end == '\0' && v >= 1 && v <= 86400 ? v : 120;
+}
+
+// What this rank is about to measure, as one hash: ranks with the same flags but other working folders or preset
+// folders (another --preset's shapes) would measure other steps (issue 19, item 9).
+uint64_t plan_hash(const RunPlan& plan, const std::vector<RawRecord>& steps, const std::string& setup) {
+  uint64_t h = comm::fnv1a(setup);
+  h = comm::fnv1a(fmt::format("{} {} {} {}", plan.out, plan.raw, plan.base_cluster, plan.timeout_s), h);
+  for (const RawRecord& r : steps) h = comm::fnv1a(r.key() + "\n", h);
+  return h;
+}
+
 // The progress line: a bar with ETA on a terminal, plain lines otherwise; rank 0 only.
 class Progress {
  public:
@@ -124,13 +155,15 @@ class Progress {
 }  // namespace
 
 int run_calibrate(const CalibrateFlags& flags, const PresetStore& store, const std::string& command_line) {
+  // MPI_Init waits for every rank and has no timeout: a rank stopped at spawn hung the job for ever (issue 19, item 8).
+  comm::StartupWatchdog startup(startup_timeout(flags.timeout) + 5, "calibrate");
   comm::MpiSession mpi(nullptr, nullptr);
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   auto fail = [&](int code, const std::string& message) {
     if (rank == 0) {
-      std::fprintf(stderr, "error: %s\n", message.c_str());
+      std::fprintf(stderr, "error: %s\n", io::escape_for_line(message).c_str());
       std::fflush(stderr);
     }
     return code;
@@ -141,6 +174,7 @@ int run_calibrate(const CalibrateFlags& flags, const PresetStore& store, const s
     return fail(2, fmt::format("rank(s) {} were started with other flags than rank 0: give every rank the same "
                                "calibrate command line", fmt::join(odd, ", ")));
   if (const std::string why = comm::ranks_per_node_problem(); !why.empty()) return fail(2, why);
+  if (const std::string why = comm::ranks_per_node_mismatch(); !why.empty()) return fail(2, why);
   RunPlan plan;
   try {
     plan = resolve_plan(flags, store, size);
@@ -149,14 +183,20 @@ int run_calibrate(const CalibrateFlags& flags, const PresetStore& store, const s
   } catch (const InputError& e) {
     return fail(2, e.what());
   }
-  // Files: rank 0 looks, everyone hears the verdict.
+  // Files: rank 0 looks (and reads what --resume continues), everyone hears the verdict.
+  std::string resume_text;
   {
     std::string verdict;
     if (rank == 0) {
       verdict = check_writable(plan.out, "--out");
+      if (verdict.empty()) verdict = check_raw_target(plan.raw, flags.resume);
       if (verdict.empty()) verdict = check_writable(plan.raw, "--raw");
       if (verdict.empty() && flags.resume && !fs::exists(plan.raw))
         verdict = fmt::format("--resume: {} does not exist (run without --resume to start afresh)", plan.raw);
+      if (verdict.empty() && flags.resume) {  // bounded: --raw /dev/zero was read until std::bad_alloc
+        const std::string why = io::read_file_bounded(plan.raw, resume_text, kMaxInputBytes, true);
+        if (!why.empty()) verdict = fmt::format("--resume: cannot read {}: {}", plan.raw, why);
+      }
     }
     verdict = agree(verdict, rank);
     if (!verdict.empty()) return fail(2, verdict);
@@ -173,6 +213,7 @@ int run_calibrate(const CalibrateFlags& flags, const PresetStore& store, const s
   std::string where = "start-up";
   try {
     Coordinator co(plan.timeout_s);
+    startup.disarm();  // from here the coordinator's deadlines and watchdog hold every rank
     // NCCL first: it picks this rank's GPU, which the device then uses.
     std::unique_ptr<comm::Communicator> world_comm = comm::make_world(plan.backend);
     std::unique_ptr<Device> device = plan.backend == "nccl" ? make_gpu_device() : make_cpu_device();
@@ -206,12 +247,12 @@ int run_calibrate(const CalibrateFlags& flags, const PresetStore& store, const s
     const std::string setup = fmt::format("backend={} ranks={} nodes={} ranks_per_node={} dtype={} quick={}", plan.backend,
                                           world.size, world.nodes, world.local_size, comm::to_string(device->dtype()),
                                           plan.quick ? 1 : 0);
+    if (const std::vector<int> odd = comm::ranks_with_other_value(plan_hash(plan, steps, setup)); !odd.empty())
+      return fail(2, fmt::format("rank(s) {} resolved another measurement plan than rank 0 from the same flags (another "
+                                 "working folder, preset folder or environment?): give every rank the same files",
+                                 fmt::join(odd, ", ")));
     if (flags.resume) {
-      std::string text;
-      if (rank == 0) {
-        std::ifstream in(plan.raw);
-        text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-      }
+      std::string text = resume_text;
       co.broadcast(text);
       std::string old_setup;
       try {
@@ -226,21 +267,34 @@ int run_calibrate(const CalibrateFlags& flags, const PresetStore& store, const s
     std::set<std::string> done_keys;
     for (const RawRecord& r : done_records) done_keys.insert(r.key());
 
-    // The raw CSV, written by rank 0 as measurements arrive (append + flush: a crash loses at most one line).
+    // The raw CSV, written by rank 0 as measurements arrive (append + flush: a crash loses at most one line). Every
+    // write is checked (a full disk cut it mid-line with exit 0; issue 19, item 5): rank 0 notes the failure and
+    // stops the run at the next check-in, on every rank alike (exit 1, the previous profile untouched).
     std::FILE* raw = nullptr;
+    std::string raw_error;
+    auto raw_put = [&](const std::string& text) {
+      if (raw == nullptr || !raw_error.empty()) return;
+      errno = 0;
+      if (std::fputs(text.c_str(), raw) < 0 || std::fflush(raw) != 0)
+        raw_error = fmt::format("--raw {}: cannot write ({}); the lines before the failure are kept", plan.raw,
+                                std::strerror(errno != 0 ? errno : EIO));
+    };
     if (rank == 0) {
-      if (flags.resume) {
-        // Rewrite what was kept (drops a partial last line), then append.
-        std::string text = csv_header(setup);
-        for (const RawRecord& r : done_records) text += csv_line(r);
-        write_file_atomically(plan.raw, text);
-        raw = std::fopen(plan.raw.c_str(), "a");
-      } else {
-        raw = std::fopen(plan.raw.c_str(), "w");
-        if (raw) std::fputs(csv_header(setup).c_str(), raw);
+      try {
+        if (flags.resume) {
+          // Rewrite what was kept (drops a partial last line), then append.
+          std::string text = csv_header(setup);
+          for (const RawRecord& r : done_records) text += csv_line(r);
+          io::write_file_atomically(plan.raw, text, "--raw");
+          raw = std::fopen(plan.raw.c_str(), "a");
+        } else {
+          raw = std::fopen(plan.raw.c_str(), "w");
+          raw_put(csv_header(setup));
+        }
+        if (raw == nullptr) raw_error = fmt::format("--raw {}: cannot write ({})", plan.raw, std::strerror(errno));
+      } catch (const std::exception& e) {
+        raw_error = e.what();
       }
-      if (raw == nullptr) throw std::runtime_error(fmt::format("cannot write {}: {}", plan.raw, std::strerror(errno)));
-      std::fflush(raw);
     }
 
     // Fault injection for the fault tests: SHARDPLAN_CALIBRATE_FAULT=hang:R stops rank R before it measures;
@@ -263,26 +317,35 @@ int run_calibrate(const CalibrateFlags& flags, const PresetStore& store, const s
       }
       if (rank == hang_rank)
         while (true) std::this_thread::sleep_for(std::chrono::seconds(1));
-      co.checkin(where);
+      if (!co.checkin(where, !raw_error.empty())) break;  // rank 0 could not write the raw CSV: every rank stops
       RawRecord r;
-      if (step.kind == "collective") {
-        comm::Communicator& group = step.scope == "world" ? *world_comm : step.scope == "intra_node" ? *intra : *rail;
-        r = measure_collective(co, group, *device, step, plan.collective_timing);
-      } else if (step.kind == "gemm") {
-        r = measure_gemm(co, *device, step, plan.gemm_timing);
-      } else if (step.kind == "elementwise") {
-        r = measure_elementwise(co, *device, step, plan.gemm_timing);
-      } else {
-        r = measure_copy(co, *device, step, plan.gemm_timing);
+      try {
+        if (step.kind == "collective") {
+          comm::Communicator& group = step.scope == "world" ? *world_comm : step.scope == "intra_node" ? *intra : *rail;
+          r = measure_collective(co, group, *device, step, plan.collective_timing);
+        } else if (step.kind == "gemm") {
+          r = measure_gemm(co, *device, step, plan.gemm_timing);
+        } else if (step.kind == "elementwise") {
+          r = measure_elementwise(co, *device, step, plan.gemm_timing);
+        } else {
+          r = measure_copy(co, *device, step, plan.gemm_timing);
+        }
+      } catch (const comm::CommError& e) {  // a collective timed out: name the rank that went silent, if one did
+        const std::string note = std::string(e.what()).find("shown no sign of life") == std::string::npos
+                                     ? co.silent_ranks_note() : std::string();
+        throw comm::CommError(e.what() + note, e.rank());
       }
       records.push_back(r);
-      if (raw != nullptr) {
-        std::fputs(csv_line(r).c_str(), raw);
-        std::fflush(raw);
-      }
+      raw_put(csv_line(r));
       progress.step(i + 1, where, true);
     }
-    if (raw != nullptr) std::fclose(raw);
+    if (raw != nullptr && std::fclose(raw) != 0 && raw_error.empty())
+      raw_error = fmt::format("--raw {}: cannot write ({})", plan.raw, std::strerror(errno));
+    {
+      std::string why = raw_error;  // rank 0 knows; every rank ends alike
+      co.broadcast(why);
+      if (!why.empty()) return fail(1, why);
+    }
     where = "the profile";
 
     // The environment, for the profile's meta.
@@ -329,7 +392,17 @@ int run_calibrate(const CalibrateFlags& flags, const PresetStore& store, const s
       meta.preset_peak_flops = plan.preset_peak_flops;
       const Profile profile = build_profile(meta, records);
       try {
-        write_file_atomically(plan.out, profile_yaml(profile));
+        // Read back before it is written: a profile predict would refuse (an edited --resume CSV with 1e300 s) is
+        // not written at all (issue 19, item 17).
+        const std::string text = profile_yaml(profile);
+        try {
+          (void)parse_profile_yaml(text, plan.out, store);
+        } catch (const InputError& e) {
+          throw std::runtime_error(fmt::format("the measurements give a profile shardplan could not read back ({}); {} "
+                                               "was not written, {} keeps the measurements",
+                                               e.what(), plan.out, plan.raw));
+        }
+        io::write_file_atomically(plan.out, text, "--out");
         std::fputs(summary_text(profile, plan.out, plan.raw).c_str(), stdout);
         std::fflush(stdout);
         if (profile.wrong > 0)
@@ -344,7 +417,7 @@ int run_calibrate(const CalibrateFlags& flags, const PresetStore& store, const s
     if (!status.empty()) return fail(1, status);
   } catch (const std::exception& e) {
     // A failed or hung rank: this rank says so (naming the rank when known) and ends every rank.
-    std::fprintf(stderr, "error: rank %d, during %s: %s\n", rank, where.c_str(), e.what());
+    std::fprintf(stderr, "error: rank %d, during %s: %s\n", rank, where.c_str(), io::escape_for_line(e.what()).c_str());
     std::fflush(stderr);
     comm::MpiSession::abort_job(1);
   }

@@ -2,10 +2,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <iostream>
 #include <memory>
 #include <optional>
 
 #include "cli/commands.hpp"
+#include "cli/terminal.hpp"
 #include "planner/error.hpp"
 #include "planner/hardware.hpp"
 #include "planner/model.hpp"
@@ -43,23 +45,42 @@ std::vector<std::size_t> column_widths(const Table& t) {
   return widths;
 }
 
-void print_row(const Table& t, const std::vector<std::size_t>& widths, const std::vector<std::string>& cells) {
+std::string row_text(const Table& t, const std::vector<std::size_t>& widths, const std::vector<std::string>& cells) {
   std::string line;
   for (std::size_t i = 0; i < cells.size(); ++i) {
     if (i > 0) line += "  ";
     line += t.columns[i].right ? fmt::format("{:>{}}", cells[i], widths[i]) : fmt::format("{:<{}}", cells[i], widths[i]);
   }
   line.erase(line.find_last_not_of(' ') + 1);  // no trailing blanks from the last, left-aligned column
-  fmt::print("{}\n", line);
+  return line + "\n";
 }
 
-void print_table(const Table& t) {
+// The aligned table; on a terminal narrower than it (or COLUMNS), columns from the right are dropped and the name
+// cut to fit (cli/terminal.hpp TextTable; issue 19, item 23). Unfitted output is byte for byte what it was.
+void print_table(const Table& t, const Terminal& term) {
   std::vector<std::size_t> widths = column_widths(t);
   std::vector<std::string> titles;
   for (const Column& c : t.columns) titles.push_back(c.title);
-  print_row(t, widths, titles);
-  if (t.rows.empty()) fmt::print("(none)\n");
-  for (const auto& row : t.rows) print_row(t, widths, row);
+  std::string natural = row_text(t, widths, titles);
+  std::size_t widest = natural.size() - 1;
+  for (const auto& row : t.rows) {
+    const std::string line = row_text(t, widths, row);
+    widest = std::max(widest, display_width(line) - 1);
+    natural += line;
+  }
+  if (t.rows.empty()) natural += "(none)\n";
+  if (term.width == 0 || widest <= term.width || t.rows.empty()) {
+    std::cout << natural;
+    return;
+  }
+  std::vector<TableColumn> columns;
+  for (std::size_t i = 0; i < t.columns.size(); ++i)
+    columns.push_back({t.columns[i].title, widths[i], t.columns[i].right, i < 2 ? 0 : static_cast<int>(i),
+                       i == 0, i > 0 ? std::size_t{2} : std::size_t{0}});
+  TextTable table("", columns);
+  table.add_header();
+  for (const auto& row : t.rows) table.add_row(row);
+  std::cout << table.render(term);
 }
 
 // A figure with at most one decimal, without a trailing ".0" (80, 989.4).
@@ -138,22 +159,23 @@ const char* flag_for(PresetKind kind) {
 }
 
 void print_lists(const PresetStore& store, const std::string& which) {
+  const Terminal term = stdout_terminal(TerminalFlags{});
   if (!which.empty()) {
     std::optional<PresetKind> kind = parse_kind(which);
     if (!kind) {
       throw InputError(fmt::format("presets: unknown list '{}' (choose models, gpus or clusters, or 'presets show NAME')",
                                    which));
     }
-    print_table(table_of(store, *kind));
+    print_table(table_of(store, *kind), term);
     return;
   }
   // All tables are built before printing: a broken preset then gives an error and no half-printed list.
   std::vector<Table> tables;
   for (PresetKind kind : kAllKinds) tables.push_back(table_of(store, kind));
   for (std::size_t i = 0; i < tables.size(); ++i) {
-    if (i > 0) fmt::print("\n");
-    fmt::print("{}s ({})\n", to_string(kAllKinds[i]), flag_for(kAllKinds[i]));
-    print_table(tables[i]);
+    if (i > 0) std::cout << "\n";
+    std::cout << fmt::format("{}s ({})\n", to_string(kAllKinds[i]), flag_for(kAllKinds[i]));
+    print_table(tables[i], term);
   }
 }
 
@@ -210,11 +232,18 @@ const PresetEntry& find_for_show(const PresetStore& store, const std::string& qu
 // The header is a YAML comment so that `presets show X > my.yaml` gives a file that loads as is.
 void show_preset(const PresetStore& store, const std::string& query) {
   const PresetEntry& entry = find_for_show(store, query);
-  fmt::print("# {} preset '{}' from {}{}\n", to_string(entry.kind), entry.name, entry.origin,
-             entry.embedded ? " (built into shardplan)" : "");
-  if (!entry.replaces.empty()) fmt::print("# (replaces {})\n", entry.replaces);
-  fmt::print("{}", entry.text);
-  if (!entry.text.empty() && entry.text.back() != '\n') fmt::print("\n");
+  // Parsed first: a broken preset is an error naming its file and line, and its bytes never reach the terminal.
+  switch (entry.kind) {
+    case PresetKind::model: (void)store.model(entry.name); break;
+    case PresetKind::gpu: (void)store.gpu(entry.name); break;
+    case PresetKind::cluster: (void)store.cluster(entry.name); break;
+  }
+  // std::cout, not fmt::print: a failed write is reported by main (exit 1), not thrown as "cannot write to file".
+  std::cout << fmt::format("# {} preset '{}' from {}{}\n", to_string(entry.kind), entry.name, entry.origin,
+                           entry.embedded ? " (built into shardplan)" : "");
+  if (!entry.replaces.empty()) std::cout << fmt::format("# (replaces {})\n", entry.replaces);
+  std::cout << entry.text;
+  if (!entry.text.empty() && entry.text.back() != '\n') std::cout << "\n";
 }
 
 }  // namespace

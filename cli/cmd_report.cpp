@@ -9,6 +9,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/report_option.hpp"
+#include "io/input_file.hpp"
 #include "planner/error.hpp"
 #include "report/report.hpp"
 
@@ -94,6 +95,12 @@ void add_report_command(CLI::App& app, const GlobalOptions&) {
   cmd->callback([opts] {
     const auto stdout_format = report::parse_format(opts->format);
     if (!stdout_format) throw InputError(fmt::format("--format '{}' is not one of: markdown, html", opts->format));
+    // An output that is the input would replace the document it renders (two outputs that are one file: the writer).
+    for (const auto& [flag, paths] : {std::pair{"--output", &opts->outputs}, {"--html", &opts->html}, {"--md", &opts->markdown}})
+      for (const std::string& p : *paths)
+        if (opts->input != "-" && io::same_file(opts->input, p))
+          throw InputError(fmt::format("{} {} is the input document {}; write the report to another file", flag,
+                                       io::escape_for_line(p), io::escape_for_line(opts->input)));
     const nlohmann::json doc = report::read_json_file(opts->input);
     report::RenderOptions o;
     o.origin = opts->input == "-" ? "standard input" : opts->input;

@@ -2,6 +2,7 @@
 //   mpirun -np 4 shardplan validate --preset tiny --zero 3 --backend cpu     trains with the reference loop
 //   shardplan validate --preset llama3-8b --gpus 64 ... --measurements run.jsonl   any run's per-step log
 // The prediction is made before and apart from the measurement: from the model, the presets and --cluster only.
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -19,10 +20,13 @@
 
 #include "cli/commands.hpp"
 #include "cli/config_flags.hpp"
+#include "cli/render_prediction.hpp"
 #include "cli/render_validation.hpp"
 #include "cli/report_option.hpp"
+#include "cli/terminal.hpp"
 #include "comm/comm.hpp"
 #include "io/atomic_write.hpp"
+#include "io/input_file.hpp"
 #include "io/measurements.hpp"
 #include "planner/error.hpp"
 #include "planner/validation.hpp"
@@ -58,6 +62,9 @@ void check_format(const std::string& f) {
 // and is writable (every rank checks; rank 0 writes).
 void check_output_path(const std::string& path, const char* flag) {
   if (path.empty()) return;
+  // A device, a FIFO or /dev/stdout is written in place (io/atomic_write.hpp): its folder need not be writable.
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) return;
   const std::filesystem::path p(path);
   const std::filesystem::path dir = p.has_parent_path() ? p.parent_path() : std::filesystem::path(".");
   std::error_code ec;
@@ -179,12 +186,19 @@ bool prepare_prediction(ResolvedConfig& cfg, const ValidateOptions& o, std::vect
 }
 
 void emit(const Prediction& p, const Validation& v, const ValidationSource& src, const ValidateOptions& o) {
-  const std::string text = render_validation(p, v, src, o.format);
+  // The table fits the terminal or COLUMNS (issue 19, item 23); piped output without COLUMNS is unchanged.
+  const std::string text =
+      render_validation(p, v, src, o.format, o.format == "table" ? stdout_terminal(TerminalFlags{}) : kPlainTerminal);
   write_report_option(o.report, validation_json(p, v, src));
   std::cout << text << std::flush;
 }
 
 void validate_from_log(const ValidateOptions& o, const GlobalOptions& global) {
+  if (o.warmup_given && o.warmup < 0) throw InputError(fmt::format("--warmup must be 0 or more, got {}", o.warmup));
+  if (!(o.timeout_s >= 1) || o.timeout_s > 86400)
+    throw InputError(fmt::format("--timeout must be between 1 and 86400 seconds, got {}", o.timeout_s));
+  if (!o.report.empty() && io::same_file(o.measurements, o.report))
+    throw InputError(fmt::format("--report {} is the --measurements log; write the report to another file", o.report));
   const PresetStore store = load_presets(global);
   const ResolvedConfig cfg = resolve_config(o.config, store);
   const Prediction p = predict(cfg.model, cfg.strategy, cfg.cluster);
@@ -212,34 +226,87 @@ void check_run_options(ValidateOptions& o) {
     throw InputError("--data '" + o.data + "' is not one of: corpus, synthetic");
   if (o.steps < 1) throw InputError(fmt::format("--steps must be at least 1, got {}", o.steps));
   if (o.warmup < 0) throw InputError(fmt::format("--warmup must be 0 or more, got {}", o.warmup));
-  if (!(o.timeout_s > 0) || o.timeout_s > 86400)
-    throw InputError(fmt::format("--timeout must be between 0 and 86400 seconds, got {}", o.timeout_s));
+  // A validation needs tens of steps; 2^63 would train for ever (and its per-step log grow without end).
+  if (o.steps > 100000 || o.warmup > 100000)
+    throw InputError(fmt::format("--steps {} / --warmup {}: at most 100000 each (a validation needs tens)", o.steps,
+                                 o.warmup));
+  // At least a second, as calibrate's: 1e-9 s was accepted and then failed the first collective with exit 1.
+  if (!(o.timeout_s >= 1) || o.timeout_s > 86400)
+    throw InputError(fmt::format("--timeout must be between 1 and 86400 seconds, got {}", o.timeout_s));
   if (o.framework_given && o.config.framework != "reference")
     throw InputError("--framework " + o.config.framework + ": validate runs shardplan's reference loop, so the "
                      "prediction is for --framework reference (compare other frameworks with --measurements)");
   if (const std::string why = comm::ranks_per_node_problem(); !why.empty()) throw InputError(why);
   check_output_path(o.steps_out, "--steps-out");
   check_output_path(o.report, "--report");
+  io::require_distinct_outputs({{"--steps-out", o.steps_out}, {"--report", o.report}});
   o.config.framework = "reference";
   if (!o.precision_given) o.config.precision = "fp32";
 }
 
+// The configuration every rank resolved, compared (a hash of the prediction and of the run): the same flags in other
+// working folders read other files (issue 19, item 9: a silently wrong measurement, or MPI_ERR_TRUNCATE). A rank
+// whose files fail says so on rank 0 only; every rank throws alike.
+struct Resolved {
+  ResolvedConfig cfg;
+  ValidationSource src;
+  bool time_predicted = false;
+  Prediction p;
+  reference::RunConfig rc;
+};
+
+Resolved resolve_on_every_rank(const ValidateOptions& o, const GlobalOptions& global, const comm::WorldInfo& world_info) {
+  Resolved r;
+  std::string problem;
+  try {
+    const PresetStore store = load_presets(global);
+    r.cfg = resolve_config(o.config, store);
+    check_reference_strategy(r.cfg.strategy);
+    r.time_predicted = prepare_prediction(r.cfg, o, r.src.notes);
+    r.p = predict(r.cfg.model, r.cfg.strategy, r.cfg.cluster);  // before, and apart from, the run
+    r.rc = run_config_of(r.cfg, o);
+    if (const std::string why = reference::check_config(r.rc, world_info.size); !why.empty()) throw InputError(why);
+  } catch (const InputError& e) {
+    problem = e.what();
+  }
+  const uint64_t mine = problem.empty() ? comm::fnv1a(prediction_json(r.p).dump()) : comm::fnv1a("\x01" + problem);
+  const std::vector<int> odd = comm::ranks_with_other_value(mine);
+  if (!problem.empty() && (odd.empty() || world_info.rank == 0)) throw InputError(problem);
+  if (!odd.empty())
+    throw InputError(fmt::format("rank(s) {} resolved another configuration than rank 0 from the same flags (other "
+                                 "model, cluster or preset files, e.g. another working folder): give every rank the "
+                                 "same files",
+                                 fmt::join(odd, ", ")));
+  // The reference loop's memory on CPU ranks, judged before training and by every rank alike (the smallest machine):
+  // --micro-batch 100000 failed inside training with an error line per rank and exit 1 (issue 19, item 18).
+  if (o.backend == "cpu") {
+    const int64_t need = reference::bytes_needed(r.rc, world_info.size);
+    const int64_t available = comm::min_over_ranks(reference::make_backend("cpu")->device_memory_available());
+    if (available > 0 && need > available)
+      throw InputError(fmt::format("the reference run needs about {:.2f} GiB per rank but this machine has {:.2f} GiB "
+                                   "available: lower --micro-batch or --seq, use more ranks, a higher --zero, "
+                                   "--recompute full, or a smaller model",
+                                   static_cast<double>(need) / (1 << 30), static_cast<double>(available) / (1 << 30)));
+  }
+  return r;
+}
+
 // Predicts, trains and compares; rank 0 prints and writes. Bad input throws InputError on every rank alike; a
 // failure during training names the rank and ends the job.
-void train_and_compare(ValidateOptions o, const GlobalOptions& global, const comm::WorldInfo& world_info) {
+void train_and_compare(ValidateOptions o, const GlobalOptions& global, const comm::WorldInfo& world_info,
+                       comm::StartupWatchdog& startup) {
   if (o.config.gpus && *o.config.gpus != world_info.size)
     throw InputError(fmt::format("--gpus {} but mpirun started {} ranks: drop --gpus or start mpirun -np {}",
                                  *o.config.gpus, world_info.size, *o.config.gpus));
   o.config.gpus = world_info.size;
   check_same_command_line();
-  const PresetStore store = load_presets(global);
-  ResolvedConfig cfg = resolve_config(o.config, store);
-  check_reference_strategy(cfg.strategy);
-  ValidationSource src;
-  const bool time_predicted = prepare_prediction(cfg, o, src.notes);
-  const Prediction p = predict(cfg.model, cfg.strategy, cfg.cluster);  // before, and apart from, the run
-  const reference::RunConfig rc = run_config_of(cfg, o);
-  if (const std::string why = reference::check_config(rc, world_info.size); !why.empty()) throw InputError(why);
+  if (const std::string why = comm::ranks_per_node_mismatch(); !why.empty()) throw InputError(why);
+  Resolved resolved = resolve_on_every_rank(o, global, world_info);
+  startup.disarm();  // start-up is over: training has its own deadlines (--timeout)
+  ValidationSource& src = resolved.src;
+  const bool time_predicted = resolved.time_predicted;
+  const Prediction& p = resolved.p;
+  const reference::RunConfig& rc = resolved.rc;
 
   const bool leader = world_info.rank == 0;
   const bool progress = leader && !o.quiet && isatty(STDERR_FILENO);
@@ -253,7 +320,7 @@ void train_and_compare(ValidateOptions o, const GlobalOptions& global, const com
       if (progress) print_progress(r, o.steps + o.warmup);
     });
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "error: rank %d, during training: %s\n", world_info.rank, e.what());
+    std::fprintf(stderr, "error: rank %d, during training: %s\n", world_info.rank, io::escape_for_line(e.what()).c_str());
     std::fflush(stderr);
     comm::MpiSession::abort_job(1);
   }
@@ -275,17 +342,19 @@ void train_and_compare(ValidateOptions o, const GlobalOptions& global, const com
 // which waits for every rank: no rank can exit, and make mpirun end the job, before the line is out.
 int validate_by_training(ValidateOptions o, const GlobalOptions& global) {
   check_run_options(o);  // before MPI: an InputError here goes to main, which prints it from rank 0 only
+  // MPI_Init waits for every rank and has no timeout of its own (issue 19, item 8): --timeout covers start-up too.
+  comm::StartupWatchdog startup(o.timeout_s + 5, "validate");
   comm::MpiSession mpi(nullptr, nullptr);
   const comm::WorldInfo world_info = comm::query_world();
   auto fail = [&](int code, const char* what) {
     if (world_info.rank == 0) {
-      std::fprintf(stderr, "error: %s\n", what);
+      std::fprintf(stderr, "error: %s\n", io::escape_for_line(what).c_str());
       std::fflush(stderr);
     }
     return code;
   };
   try {
-    train_and_compare(o, global, world_info);
+    train_and_compare(o, global, world_info, startup);
   } catch (const InputError& e) {
     return fail(2, e.what());
   } catch (const std::exception& e) {

@@ -2,23 +2,17 @@
 #include <chrono>
 #include <cstdlib>
 #include <exception>
+#include <new>
 #include <iostream>
 #include <thread>
 
 #include <CLI/CLI.hpp>
 
 #include "cli/commands.hpp"
+#include "cli/process_guard.hpp"
 #include "planner/error.hpp"
 
 namespace {
-
-// CLI11's messages can span lines; the contract wants one.
-std::string one_line(std::string s) {
-  for (char& c : s)
-    if (c == '\n' || c == '\r') c = ' ';
-  while (!s.empty() && s.back() == ' ') s.pop_back();
-  return s;
-}
 
 // Under mpirun every rank parses the same command line and fails the same way: rank 0 alone says so (the launcher's
 // rank variables; OpenMPI, MPICH/PMI, Slurm), every rank exits with the code.
@@ -30,7 +24,7 @@ bool is_secondary_rank() {
 
 int fail(int code, const std::string& message) {
   if (!is_secondary_rank()) {
-    std::cerr << "error: " << one_line(message) << "\n";
+    std::cerr << shardplan::cli::error_line(message) << std::flush;  // one line, control bytes escaped
   } else {
     // mpirun ends the job when a rank exits non-zero: give rank 0 a moment to print the line first.
     std::this_thread::sleep_for(std::chrono::seconds(1));
@@ -42,6 +36,7 @@ int fail(int code, const std::string& message) {
 
 int main(int argc, char** argv) {
   using namespace shardplan;
+  cli::guard_process();  // closed descriptors, SIGPIPE (cli/process_guard.hpp)
   CLI::App app{"shardplan — will it fit, with which strategy, how fast, and why", "shardplan"};
   app.require_subcommand(1);
   cli::GlobalOptions global;
@@ -55,19 +50,30 @@ int main(int argc, char** argv) {
   cli::add_simulate_command(app, global);
   cli::add_report_command(app, global);
   cli::add_validate_command(app, global);
+  cli::add_strict_integer_checks(app);  // after every command has registered its flags
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
+    const int code = app.exit(e);
+    return cli::finish_stdout() != 0 ? 1 : code;
   } catch (const CLI::CallForAllHelp& e) {
-    return app.exit(e);
+    const int code = app.exit(e);
+    return cli::finish_stdout() != 0 ? 1 : code;
   } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == 0) return app.exit(e);
+    if (e.get_exit_code() == 0) {
+      const int code = app.exit(e);
+      return cli::finish_stdout() != 0 ? 1 : code;
+    }
     return fail(2, std::string(e.what()) + " (see `shardplan " + "--help`)");
   } catch (const InputError& e) {
     return fail(2, e.what());
+  } catch (const std::bad_alloc&) {
+    return fail(1, "out of memory: the input asks for more than this machine has (check the sizes and files given)");
   } catch (const std::exception& e) {
     return fail(1, e.what());
+  } catch (...) {
+    return fail(1, "internal error (an unknown exception); please report the command line");
   }
-  return 0;
+  // Everything printed must have reached stdout: a full disk or a closed stdout is a failure (exit 1).
+  return cli::finish_stdout();
 }

@@ -1,5 +1,6 @@
 // `validate` output (cli/render_validation.hpp).
 #include "cli/render_validation.hpp"
+#include "cli/terminal.hpp"
 
 #include <cmath>
 
@@ -71,15 +72,20 @@ std::string headline(const Prediction& p, const ValidationSource& src) {
                      to_string(s.framework), src.what);
 }
 
-std::string render_table(const Prediction& p, const Validation& v, const ValidationSource& src) {
-  std::string out = headline(p, src) + "\n\n";
-  out += fmt::format("{:<16} {:>12} {:>12} {:>9}\n", "", "predicted", "measured", "error");
+// Unfitted (term.width 0) exactly the fmt columns "{:<16} {:>12} {:>12} {:>9}"; fitted to a terminal or COLUMNS, the
+// prose wraps and the table drops the error column, then the measured one (issue 19, item 23).
+std::string render_table(const Prediction& p, const Validation& v, const ValidationSource& src, const Terminal& term) {
+  std::string out = fit_lines(headline(p, src) + "\n", term.width) + "\n";
+  TextTable table("", {{"", 16, false, 0, true}, {"predicted", 12, true, 0, false, 1}, {"measured", 12, true, 2, false, 1},
+                       {"error", 9, true, 3, false, 1}});
+  table.add_header();
   for (const Row& r : rows_of(v))
-    out += fmt::format("{:<16} {:>12} {:>12} {:>9}\n", r.name, cell(r.f->predicted, r.seconds),
-                       cell(r.f->measured, r.seconds), error_cell(r.f->error_pct));
-  if (src.steps_timed > 0) out += fmt::format("\nstep time: median of {} steps after warm-up, slowest rank\n", src.steps_timed);
-  for (const std::string& n : src.notes) out += "note: " + n + "\n";
-  return out;
+    table.add_row({r.name, cell(r.f->predicted, r.seconds), cell(r.f->measured, r.seconds), error_cell(r.f->error_pct)});
+  out += table.render(term);
+  std::string prose;
+  if (src.steps_timed > 0) prose += fmt::format("\nstep time: median of {} steps after warm-up, slowest rank\n", src.steps_timed);
+  for (const std::string& n : src.notes) prose += "note: " + n + "\n";
+  return out + fit_lines(prose, term.width);
 }
 
 std::string render_markdown(const Prediction& p, const Validation& v, const ValidationSource& src) {
@@ -113,8 +119,8 @@ json validation_json(const Prediction& p, const Validation& v, const ValidationS
 }
 
 std::string render_validation(const Prediction& p, const Validation& v, const ValidationSource& src,
-                              const std::string& format) {
-  if (format == "table") return render_table(p, v, src);
+                              const std::string& format, const Terminal& term) {
+  if (format == "table") return render_table(p, v, src, term);
   if (format == "markdown") return render_markdown(p, v, src);
   if (format == "json") return validation_json(p, v, src).dump(2) + "\n";
   if (format == "yaml") return json_to_yaml(validation_json(p, v, src));

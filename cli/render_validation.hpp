@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "planner/predict.hpp"
+#include "cli/terminal.hpp"
 #include "planner/validation.hpp"
 
 namespace shardplan::cli {
@@ -23,8 +24,9 @@ struct ValidationSource {
 // "prediction". Figures not available are null.
 nlohmann::json validation_json(const Prediction& p, const Validation& v, const ValidationSource& src);
 
-// table | json | markdown | yaml | csv; anything else throws InputError naming --format.
+// table | json | markdown | yaml | csv; anything else throws InputError naming --format. `term` fits the table
+// format to a terminal (cli/terminal.hpp); the default is the plain, unfitted text.
 std::string render_validation(const Prediction& p, const Validation& v, const ValidationSource& src,
-                              const std::string& format);
+                              const std::string& format, const Terminal& term = kPlainTerminal);
 
 }  // namespace shardplan::cli

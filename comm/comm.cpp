@@ -2,6 +2,11 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <mutex>
+#include <thread>
 #include <cstdint>
 #include <cstdlib>
 #include <fstream>
@@ -10,6 +15,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "comm/comm.hpp"
 #include "comm/mpi_util.hpp"
@@ -42,9 +48,63 @@ MpiSession::~MpiSession() {
 }
 
 void MpiSession::abort_job(int code) {
-  MPI_Abort(MPI_COMM_WORLD, code);
-  std::_Exit(code);  // MPI_Abort does not return; this is for the type system (and a broken MPI)
+  int initialized = 0, finalized = 0, size = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (initialized && !finalized) MPI_Comm_size(MPI_COMM_WORLD, &size);
+  if (size > 1) MPI_Abort(MPI_COMM_WORLD, code);
+  // One rank (or MPI not running): nothing to end but this process, and no banner to add to the error line.
+  std::fflush(stdout);
+  std::fflush(stderr);
+  std::_Exit(code);  // MPI_Abort does not return; this is also for the type system (and a broken MPI)
 }
+
+// ---- start-up watchdog ----------------------------------------------------------------------------------------
+
+namespace {
+
+// This process's rank as the launcher tells it (OpenMPI, MPICH/PMI, Slurm), before MPI_Init; 0 for a singleton.
+int launcher_rank() {
+  for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"})
+    if (const char* v = std::getenv(name); v != nullptr && *v != '\0') return std::atoi(v);
+  return 0;
+}
+
+}  // namespace
+
+struct StartupWatchdog::State {
+  std::mutex mutex;
+  std::condition_variable wake;
+  bool disarmed = false;
+  std::thread thread;
+};
+
+StartupWatchdog::StartupWatchdog(double timeout_s, std::string command) : state_(std::make_shared<State>()) {
+  const int rank = launcher_rank();
+  // Rank 0 speaks first; another rank only when rank 0 did not end the job (rank 0 is the stopped one).
+  const double deadline_s = timeout_s + (rank == 0 ? 0.0 : 3.0);
+  state_->thread = std::thread([state = state_, deadline_s, timeout_s, rank, command = std::move(command)] {
+    std::unique_lock<std::mutex> lock(state->mutex);
+    if (state->wake.wait_for(lock, std::chrono::duration<double>(deadline_s), [&] { return state->disarmed; })) return;
+    std::fprintf(stderr,
+                 "error: rank %d: %s start-up did not finish within %.0f s: a rank of the job was not started, is "
+                 "stopped or hangs (every rank must reach MPI_Init; see --timeout); ending the job\n",
+                 rank, command.c_str(), timeout_s);
+    std::fflush(stderr);
+    std::_Exit(1);  // MPI_Abort needs a finished MPI_Init; mpirun ends the other ranks when one exits non-zero
+  });
+}
+
+void StartupWatchdog::disarm() {
+  {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    state_->disarmed = true;
+  }
+  state_->wake.notify_all();
+  if (state_->thread.joinable()) state_->thread.join();
+}
+
+StartupWatchdog::~StartupWatchdog() { disarm(); }
 
 namespace {
 
@@ -109,6 +169,39 @@ std::vector<std::string> split_command_line(const std::string& raw) {
 std::vector<std::string> own_command_line() {
   std::ifstream in("/proc/self/cmdline", std::ios::binary);
   return split_command_line(std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>()));
+}
+
+uint64_t fnv1a(const std::string& text, uint64_t seed) {
+  uint64_t h = seed;
+  for (const char c : text) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+  return h;
+}
+
+std::vector<int> ranks_with_other_value(uint64_t mine) {
+  int size = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  std::vector<uint64_t> all(static_cast<size_t>(size));  // [size]
+  mpi_check(MPI_Allgather(&mine, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, MPI_COMM_WORLD), "MPI_Allgather");
+  std::vector<int> odd;
+  for (int r = 1; r < size; ++r)
+    if (all[static_cast<size_t>(r)] != all[0]) odd.push_back(r);
+  return odd;
+}
+
+int64_t min_over_ranks(int64_t mine) {
+  int64_t out = mine;
+  mpi_check(MPI_Allreduce(&mine, &out, 1, MPI_INT64_T, MPI_MIN, MPI_COMM_WORLD), "MPI_Allreduce");
+  return out;
+}
+
+std::string ranks_per_node_mismatch() {
+  const char* env = std::getenv("SHARDPLAN_RANKS_PER_NODE");
+  const std::string mine = env == nullptr ? std::string("\x01unset") : std::string(env);
+  const std::vector<int> odd = ranks_with_other_value(fnv1a(mine));
+  if (odd.empty()) return "";
+  return fmt::format("SHARDPLAN_RANKS_PER_NODE is {} on rank 0 but otherwise (or unset) on rank(s) {}: set it alike for every rank "
+                     "(mpirun -x SHARDPLAN_RANKS_PER_NODE=K) or unset it",
+                     env == nullptr ? std::string("unset") : fmt::format("'{}'", env), fmt::join(odd, ", "));
 }
 
 std::vector<int> ranks_with_other_arguments() {

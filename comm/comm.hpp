@@ -7,6 +7,7 @@
 // so communication overlaps whatever the caller does before waiting.
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -89,6 +90,39 @@ std::vector<std::string> split_command_line(const std::string& raw);
 // MPI_COMM_WORLD (one 64-bit FNV-1a hash per rank).
 std::vector<int> ranks_with_other_arguments();
 
+// 64-bit FNV-1a (Fowler, Noll, Vo) of `text`, continuing from `seed`.
+uint64_t fnv1a(const std::string& text, uint64_t seed = 1469598103934665603ull);
+
+// The ranks whose `mine` differs from rank 0's, in order (one 64-bit value per rank, all-gathered). Collective over
+// MPI_COMM_WORLD. validate and calibrate compare a hash of what they resolved (the model and cluster files as read,
+// the measurement plan): ranks with the same flags but other working folders read other files (issue 19, item 9).
+std::vector<int> ranks_with_other_value(uint64_t mine);
+
+// The smallest of every rank's `mine` (MPI_Allreduce MIN), so that a decision depending on it is taken alike.
+int64_t min_over_ranks(int64_t mine);
+
+// "" when every rank sees the same SHARDPLAN_RANKS_PER_NODE (set alike or unset), else the one-line reason naming
+// the variable and the ranks. Collective over MPI_COMM_WORLD.
+std::string ranks_per_node_mismatch();
+
+// A deadline on MPI start-up, which no MPI timeout covers: MPI_Init waits for every rank of the job (a rank stopped
+// right after spawn kept the others in MPI_Init for ever; issue 19, item 8). Armed before MPI_Init; a watchdog
+// thread ends this process with exit 1 when disarm() has not come within `timeout_s`. Rank 0 (by the launcher's
+// variables) prints one error line at the deadline; the other ranks wait 3 s more and leave silently, so that
+// when rank 0 is the stopped one, another still explains why the job ended.
+class StartupWatchdog {
+ public:
+  StartupWatchdog(double timeout_s, std::string command);
+  ~StartupWatchdog();
+  StartupWatchdog(const StartupWatchdog&) = delete;
+  StartupWatchdog& operator=(const StartupWatchdog&) = delete;
+  void disarm();
+
+ private:
+  struct State;
+  std::shared_ptr<State> state_;
+};
+
 // The MPI library's version line (MPI_Get_library_version, up to its first comma): "Open MPI v4.1.4".
 std::string mpi_library_version();
 
@@ -100,7 +134,8 @@ class MpiSession {
   ~MpiSession();
   MpiSession(const MpiSession&) = delete;
   MpiSession& operator=(const MpiSession&) = delete;
-  // Ends every rank of the job now (MPI_Abort): the way out of a hang.
+  // Ends every rank of the job now (MPI_Abort): the way out of a hang. A job of one rank has nobody to end: it
+  // leaves with `code` without MPI_Abort's 8-line banner (issue 19, item 21).
   [[noreturn]] static void abort_job(int code);
 };
 

@@ -38,8 +38,11 @@ class MpiHandle final : public Handle {
  public:
   MpiHandle(MPI_Request request, std::string what) : request_(request), what_(std::move(what)) {}
   ~MpiHandle() override {
-    // A handle dropped unfinished must not leak a live request (the buffers may go away): finish it.
-    if (request_ != MPI_REQUEST_NULL) MPI_Wait(&request_, MPI_STATUS_IGNORE);
+    // A handle dropped unfinished must not leak a live request (the buffers may go away): finish it. Not one whose
+    // wait() timed out: its peer is stopped or dead, and MPI_Wait here, during the unwinding that carries the
+    // time-out to the error line, blocked until the watchdog (2·timeout + 10 s; issue 19, item 22). The process
+    // ends right after that error; the request is abandoned (freeing a collective's request is erroneous).
+    if (request_ != MPI_REQUEST_NULL && !timed_out_) MPI_Wait(&request_, MPI_STATUS_IGNORE);
   }
   bool test() override {
     if (request_ == MPI_REQUEST_NULL) return true;
@@ -48,19 +51,28 @@ class MpiHandle final : public Handle {
     return done != 0;
   }
   void wait(std::chrono::duration<double> timeout) override {
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    auto last = std::chrono::steady_clock::now();
     int spins = 0;
     while (!test()) {
       // Spin briefly (latency), then yield the core (oversubscribed CPU runs need the other ranks to run).
       if (++spins > 1000) std::this_thread::yield();
-      if (std::chrono::steady_clock::now() > deadline)
+      // A jump of the clock between two polls: this process was stopped (SIGSTOP), not its peers; the time it did
+      // not run does not count against them.
+      const auto now = std::chrono::steady_clock::now();
+      if (now - last > std::chrono::seconds(1)) deadline += now - last;
+      last = now;
+      if (now > deadline) {
+        timed_out_ = true;
         throw CommError(fmt::format("{} did not finish within {:.0f} s", what_, timeout.count()));
+      }
     }
   }
 
  private:
   MPI_Request request_;
   std::string what_;
+  bool timed_out_ = false;
 };
 
 class MpiCommunicator final : public Communicator {

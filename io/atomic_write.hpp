@@ -4,6 +4,13 @@
 // is fsync'ed, and is renamed over the target (rename(2) is atomic: a reader sees the old file or the new one,
 // never part of one). A failure or an exception removes every temporary.
 //
+// A target that is not a regular file is never renamed over (issue 19, item 3): a character device (/dev/null) or a
+// FIFO is written in place (a FIFO that no process reads is refused rather than waited for); standard output or
+// error named by path (/dev/stdout, /proc/self/fd/1, or the file they are redirected to) is written through the
+// process's own descriptor, after what was printed so far; a symbolic link to a regular file has that file replaced
+// atomically (the link stays); a block device or a socket is refused. One writer refuses two outputs that are one
+// file (compared by device and inode, or by resolved path when new), whatever their spelling.
+//
 // Errors name the flag and the path: "<flag> <path>: cannot write (<reason>)". A path that cannot be a file
 // (missing folder, a directory, no permission, read-only file system, name too long) is bad input: InputError,
 // exit 2. Anything else (disk full, I/O error) is a runtime failure: std::runtime_error, exit 1.
@@ -37,7 +44,14 @@ class AtomicWriter {
     std::string tmp, path, who;
     std::string backup;  // a hard link to the previous target while commit() runs ("" = none)
   };
+  struct InPlace {       // a device, a FIFO or a standard stream: written, not renamed over, at commit()
+    std::string path, who, text;
+    int stream = -1;     // 1 or 2: write through this descriptor; -1: open `path`
+    bool fifo = false, append = false;
+  };
   std::vector<Staged> staged_;
+  std::vector<InPlace> in_place_;
+  std::vector<std::pair<std::string, std::string>> identities_;  // (file identity, who) of every staged target
 };
 
 void write_file_atomically(const std::string& path, const std::string& text, const std::string& flag = "");

@@ -2,12 +2,15 @@
 
 #include <cmath>
 #include <filesystem>
+#include <new>
+#include <stdexcept>
 #include <optional>
 #include <string_view>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "io/json_checked.hpp"
 #include "io/preset_store.hpp"
 #include "planner/error.hpp"
 
@@ -153,15 +156,20 @@ std::string json_error_text(const json::parse_error& e) {
   return "malformed JSON: " + what;
 }
 
-// Fields of configs this planner cannot represent faithfully: mixture-of-experts.
-void reject_moe(const json& j, const std::string& origin) {
+// Fields of configs this planner cannot represent faithfully: mixture-of-experts, at the top or in a nested
+// object (multimodal configs keep the language model under "text_config"; issue 19, item 13). `prefix` names the
+// nesting in the message ("text_config.").
+void reject_moe(const json& j, const std::string& origin, const std::string& prefix = "", int depth = 0) {
   for (const char* key : {"num_local_experts", "num_experts", "n_routed_experts", "moe_intermediate_size"}) {
     if (j.contains(key) && !j.at(key).is_null() && !(j.at(key).is_number() && j.at(key).get<double>() <= 1)) {
-      throw InputError(fmt::format("{}: '{}' ({}) describes a mixture-of-experts model, which shardplan does not "
+      throw InputError(fmt::format("{}: '{}{}' ({}) describes a mixture-of-experts model, which shardplan does not "
                                    "model yet; describe a dense equivalent with --model FILE.yaml",
-                                   origin, key, describe(j.at(key))));
+                                   origin, printable(prefix), key, describe(j.at(key))));
     }
   }
+  if (depth >= 4) return;  // configs nest a sub-config or two (text_config, vision_config)
+  for (const auto& [key, value] : j.items())
+    if (value.is_object()) reject_moe(value, origin, prefix + key + ".", depth + 1);
 }
 
 bool any_dropout(const Fields& f, std::initializer_list<const char*> keys, double fallback) {
@@ -330,9 +338,13 @@ const std::vector<std::string>& hf_supported_families() {
 HfModel parse_hf_config(const std::string& text, const std::string& origin, const std::string& fallback_name) {
   json j;
   try {
-    j = json::parse(text);
+    j = io::parse_json_checked(text);  // a repeated key, absurd depth or size: refused (io/json_checked.hpp)
+  } catch (const io::JsonLimitError& e) {
+    throw InputError(fmt::format("{}: {}", origin, e.what()));
   } catch (const json::parse_error& e) {
     throw InputError(fmt::format("{}:{}", origin, json_error_text(e)));
+  } catch (const std::bad_alloc&) {
+    throw std::runtime_error(fmt::format("{}: out of memory while reading its {} bytes of JSON", origin, text.size()));
   } catch (const json::exception& e) {  // out_of_range.406 "number overflow parsing '1e400'" (found by bad-input tests)
     std::string what = e.what();
     const auto bracket = what.find("] ");

@@ -3,13 +3,16 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
+#include <new>
+#include <stdexcept>
 #include <set>
 #include <sstream>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "io/input_file.hpp"
+#include "io/json_checked.hpp"
 #include "io/preset_store.hpp"
 #include "planner/error.hpp"
 
@@ -23,6 +26,7 @@ using nlohmann::json;
 constexpr double kMaxBytes = 576460752303423488.0;
 // A step longer than a week is a typo (milliseconds logged as seconds, ...), not a measurement.
 constexpr double kMaxStepSeconds = 7 * 24 * 3600.0;
+constexpr std::size_t kMaxSteps = 1000000;
 
 std::string where(const std::string& origin, int64_t line, const std::string& key) {
   return fmt::format("{}:{}: '{}'", origin, line, key);
@@ -103,7 +107,9 @@ std::vector<MeasuredStep> parse_measurements(const std::string& text, const std:
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     json j;
     try {
-      j = json::parse(line);
+      j = io::parse_json_checked(line, 100000);  // a repeated key, absurd depth or size (io/json_checked.hpp)
+    } catch (const io::JsonLimitError& e) {
+      throw InputError(fmt::format("{}:{}: {}", origin, number, e.what()));
     } catch (const json::parse_error& e) {
       throw InputError(fmt::format("{}:{}: not JSON (byte {}): write one JSON object per line", origin, number, e.byte));
     } catch (const json::exception& e) {  // out_of_range.406 "number overflow parsing '1e400'" (tests/test_bad_input.cpp)
@@ -111,6 +117,10 @@ std::vector<MeasuredStep> parse_measurements(const std::string& text, const std:
       if (const auto bracket = what.find("] "); bracket != std::string::npos) what = what.substr(bracket + 2);
       throw InputError(fmt::format("{}:{}: not JSON ({}): write one JSON object per line", origin, number, what));
     }
+    // Bounded in parsed size: 64 MiB of {"step": N} lines would be 5 M steps (~500 MB once parsed).
+    if (steps.size() >= kMaxSteps)
+      throw InputError(fmt::format("{}:{}: more than {} steps; give the log of one run (or every Nth step)", origin,
+                                   number, kMaxSteps));
     MeasuredStep s = parse_line(j, origin, number);
     if (!seen.insert(s.step).second)
       throw InputError(fmt::format("{}:{}: step {} appears twice (one line per step; several ranks: log the busiest)",
@@ -120,20 +130,33 @@ std::vector<MeasuredStep> parse_measurements(const std::string& text, const std:
   if (steps.empty())
     throw InputError(fmt::format("{}: no measurements (expected lines like {{\"step\": 0, \"step_s\": 1.2, "
                                  "\"peak_bytes\": 1000}})", origin));
+  // Steps that measured nothing validate nothing: every figure would print as "-" (issue 19, item 14).
+  const bool measured = std::any_of(steps.begin(), steps.end(), [](const MeasuredStep& s) {
+    return s.step_s || s.peak_bytes || !s.components.empty();
+  });
+  if (!measured)
+    throw InputError(fmt::format("{}: {} step(s) but none has 'step_s', 'peak_bytes' or 'components' (other keys are "
+                                 "ignored): log at least one of them",
+                                 origin, steps.size()));
   std::sort(steps.begin(), steps.end(), [](const MeasuredStep& a, const MeasuredStep& b) { return a.step < b.step; });
   return steps;
 }
 
 std::vector<MeasuredStep> load_measurements(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(fmt::format("--measurements: cannot read '{}' (check the path)", path));
   std::string text;
-  const bool whole = read_bounded(in, text);  // /dev/zero is refused, not read until memory runs out
-  if (in.bad()) throw InputError(fmt::format("--measurements: cannot read '{}'", path));
-  if (!whole)
-    throw InputError(fmt::format("--measurements: cannot read '{}': larger than {} MiB; is it the right file?", path,
-                                 kMaxInputBytes >> 20));
-  return parse_measurements(text, path);
+  // Bounded (/dev/zero is refused, not read until memory runs out); a FIFO does not block the open.
+  const std::string why = io::read_file_bounded(path, text, kMaxInputBytes);
+  if (why.rfind("larger than", 0) == 0)
+    throw InputError(fmt::format("--measurements: cannot read '{}': larger than {} MiB; is it the right file?",
+                                 io::escape_for_line(path), kMaxInputBytes >> 20));
+  if (!why.empty())
+    throw InputError(fmt::format("--measurements: cannot read '{}' ({}; check the path)", io::escape_for_line(path), why));
+  try {
+    return parse_measurements(text, path);
+  } catch (const std::bad_alloc&) {
+    throw std::runtime_error(fmt::format("--measurements {}: out of memory while reading its {} bytes",
+                                         io::escape_for_line(path), text.size()));
+  }
 }
 
 Measurement summarise_measurements(const std::vector<MeasuredStep>& steps, int64_t warmup, const std::string& origin) {

@@ -12,6 +12,7 @@
 #include <stdexcept>
 
 #include "io/embedded_presets.hpp"
+#include "io/input_file.hpp"
 #include "io/yaml_fields.hpp"
 #include "planner/comm_cost.hpp"
 #include "planner/error.hpp"
@@ -457,30 +458,6 @@ ClusterSpec parse_profile_yaml(const std::string& text, const std::string& origi
   return read_profile(text, origin, store);
 }
 
-std::string read_text_file(const std::string& path) {
-  std::error_code ec;
-  if (fs::is_directory(path, ec)) throw InputError(fmt::format("cannot read {}: it is a folder, not a file", path));
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(fmt::format("cannot read {}: {}", path, std::strerror(errno)));
-  std::string text;
-  const bool whole = read_bounded(in, text);
-  if (in.bad()) throw InputError(fmt::format("cannot read {}: {}", path, std::strerror(errno)));
-  if (!whole)
-    throw InputError(fmt::format("cannot read {}: larger than {} MiB, which no preset or config is; check the file name",
-                                 path, kMaxInputBytes >> 20));
-  return text;
-}
-
-bool read_bounded(std::istream& in, std::string& out) {
-  out.clear();
-  char chunk[65536];  // [64 KiB] read buffer
-  while (in.read(chunk, sizeof chunk) || in.gcount() > 0) {
-    if (out.size() + static_cast<std::size_t>(in.gcount()) > kMaxInputBytes) return false;
-    out.append(chunk, static_cast<std::size_t>(in.gcount()));
-  }
-  return true;
-}
-
 std::vector<std::string> near_names(const std::string& wanted, const std::vector<std::string>& known,
                                     std::size_t limit) {
   const std::string w = lower(wanted);
@@ -521,6 +498,7 @@ void PresetStore::add_directory(const std::string& dir) {
     throw InputError(fmt::format("--presets-dir {}: {}", dir, fs::exists(dir, ec) ? "not a folder" : "no such folder"));
   }
   bool has_kind_folder = false;
+  std::size_t total = 0;  // bytes of every preset file: the folder is bounded as one file is
   try {
     for (PresetKind kind : kAllKinds) {
       fs::path folder = fs::path(dir) / folder_of(kind);
@@ -531,7 +509,15 @@ void PresetStore::add_directory(const std::string& dir) {
         entry.kind = kind;
         entry.name = file.stem().string();
         entry.origin = file.string();
-        entry.text = read_text_file(file.string());
+        // Regular files only: a FIFO named x.yaml would otherwise be read on every command (issue 19, item 7).
+        const std::string why = io::read_file_bounded(file.string(), entry.text, kMaxInputBytes, true);
+        if (!why.empty())
+          throw InputError(fmt::format("--presets-dir {}: cannot read {}: {}; preset files are regular YAML files",
+                                       dir, file.string(), why));
+        if ((total += entry.text.size()) > kMaxInputBytes)
+          throw InputError(fmt::format("--presets-dir {}: its preset files hold more than {} MiB; no preset folder is "
+                                       "that large (is it the right folder?)",
+                                       dir, kMaxInputBytes >> 20));
         add(std::move(entry));
       }
     }

@@ -2,9 +2,16 @@
 
 #include <fmt/format.h>
 
+#include <yaml-cpp/eventhandler.h>
+#include <yaml-cpp/parser.h>
+
 #include <charconv>
 #include <cmath>
+#include <map>
+#include <new>
 #include <set>
+#include <sstream>
+#include <stdexcept>
 
 namespace shardplan::yaml {
 
@@ -82,10 +89,79 @@ int64_t second_document_line(const std::string& text) {
   return 0;
 }
 
+// Counts the nodes of the first document as a reader walking it would meet them: an alias counts the whole
+// subtree it names. yaml-cpp shares aliased nodes, so Load is cheap, but every walk (report's YAML-to-JSON, key
+// checks) expands them: ten lines of nested aliases ("billion laughs") are 9^9 nodes. Refused before Load: more
+// than kMaxYamlNodes nodes, or deeper than kMaxYamlDepth. The low-level parser only emits events (no tree).
+class NodeBudget : public YAML::EventHandler {
+ public:
+  explicit NodeBudget(std::string origin) : origin_(std::move(origin)) {}
+  void OnDocumentStart(const YAML::Mark&) override {}
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark& mark, YAML::anchor_t anchor) override { leaf(mark, anchor); }
+  void OnAlias(const YAML::Mark& mark, YAML::anchor_t anchor) override {
+    const auto it = sizes_.find(anchor);
+    add(mark, it == sizes_.end() ? 1 : it->second);
+  }
+  void OnScalar(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor, const std::string&) override {
+    leaf(mark, anchor);
+  }
+  void OnSequenceStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor,
+                       YAML::EmitterStyle::value) override {
+    open(mark, anchor);
+  }
+  void OnSequenceEnd() override { close(); }
+  void OnMapStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor, YAML::EmitterStyle::value) override {
+    open(mark, anchor);
+  }
+  void OnMapEnd() override { close(); }
+
+ private:
+  void add(const YAML::Mark& mark, int64_t n) {
+    total_ += n;
+    if (total_ > kMaxYamlNodes)
+      throw InputError(fmt::format("{}: the YAML holds more than {} values{}; no preset or profile is that large",
+                                   where(origin_, mark), kMaxYamlNodes,
+                                   sizes_.empty() ? "" : " once its aliases (*name) are expanded"));
+  }
+  void leaf(const YAML::Mark& mark, YAML::anchor_t anchor) {
+    add(mark, 1);
+    if (anchor != YAML::NullAnchor) sizes_[anchor] = 1;
+  }
+  void open(const YAML::Mark& mark, YAML::anchor_t anchor) {
+    add(mark, 1);
+    if (static_cast<int64_t>(open_.size()) >= kMaxYamlDepth)
+      throw InputError(fmt::format("{}: the YAML is nested deeper than {} levels", where(origin_, mark), kMaxYamlDepth));
+    open_.push_back({anchor, total_});
+  }
+  void close() {
+    if (open_.empty()) return;
+    const Open o = open_.back();
+    open_.pop_back();
+    if (o.anchor != YAML::NullAnchor) sizes_[o.anchor] = total_ - o.start + 1;
+  }
+  struct Open {
+    YAML::anchor_t anchor;
+    int64_t start;  // total_ after the node itself was counted
+  };
+  std::string origin_;
+  int64_t total_ = 0;
+  std::vector<Open> open_;
+  std::map<YAML::anchor_t, int64_t> sizes_;  // expanded size of each anchored node
+};
+
 }  // namespace
 
-YAML::Node load_document(const std::string& text, const std::string& origin) {
+void check_yaml_text(const std::string& text, const std::string& origin) {
   require_plain_text(text, origin);
+  std::istringstream in(text);
+  YAML::Parser parser(in);
+  NodeBudget budget(origin);
+  parser.HandleNextDocument(budget);  // one document: LoadAll's loop is what never returned on ",ne"
+}
+
+YAML::Node load_document(const std::string& text, const std::string& origin) {
+  require_plain_text(text, origin);  // before anything else parses it (check_yaml_text repeats it: cheap)
   // One preset per file: a second document would otherwise be silently ignored.
   if (const int64_t line = second_document_line(text))
     throw InputError(fmt::format("{}:{}: more than one YAML document ('---'); put one preset per file", origin, line));
@@ -93,9 +169,12 @@ YAML::Node load_document(const std::string& text, const std::string& origin) {
   // fuzz/fuzz_cluster_yaml: the 3-byte input ",ne").
   YAML::Node document;
   try {
+    check_yaml_text(text, origin);
     document = YAML::Load(text);
   } catch (const YAML::Exception& e) {
-    throw InputError(fmt::format("{}: malformed YAML: {}", where(origin, e.mark), e.msg));
+    throw InputError(fmt::format("{}: malformed YAML: {}", where(origin, e.mark), printable(e.msg)));
+  } catch (const std::bad_alloc&) {
+    throw std::runtime_error(fmt::format("{}: out of memory while reading its {} bytes of YAML", origin, text.size()));
   }
   if (!document.IsDefined() || document.IsNull()) {
     throw InputError(fmt::format("{}: no YAML mapping found (empty, or not a 'key: value' file); expected a "

@@ -22,8 +22,15 @@ std::string where(const std::string& origin, const YAML::Node& node);
 // (a folded YAML scalar holds newlines; found by fuzz/fuzz_profile_yaml).
 std::string printable(const std::string& text);
 
-// Parses exactly one YAML document. Malformed YAML → InputError "origin:line: malformed YAML: reason".
+// Parses exactly one YAML document. Malformed YAML → InputError "origin:line: malformed YAML: reason". Bounded in
+// parsed size before any tree is built: at most kMaxYamlNodes values with aliases expanded (a "billion laughs"
+// document is 10 lines), at most kMaxYamlDepth levels; out of memory is a std::runtime_error naming `origin`.
+inline constexpr int64_t kMaxYamlNodes = 100000;  // the largest calibration profile holds ~10 k
+inline constexpr int64_t kMaxYamlDepth = 64;
 YAML::Node load_document(const std::string& text, const std::string& origin);
+// What load_document checks before YAML::Load, for readers that load YAML themselves (report): UTF-8 without control
+// bytes, and the node budget. InputError naming origin:line; a syntax error is yaml-cpp's YAML::Exception.
+void check_yaml_text(const std::string& text, const std::string& origin);
 
 // Strict scalar parsers (exposed for tests): nullopt when the text is not exactly such a value.
 std::optional<int64_t> parse_strict_int(std::string_view text);

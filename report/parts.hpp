@@ -85,6 +85,10 @@ class Reader {
   const char* expected_;
 };
 
+// Every number of a document is one a report can print: a field ending in "bytes" is 0..2^60, any other |x| ≤ 1e18.
+// InputError naming the field otherwise (report/read_input.cpp).
+void check_document_numbers(const json& doc, const std::string& origin);
+
 // A field inside `where` ("candidates[2]" + "time"), for messages.
 inline std::string sub(const std::string& where, const char* field) { return where.empty() ? field : where + "." + field; }
 

@@ -511,6 +511,7 @@ DocKind detect_kind(const json& doc, const std::string& origin) {
 
 std::string render_report(const json& doc, Format format, const RenderOptions& options) {
   const DocKind kind = detect_kind(doc, options.origin);
+  check_document_numbers(doc, options.origin);  // a document's numbers are not trusted (report/read_input.cpp)
   Document d;
   switch (kind) {
     case DocKind::prediction: d = prediction_document(doc, Reader(options.origin, "`shardplan predict --format json`")); break;
@@ -521,80 +522,6 @@ std::string render_report(const json& doc, Format format, const RenderOptions& o
   if (!options.title.empty()) d.title = options.title;
   d.origin = options.origin;
   return format == Format::html ? render_html(d) : render_markdown(d);
-}
-
-namespace {
-
-// YAML as JSON: maps, sequences, and scalars as numbers or booleans unless quoted.
-json yaml_to_json(const YAML::Node& n) {
-  switch (n.Type()) {
-    case YAML::NodeType::Map: {
-      json out = json::object();
-      for (const auto& kv : n) out[kv.first.as<std::string>()] = yaml_to_json(kv.second);
-      return out;
-    }
-    case YAML::NodeType::Sequence: {
-      json out = json::array();
-      for (const auto& v : n) out.push_back(yaml_to_json(v));
-      return out;
-    }
-    case YAML::NodeType::Scalar: {
-      const std::string& v = n.Scalar();
-      if (n.Tag() == "!") return v;  // quoted
-      if (v == "true" || v == "false") return v == "true";
-      if (v == "null" || v == "~") return nullptr;
-      char* end = nullptr;
-      const double d = std::strtod(v.c_str(), &end);
-      if (!v.empty() && end == v.c_str() + v.size() && std::isfinite(d)) {
-        if (v.find_first_of(".eE") == std::string::npos && std::abs(d) < 9e15) return static_cast<int64_t>(d);
-        return d;
-      }
-      return v;
-    }
-    default: return nullptr;
-  }
-}
-
-}  // namespace
-
-json read_json_file(const std::string& path) {
-  std::string text;
-  const std::string name = path == "-" ? "standard input" : path;
-  // At most kMaxInputBytes (io/preset_store.hpp): `report /dev/zero` is refused, not read until memory runs out.
-  bool whole = true;
-  if (path == "-") {
-    whole = read_bounded(std::cin, text);
-  } else {
-    std::error_code ec;
-    if (std::filesystem::is_directory(path, ec)) throw InputError(fmt::format("{}: is a directory, not a JSON file", path));
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw InputError(fmt::format("{}: cannot read ({})", path, std::strerror(errno)));
-    whole = read_bounded(in, text);
-  }
-  if (!whole) throw InputError(fmt::format("{}: cannot read (larger than {} MiB; is it the right file?)", name, kMaxInputBytes >> 20));
-  std::string ext = std::filesystem::path(path).extension().string();
-  if (ext == ".yaml" || ext == ".yml") {  // a calibration profile
-    try {
-      return yaml_to_json(YAML::Load(text));
-    } catch (const YAML::Exception& e) {
-      throw InputError(fmt::format("{}: not valid YAML: line {}, column {}: {}", name, e.mark.line + 1, e.mark.column + 1,
-                                   e.msg));
-    }
-  }
-  try {
-    return json::parse(text);
-  } catch (const json::parse_error& e) {
-    // "[json.exception.parse_error.101] parse error at line 1, column 2: ..." → the part after "parse error".
-    std::string what = e.what();
-    const auto at = what.find("parse error");
-    if (at != std::string::npos) what = what.substr(at);
-    throw InputError(fmt::format("{}: not valid JSON: {}", name, what));
-  } catch (const json::exception& e) {  // out_of_range.406: "number overflow parsing '1e400'"
-    std::string what = e.what();
-    const auto bracket = what.find("] ");
-    if (bracket != std::string::npos) what = what.substr(bracket + 2);
-    throw InputError(fmt::format("{}: not valid JSON: {}", name, what));
-  }
 }
 
 }  // namespace shardplan::report
