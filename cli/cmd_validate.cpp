@@ -260,7 +260,9 @@ Resolved resolve_on_every_rank(const ValidateOptions& o, const GlobalOptions& gl
   std::string problem;
   try {
     const PresetStore store = load_presets(global);
-    r.cfg = resolve_config(o.config, store);
+    ConfigFlags flags = o.config;
+    flags.one_micro_batch_default = true;
+    r.cfg = resolve_config(flags, store);
     check_reference_strategy(r.cfg.strategy);
     r.time_predicted = prepare_prediction(r.cfg, o, r.src.notes);
     r.p = predict(r.cfg.model, r.cfg.strategy, r.cfg.cluster);  // before, and apart from, the run
@@ -283,10 +285,10 @@ Resolved resolve_on_every_rank(const ValidateOptions& o, const GlobalOptions& gl
     const int64_t need = reference::bytes_needed(r.rc, world_info.size);
     const int64_t available = comm::min_over_ranks(reference::make_backend("cpu")->device_memory_available());
     if (available > 0 && need > available)
-      throw InputError(fmt::format("the reference run needs about {:.2f} GiB per rank but this machine has {:.2f} GiB "
+      throw InputError(fmt::format("the reference run needs about {:.2f} GB per rank but this machine has {:.2f} GB "
                                    "available: lower --micro-batch or --seq, use more ranks, a higher --zero, "
                                    "--recompute full, or a smaller model",
-                                   static_cast<double>(need) / (1 << 30), static_cast<double>(available) / (1 << 30)));
+                                   static_cast<double>(need) / 1e9, static_cast<double>(available) / 1e9));
   }
   return r;
 }

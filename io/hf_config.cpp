@@ -227,6 +227,8 @@ void read_llama_like(const Fields& f, HfModel& out) {
       out.notes.push_back("mlp_bias without attention_bias: an o_proj bias (hidden per layer) is counted");
   }
   m.dropout = any_dropout(f, {"attention_dropout"}, 0);
+  m.rotary_base = f.number_or("rope_theta", m.rotary_base);  // carried to --emit's launch files
+  m.norm_eps = f.number_or("rms_norm_eps", m.norm_eps);
 }
 
 // GPT-NeoX (Pythia): LayerNorm with bias, GELU MLP with biases, rotary on part of each head, untied embed_out.

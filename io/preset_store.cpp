@@ -118,7 +118,7 @@ ModelSpec read_model(const std::string& text, const std::string& origin, const s
   yaml::MapReader r(yaml::load_document(text, origin), origin, "model");
   r.check_keys({"name", "description", "source", "layers", "hidden", "heads", "kv_heads", "head_dim", "ffn_hidden",
                 "vocab", "vocab_pad_to", "seq", "mlp", "norm", "position", "tied_embeddings", "qkv_bias", "out_bias",
-                "norm_bias", "dropout"});
+                "norm_bias", "dropout", "rotary_base", "norm_eps"});
   ModelSpec m;
   m.name = read_name(r, file_stem);
   m.description = r.string_or("description", "");
@@ -140,6 +140,8 @@ ModelSpec read_model(const std::string& text, const std::string& origin, const s
   m.out_bias = r.boolean_or("out_bias", false);
   m.norm_bias = r.boolean_or("norm_bias", true);
   m.dropout = r.boolean_or("dropout", false);
+  m.rotary_base = r.number_or("rotary_base", m.rotary_base, Bound::positive);  // for --emit (planner/model.hpp)
+  m.norm_eps = r.number_or("norm_eps", m.norm_eps, Bound::positive);
   validate_in_file(r, [&] { validate_model(m); });
   return m;
 }
