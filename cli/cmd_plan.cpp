@@ -214,6 +214,16 @@ void add_plan_command(CLI::App& app, const GlobalOptions& global) {
       std::filesystem::path dir = std::filesystem::absolute(opts->emit_dir).lexically_normal();
       if (!dir.has_filename()) dir = dir.parent_path();  // "launch/" → ".../launch"
       launch.emit_dir = dir.string();
+      // The hardware as given, so the README's validate command resolves the same cluster from any folder.
+      const ConfigFlags& f = opts->config;
+      if (!f.cluster.empty())
+        launch.cluster_args = "--cluster " + shell_quoted(std::filesystem::exists(f.cluster)
+                                                              ? std::filesystem::absolute(f.cluster).lexically_normal().string()
+                                                              : f.cluster);
+      else if (!f.gpu.empty())
+        launch.cluster_args = "--gpu " + shell_quoted(f.gpu);
+      if (!launch.cluster_args.empty() && f.gpus_per_node) launch.cluster_args += fmt::format(" --gpus-per-node {}", *f.gpus_per_node);
+      if (!launch.cluster_args.empty() && f.inter_node_gbps) launch.cluster_args += fmt::format(" --inter-node-gbps {}", *f.inter_node_gbps);
       const std::vector<EmittedFile> files = launch_files(launch);
       write_files_atomically(opts->emit_dir, files);
       emitted = fmt::format("wrote {} launch files for the recommendation to {}", files.size(), opts->emit_dir);

@@ -85,9 +85,12 @@ std::string validate_command(const LaunchPlan& plan, const LaunchFacts& f) {
                  : "--preset " + shell_quoted(f.model_name);
   // A calibration profile is named by its file (ClusterSpec::source), a preset by its name.
   const bool profile = p.cluster.comm_calibration || p.cluster.gpu.gemm_calibration;
-  cmd += fmt::format(" --cluster {} --gpus {} --tp {} --pp {} --zero {}",
-                     shell_quoted(profile ? fs::absolute(p.cluster.source).lexically_normal().string() : p.cluster.name),
-                     s.gpus, s.tp, s.pp, s.zero);
+  const std::string hardware =
+      !plan.cluster_args.empty()
+          ? plan.cluster_args
+          : "--cluster " +
+                shell_quoted(profile ? fs::absolute(p.cluster.source).lexically_normal().string() : p.cluster.name);
+  cmd += fmt::format(" {} --gpus {} --tp {} --pp {} --zero {}", hardware, s.gpus, s.tp, s.pp, s.zero);
   if (s.hsdp > 0) cmd += fmt::format(" --hsdp {}", s.hsdp);
   cmd += fmt::format(" --micro-batch {} --global-batch {} --seq {} --recompute {} --precision {} --framework fsdp",
                      s.micro_batch, s.global_batch, s.seq, to_string(s.recompute), to_string(s.precision));

@@ -26,6 +26,9 @@ struct LaunchPlan {
   std::optional<HfModel> hf;                 // when the model came from --hf-config
   std::optional<TrainingEstimate> training;  // when --tokens was given (sets the step count)
   std::string emit_dir = ".";                // --emit DIR, absolute: the Slurm script and the README name it
+  // The hardware flags as plan was given them ("--gpu 'h100-sxm'", "--cluster '/abs/profile.yaml'"), for the README's
+  // validate command; empty: the cluster's preset name (or a profile's file).
+  std::string cluster_args;
 };
 
 // The plan's numbers as every writer needs them.
