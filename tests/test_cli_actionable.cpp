@@ -3,6 +3,9 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <iterator>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -37,6 +40,15 @@ void check_batches_divide(const json& plan) {
     CHECK(cfg["global_batch"].get<int64_t>() % per_step == 0);
     CHECK(cfg["grad_accum"].get<int64_t>() * per_step == cfg["global_batch"].get<int64_t>());
   }
+}
+
+// report/parts.hpp secs(), restated: the figure as the report prints it.
+std::string fmt_secs(double s) {
+  char buf[32];
+  if (s >= 100) std::snprintf(buf, sizeof buf, "%.1f", s);
+  else if (s >= 1) std::snprintf(buf, sizeof buf, "%.2f", s);
+  else std::snprintf(buf, sizeof buf, "%.3g", s);
+  return buf;
 }
 
 bool one_line(const std::string& err) {
@@ -265,5 +277,83 @@ TEST_SUITE("issue 16: outputs") {
       CHECK_MESSAGE(seen.insert(key).second, s.dump());
     }
     CHECK(plan["folded_variants"].get<int64_t>() > 0);
+  }
+}
+
+namespace {
+
+// The cells of the first <table> in `html` whose header has `column`, row by row, tags stripped.
+std::vector<std::vector<std::string>> table_with(const std::string& html, const std::string& column) {
+  std::vector<std::vector<std::string>> rows;
+  for (size_t at = 0; (at = html.find("<table", at)) != std::string::npos;) {
+    const size_t end = html.find("</table>", at);
+    const std::string table = html.substr(at, end - at);
+    at = end;
+    if (table.find(">" + column + "</th>") == std::string::npos) continue;
+    for (size_t r = 0; (r = table.find("<tr", r)) != std::string::npos;) {
+      const size_t r_end = table.find("</tr>", r);
+      const std::string tr = table.substr(r, r_end - r);
+      r = r_end;
+      std::vector<std::string> cells;
+      for (size_t c = 0; (c = tr.find("<t", c)) != std::string::npos;) {
+        if (tr[c + 2] != 'd' && tr[c + 2] != 'h') { ++c; continue; }
+        const size_t open_end = tr.find('>', c);
+        const size_t close = tr.find("</t", open_end);
+        std::string text;
+        bool in_tag = false;
+        for (char ch : tr.substr(open_end + 1, close - open_end - 1)) {
+          if (ch == '<') in_tag = true;
+          else if (ch == '>') in_tag = false;
+          else if (!in_tag) text += ch;
+        }
+        cells.push_back(text);
+        c = close;
+      }
+      rows.push_back(cells);
+    }
+    break;
+  }
+  return rows;
+}
+
+}  // namespace
+
+TEST_SUITE("issue 16: reports equal to the terminal") {
+  TEST_CASE("the HTML plan report, as headless Chromium renders it, has the simulated column with the JSON's figures") {
+    if (std::system("command -v chromium >/dev/null 2>&1") != 0) {
+      MESSAGE("chromium not found (scripts/install-deps.sh installs it): DOM check skipped");
+      return;
+    }
+    const std::filesystem::path dir = std::filesystem::temp_directory_path() / "shardplan_issue16_report";
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+    const std::string html = (dir / "plan.html").string(), dom = (dir / "dom.html").string();
+    const CliResult r = run_cli("plan --preset 8b --gpus 8 --cluster a800x8 --format json --report '" + html + "'");
+    REQUIRE(r.exit_code == 0);
+    const json plan = json::parse(r.out);
+    REQUIRE(plan["candidates"][0].contains("simulated"));
+    const std::string cmd = "timeout 120 chromium --headless --no-sandbox --disable-gpu --dump-dom 'file://" + html +
+                            "' > '" + dom + "' 2>/dev/null";
+    REQUIRE(std::system(cmd.c_str()) == 0);
+    std::ifstream in(dom);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const auto rows = table_with(text, "sim s");
+    REQUIRE(rows.size() == plan["candidates"].size() + 1);
+    const auto col = std::find(rows[0].begin(), rows[0].end(), "sim s") - rows[0].begin();
+    const auto analytic = std::find(rows[0].begin(), rows[0].end(), "analytic #") - rows[0].begin();
+    REQUIRE(static_cast<size_t>(col) < rows[0].size());
+    REQUIRE(static_cast<size_t>(analytic) < rows[0].size());
+    for (size_t i = 0; i < plan["candidates"].size(); ++i) {
+      const json& c = plan["candidates"][i];
+      CAPTURE(i);
+      if (!c.contains("simulated")) {
+        CHECK(rows[i + 1][col] == "—");
+        continue;
+      }
+      // report/parts.hpp secs(): two decimals from 1 s to 100 s (the seed's steps are about 9 s).
+      CHECK(rows[i + 1][col] == fmt_secs(c["simulated"]["step_s"].get<double>()));
+      CHECK(rows[i + 1][analytic] == c["simulated"]["analytic_rank"].dump());
+    }
+    std::filesystem::remove_all(dir);
   }
 }
