@@ -164,6 +164,8 @@ size_t fold_variants(std::vector<Candidate>& ranked, size_t top) {
 void add_plan_command(CLI::App& app, const GlobalOptions& global) {
   auto opts = std::make_shared<PlanOptions>();
   CLI::App* cmd = app.add_subcommand("plan", "Search every valid strategy and recommend one, with reasons");
+  cmd->footer("Exit 3 when the input is valid but no configuration fits: the error line names the changes that do "
+              "(--precision, --recompute, --offload-optimizer, --tp, --gpus), each found by searching again.");
   add_config_flags(*cmd, opts->config);
   cmd->add_option("--format", opts->format, "table | json | yaml | csv | markdown (default table)");
   cmd->add_option("--objective", opts->objective,

@@ -44,6 +44,8 @@ int main(int argc, char** argv) {
   CLI::App app{"shardplan — will it fit, with which strategy, how fast, and why", "shardplan"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("shardplan ") + SHARDPLAN_VERSION);
+  app.footer("Exit codes: 0 success; 1 runtime failure; 2 bad usage or bad input (one `error:` line naming the flag); "
+             "3 valid input but no feasible plan (plan: the line names the changes that fit).");
   cli::GlobalOptions global;
   app.add_option("--presets-dir", global.presets_dirs,
                  "Extra preset folder(s) with models/, gpus/, clusters/ (*.yaml); repeatable")

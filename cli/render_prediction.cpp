@@ -252,7 +252,10 @@ std::string memory_table(const Prediction& p, const Terminal& term) {
   }
   const int64_t peak = p.peak_bytes();
   table.add_row({"peak", gb(static_cast<double>(peak))}, "", false, 2);
-  table.add_row({fmt::format("capacity ({} GiB = {} GB)", p.cluster.gpu.memory_gib, gb(static_cast<double>(m.capacity_bytes))), gb(static_cast<double>(m.capacity_bytes))}, "",
+  table.add_row({p.cluster.gpu.cpu_ranks
+                     ? fmt::format("capacity (the base preset's {} GiB; CPU ranks use host memory)", p.cluster.gpu.memory_gib)
+                     : fmt::format("capacity ({} GiB = {} GB)", p.cluster.gpu.memory_gib, gb(static_cast<double>(m.capacity_bytes))),
+                 gb(static_cast<double>(m.capacity_bytes))}, "",
                 false, 2);
   out += table.render(term);
   const double used = static_cast<double>(peak) / static_cast<double>(m.capacity_bytes);

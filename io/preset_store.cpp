@@ -325,6 +325,8 @@ ClusterSpec read_profile(const std::string& text, const std::string& origin, con
   auto gemm = std::make_shared<GemmCalibration>();
   gemm->cpu = hw.string("device") == "cpu";
   c.gpu.cpu_ranks = gemm->cpu;
+  // Measured on CPU ranks: say so wherever the device is named ("2 × cpu-rank", not "2 × a800-80g").
+  if (gemm->cpu) c.gpu.name = "cpu-rank", c.gpu.description = "a CPU process (calibrated on CPU ranks)";
   gemm->dtype = hw.choice("dtype", parse_profile_dtype, "fp32, bf16");
   gemm->peak_flops_per_s = hw.number_or("peak_tflops", 0, Bound::non_negative) * 1e12;
   gemm->memory_bytes_per_s = hw.number_or("copy_gbps", 0, Bound::non_negative) * 1e9;

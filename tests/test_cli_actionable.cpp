@@ -357,3 +357,24 @@ TEST_SUITE("issue 16: reports equal to the terminal") {
     std::filesystem::remove_all(dir);
   }
 }
+
+TEST_SUITE("issue 16: outputs") {
+  TEST_CASE("a profile calibrated on CPU ranks is labelled as CPUs, and its MFU is against the measured peak") {
+    const std::filesystem::path dir = std::filesystem::temp_directory_path() / "shardplan_issue16_cpu_profile";
+    std::filesystem::create_directories(dir);
+    const std::string profile = (dir / "cpu.yaml").string();
+    std::ofstream(profile) << "kind: calibration-profile\nversion: 1\nname: cpu-test\nbase_cluster: a800x8\n"
+                              "gpus_per_node: 2\nhardware: {device: cpu, dtype: fp32, peak_tflops: 0.04, copy_gbps: 10, "
+                              "elementwise_gbps: 2}\n";
+    const CliResult t = run_cli("predict --preset tiny --gpus 2 --cluster '" + profile + "'");
+    REQUIRE_MESSAGE(t.exit_code == 0, t.err);
+    CHECK(t.out.find("on 2 × cpu-rank") != std::string::npos);
+    CHECK(t.out.find("a800-80g") == std::string::npos);
+    const json j = json::parse(run_cli("predict --preset tiny --gpus 2 --cluster '" + profile + "' --format json").out);
+    CHECK(j["config"]["gpu"] == "cpu-rank");
+    // MFU = model TFLOP/s per rank / the measured 0.04 TFLOP/s (not the A800's 312).
+    CHECK(j["throughput"]["mfu"].get<double>() ==
+          doctest::Approx(j["throughput"]["model_tflops_per_gpu"].get<double>() / 0.04).epsilon(1e-9));
+    std::filesystem::remove_all(dir);
+  }
+}
