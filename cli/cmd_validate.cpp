@@ -153,13 +153,38 @@ nlohmann::json step_json(const reference::StepRecord& r) {
           {"rss_bytes", r.rss_bytes}};
 }
 
-void print_progress(const reference::StepRecord& r, int64_t total) {
-  std::fprintf(stderr, "\rvalidate: step %lld/%lld %s loss %.4f  %.3f s  peak %.1f MB   ", static_cast<long long>(r.step + 1),
-               static_cast<long long>(total), r.warmup ? "(warm-up)" : "         ", r.loss, r.step_s,
-               static_cast<double>(r.peak_bytes) / 1e6);
-  if (r.step + 1 == total) std::fputc('\n', stderr);
-  std::fflush(stderr);
-}
+// Rank 0's progress: a line redrawn in place on a terminal; under mpirun or into a log (stderr is no TTY) a plain
+// line with the ETA at most every kPlainProgressEvery seconds, and for the first and last steps.
+constexpr double kPlainProgressEvery = 5.0;
+
+class StepProgress {
+ public:
+  StepProgress(int64_t total, bool tty) : total_(total), tty_(tty) {}
+  void print(const reference::StepRecord& r) {
+    const auto now = std::chrono::steady_clock::now();
+    const double elapsed = std::chrono::duration<double>(now - start_).count();
+    const int64_t done = r.step + 1;
+    const double eta = elapsed / static_cast<double>(done) * static_cast<double>(total_ - done);
+    if (tty_) {
+      std::fprintf(stderr, "\rvalidate: step %lld/%lld %s loss %.4f  %.3f s  peak %.1f MB  ETA %.0f s   ",
+                   static_cast<long long>(done), static_cast<long long>(total_), r.warmup ? "(warm-up)" : "         ",
+                   r.loss, r.step_s, static_cast<double>(r.peak_bytes) / 1e6, eta);
+      if (done == total_) std::fputc('\n', stderr);
+    } else {
+      if (done != 1 && done != total_ && std::chrono::duration<double>(now - last_).count() < kPlainProgressEvery) return;
+      std::fprintf(stderr, "validate: step %lld/%lld%s, loss %.4f, %.3f s, peak %.1f MB, ETA %.0f s\n",
+                   static_cast<long long>(done), static_cast<long long>(total_), r.warmup ? " (warm-up)" : "", r.loss,
+                   r.step_s, static_cast<double>(r.peak_bytes) / 1e6, eta);
+      last_ = now;
+    }
+    std::fflush(stderr);
+  }
+
+ private:
+  int64_t total_;
+  bool tty_;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now(), last_ = start_;
+};
 
 // The prediction for the reference loop on CPU ranks: its memory needs no calibration; its time needs a profile
 // measured on CPU ranks (calibrate --backend mpi), else it is not predicted. On GPUs (--backend cuda) the cluster
@@ -311,7 +336,8 @@ void train_and_compare(ValidateOptions o, const GlobalOptions& global, const com
   const reference::RunConfig& rc = resolved.rc;
 
   const bool leader = world_info.rank == 0;
-  const bool progress = leader && !o.quiet && isatty(STDERR_FILENO);
+  const bool progress = leader && !o.quiet;
+  StepProgress bar(o.steps + o.warmup, isatty(STDERR_FILENO) != 0);
   nlohmann::json steps = nlohmann::json::array();
   reference::RunResult result;
   try {
@@ -319,7 +345,7 @@ void train_and_compare(ValidateOptions o, const GlobalOptions& global, const com
     result = reference::run_training(rc, *world, [&](const reference::StepRecord& r) {
       inject_fault(world_info.rank, r.step);
       steps.push_back(step_json(r));
-      if (progress) print_progress(r, o.steps + o.warmup);
+      if (progress) bar.print(r);
     });
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: rank %d, during training: %s\n", world_info.rank, io::escape_for_line(e.what()).c_str());
