@@ -25,8 +25,8 @@ std::optional<Candidate> best_of(const ModelSpec& m, const ClusterSpec& c, const
   return std::nullopt;
 }
 
-// Whole nodes, growing by about a quarter each time (1, 2, 3, 4, 5, 6, 8, 10, 12, 15, 19, ...): the answer is within
-// ~25 % of the fewest nodes that fit, for a few dozen searches at most.
+// Whole nodes, growing by about a quarter each time (1, 2, 3, 4, 5, 6, 8, 10, 12, 15, 19, ...), then bisected: a few
+// dozen searches at most for the fewest whole nodes that fit.
 std::vector<int64_t> node_counts(int64_t from_nodes, int64_t to_nodes) {
   std::vector<int64_t> out;
   for (int64_t n = from_nodes; n <= to_nodes; n = std::max(n + 1, n + n / 4)) out.push_back(n);
@@ -78,14 +78,29 @@ std::vector<FixThatFits> fixes_that_fit(const ModelSpec& m, const ClusterSpec& c
   if (!space.dp) {
     const int64_t gpn = std::max<int64_t>(c.gpus_per_node, 1);
     const int64_t nodes = (b.gpus + gpn - 1) / gpn;
-    for (int64_t n : node_counts(nodes + (b.gpus % gpn == 0 ? 1 : 0), nodes * 64)) {
+    auto on_nodes = [&](int64_t n) {
       SearchSpace sp = space;
       sp.base.gpus = n * gpn;
       if (sp.batch_default) sp.batch_default = default_batch_target(sp.base.seq, sp.base.gpus);
-      if (auto best = best_of(m, c, sp)) {
-        out.push_back({fmt::format("--gpus {}", sp.base.gpus), *best});
-        break;
+      return best_of(m, c, sp);
+    };
+    int64_t below = nodes - (b.gpus % gpn == 0 ? 0 : 1);  // the most nodes known not to fit (the GPUs given)
+    for (int64_t n : node_counts(below + 1, nodes * 64)) {
+      auto best = on_nodes(n);
+      if (!best) {
+        below = n;
+        continue;
       }
+      // Bisect between the last count that did not fit and this one: fitting grows with the nodes (more shards,
+      // more TP/PP layouts), up to the divisibility of a given batch, which the bisection only makes coarser.
+      int64_t hi = n;
+      while (hi - below > 1) {
+        const int64_t mid = below + (hi - below) / 2;
+        if (auto fit = on_nodes(mid)) hi = mid, best = fit;
+        else below = mid;
+      }
+      out.push_back({fmt::format("--gpus {}", hi * gpn), *best});
+      break;
     }
   }
   return out;

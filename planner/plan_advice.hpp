@@ -15,7 +15,7 @@ struct FixThatFits {
 
 // Tries, in this order and each alone: --precision pure-bf16 (drops the fp32 master copy), --recompute full,
 // --offload-optimizer (where the framework runs it and it was not given), the next larger --tp when tp was fixed,
-// and the fewest GPUs (whole nodes, up to 64 × the GPUs given) at which the unchanged flags fit. Only changes that
+// and the fewest GPUs (whole nodes, up to 64 × the GPUs given; bisected) at which the unchanged flags fit. Only changes that
 // fit under the planning line are returned. `space` is the one that found nothing.
 std::vector<FixThatFits> fixes_that_fit(const ModelSpec& m, const ClusterSpec& c, const SearchSpace& space);
 

@@ -158,6 +158,18 @@ TEST_SUITE("issue 16: advice that works") {
     CHECK(run_cli("plan --preset 8b --cluster a800x8 --gpus " + gpus).exit_code == 0);
   }
 
+  TEST_CASE("the GPU count named is the fewest whole nodes that fit: one node fewer does not") {
+    // llama3-405b in amp-bf16: 16 B × 405.85 B = 6.5 TB of model states; on 80 GiB A800s under the 80 % line.
+    const CliResult r = run_cli("plan --preset llama3-405b --gpus 8 --cluster a800x8");
+    CHECK(r.exit_code == 3);
+    const auto at = r.err.find("--gpus ");
+    REQUIRE(at != std::string::npos);
+    const int gpus = std::stoi(r.err.substr(at + 7));
+    CHECK(gpus % 8 == 0);
+    CHECK(run_cli("plan --preset llama3-405b --cluster a800x8 --gpus " + std::to_string(gpus)).exit_code == 0);
+    CHECK(run_cli("plan --preset llama3-405b --cluster a800x8 --gpus " + std::to_string(gpus - 8)).exit_code == 3);
+  }
+
   TEST_CASE("--offload-optimizer on a 24 GB card: model states offloaded, and not suggested again") {
     const CliResult p = run_cli("predict --preset llama3-8b --gpu rtx4090 --gpus 8 --framework deepspeed "
                                 "--offload-optimizer --format json");
