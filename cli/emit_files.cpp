@@ -143,19 +143,22 @@ std::string readme(const LaunchPlan& plan, const LaunchFacts& f, const std::vect
     out += fmt::format("- PyTorch FSDP2 by hand: on each of the {} nodes `NODE_RANK=<0..{}> MASTER_ADDR=<node 0> "
                        "{}/torchrun.sh`\n", f.nodes, f.nodes - 1, plan.emit_dir);
   }
-  out += "- Accelerate: `accelerate launch --config_file accelerate_config.yaml your_train.py`\n";
+  out += fmt::format("- Accelerate: `accelerate launch --config_file {}/accelerate_config.yaml{} your_train.py`\n",
+                     plan.emit_dir,
+                     f.nodes == 1 ? "" : " --machine_rank <0..nodes-1> --main_process_ip <node 0>");
   out += fmt::format("- DeepSpeed: `deepspeed --hostfile {0}/hostfile --num_nodes {1} --num_gpus {2} your_train.py "
                      "--deepspeed --deepspeed_config {0}/ds_config.json`\n",
                      plan.emit_dir, f.nodes, f.procs_per_node);
-  out += "- Megatron-LM: `source megatron_args.sh; torchrun ... pretrain_gpt.py \"${MEGATRON_ARGS[@]}\"` (add data, "
-         "tokenizer and optimizer arguments)\n";
+  out += fmt::format("- Megatron-LM: `source {}/megatron_args.sh; torchrun ... pretrain_gpt.py \"${{MEGATRON_ARGS[@]}}\"` "
+                     "(add data, tokenizer and optimizer arguments)\n",
+                     plan.emit_dir);
   out += fmt::format("- torchtitan: `CONFIG_FILE={}/torchtitan.toml ./run_train.sh` from a torchtitan checkout{}\n",
                      plan.emit_dir,
                      f.nodes == 1 ? "" : fmt::format(" (run_train.sh starts one node: on {} nodes launch it with "
                                                      "torchrun's --nnodes/--node-rank/--rdzv-* as torchrun.sh does)",
                                                      f.nodes));
   out += "\n## Check the prediction\n\n";
-  out += "`train_fsdp2.py` writes one JSON line per step to `shardplan_steps.jsonl` (or `$SHARDPLAN_STEPS`): the "
+  out += "`train_fsdp2.py` writes one JSON line per step to `shardplan_steps.jsonl` in this folder (or `$SHARDPLAN_STEPS`): the "
          "slowest rank's step time and the most device memory in use. Compare them with this plan's prediction:\n\n";
   out += "```sh\n" + validate_command(plan, f) + "\n```\n";
   return out;
