@@ -49,8 +49,8 @@ std::string header(const PlanReport& r) {
                      r.search_ms, simulated, r.result.fitting, r.space.max_hbm_fraction * 100);
   out += "  " + memory_fit_rule(r.space.max_hbm_fraction) + "\n";
   if (r.folded > 0)
-    out += fmt::format("  one row per family and layout: {} variants (other vpp, schedule, HSDP group, micro-batch or "
-                       "recompute) folded into the best of each\n", r.folded);
+    out += fmt::format("  one row per family and layout: {} variant{} (other vpp, schedule, HSDP group, micro-batch or "
+                       "recompute) folded into the best of each\n", r.folded, r.folded == 1 ? "" : "s");
   return out + "\n";
 }
 
@@ -68,7 +68,10 @@ double best_tokens_per_s(const PlanReport& r, size_t i) {
 // The ranked candidates. Fitted to a narrow terminal, the columns go in this order: HBM%, recompute, mb, MFU,
 // tok/s/GPU, days; strategy and layout are cut last.
 std::string ranked_table(const PlanReport& r, const Terminal& term) {
-  std::vector<TableColumn> cols = {{"#", 3, false, 0, false},         {"strategy", 24, false, 0, true},
+  // The strategy column as wide as its longest name ("ZeRO-1 + TP + PP + offload" is 26): names ran into the layout.
+  size_t strategy_width = 24;
+  for (const Prediction& p : r.top) strategy_width = std::max(strategy_width, family_of(p.strategy).size() + 1);
+  std::vector<TableColumn> cols = {{"#", 3, false, 0, false},         {"strategy", strategy_width, false, 0, true},
                                    {"layout", 34, false, 0, true},    {"mb", 4, true, 4},
                                    {"recompute", 11, true, 5},        {"peak GB", 9, true, 0},
                                    {"HBM%", 6, true, 6},              {"step s", 9, true, 0}};

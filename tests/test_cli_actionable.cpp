@@ -182,11 +182,18 @@ TEST_SUITE("issue 16: advice that works") {
     CHECK(j["memory"]["components"]["master"] == 0);
     const CliResult t = run_cli("predict --preset llama3-8b --gpu rtx4090 --gpus 8 --framework deepspeed --offload-optimizer");
     CHECK(t.out.find("master weights and optimizer states are on the host") != std::string::npos);
-    const CliResult plan = run_cli("plan --preset llama3-8b --gpu rtx4090 --gpus 8 --framework deepspeed "
-                                   "--offload-optimizer --seq 16384");
-    if (plan.exit_code == 3) CHECK(plan.err.find("; --offload-optimizer (") == std::string::npos);
-    if (plan.exit_code == 3) CHECK(plan.err.find("changes that fit (each alone, found by searching again): --offload") ==
-                                   std::string::npos);
+    // FSDP2 cannot offload the optimizer alone (framework_support.cpp): with --offload-optimizer given, the advice
+    // is not --offload-optimizer again but DeepSpeed's ZeRO-Offload, and that advice fits.
+    const CliResult plan = run_cli("plan --preset llama3-8b --gpu rtx4090 --gpus 8 --offload-optimizer");
+    CHECK(plan.exit_code == 3);
+    CHECK(one_line(plan.err));
+    CHECK(plan.err.find("--framework deepspeed --offload-optimizer (ZeRO-3 + TP + offload") != std::string::npos);
+    CHECK(plan.err.find("; --offload-optimizer (") == std::string::npos);
+    CHECK(plan.err.find("again): --offload-optimizer (") == std::string::npos);
+    const CliResult ds = run_cli("plan --preset llama3-8b --gpu rtx4090 --gpus 8 --offload-optimizer --framework deepspeed "
+                                 "--format json");
+    REQUIRE(ds.exit_code == 0);
+    CHECK(recommended(json::parse(ds.out))["config"]["offload_optimizer"] == true);
   }
 }
 
