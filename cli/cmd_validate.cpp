@@ -233,6 +233,8 @@ void validate_from_log(const ValidateOptions& o, const GlobalOptions& global) {
   src.what = "measurements " + o.measurements;
   src.steps_timed = m.steps_timed;
   if (cfg.cluster_defaulted) src.notes.push_back(std::string("no --cluster or --gpu given; predicted on ") + kDefaultCluster);
+  // The batch the prediction is for, when --global-batch did not say (give the run's own to compare like with like).
+  if (!cfg.batch_note.empty()) src.notes.push_back(cfg.batch_note);
   const MeasuredFigures figures{m.step_s, m.peak_bytes, m.components};
   emit(p, compare_with_measurement(p, figures, true), src, o);
 }
@@ -289,6 +291,7 @@ Resolved resolve_on_every_rank(const ValidateOptions& o, const GlobalOptions& gl
     flags.one_micro_batch_default = true;
     r.cfg = resolve_config(flags, store);
     check_reference_strategy(r.cfg.strategy);
+    if (!r.cfg.batch_note.empty()) r.src.notes.push_back(r.cfg.batch_note);
     r.time_predicted = prepare_prediction(r.cfg, o, r.src.notes);
     r.p = predict(r.cfg.model, r.cfg.strategy, r.cfg.cluster);  // before, and apart from, the run
     r.rc = run_config_of(r.cfg, o);
