@@ -106,6 +106,11 @@ Document plan_document(const json& doc, const Reader& r) {
                                      ev->get<int64_t>(),
                                      r.find(doc, "search_ms") ? fmt::format(" in {:.1f} ms", r.num(doc, "search_ms")) : "",
                                      static_cast<int64_t>(r.num_or(doc, "fitting", 0)), r.str_or(doc, "objective", "throughput")));
+  // The batch and, for a default one, the rule that chose it (planner/batch.hpp), as the terminal's header says.
+  if (const json* gb = r.find(doc, "global_batch"); gb && gb->is_object()) {
+    const std::string rule = r.str_or(*gb, "rule", "");
+    if (!rule.empty()) d.subtitle.push_back(rule);
+  }
   d.cards.push_back({"recommended", family(bc), layout(bc) + fmt::format(", mb {}, recompute {}", bc.micro_batch, bc.recompute), "accent"});
   for (Card& c : prediction_cards(best)) d.cards.push_back(std::move(c));
 

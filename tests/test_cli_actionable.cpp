@@ -373,6 +373,14 @@ TEST_SUITE("issue 16: reports equal to the terminal") {
       CHECK(rows[i + 1][col] == fmt_secs(c["simulated"]["step_s"].get<double>()));
       CHECK(rows[i + 1][analytic] == c["simulated"]["analytic_rank"].dump());
     }
+    // The Markdown report says the same, and the batch rule the terminal prints.
+    const std::string md = (dir / "plan.md").string();
+    REQUIRE(run_cli("plan --preset 8b --gpus 8 --cluster a800x8 --report '" + md + "'").exit_code == 0);
+    std::ifstream md_in(md);
+    const std::string md_text((std::istreambuf_iterator<char>(md_in)), std::istreambuf_iterator<char>());
+    CHECK(md_text.find("| step s | sim s | analytic # |") != std::string::npos);
+    CHECK(md_text.find("played through the event-driven simulator (plan --simulate-top 3)") != std::string::npos);
+    CHECK(md_text.find("global batch 128 sequences (0.26 M tokens) = dp 8") != std::string::npos);
     std::filesystem::remove_all(dir);
   }
 }
