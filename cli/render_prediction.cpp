@@ -73,6 +73,7 @@ json config_json(const Prediction& p) {
           {"framework", to_string(s.framework)},
           {"offload_optimizer", s.offload_optimizer},
           {"loss", to_string(s.loss)},
+          {"attention_kernel", s.flash_attn ? to_string(s.attention_kernel.value_or(framework_traits(s.framework).attention_kernel)) : "none"},
           {"grad_sync", to_string(effective_grad_sync(s))},
           {"pipeline", pipeline_json(p)}};
 }

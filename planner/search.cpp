@@ -228,6 +228,7 @@ void check_fixed_dimensions(const SearchSpace& sp) {
                                   ? 2
                                   : 1);
   probe.offload_optimizer = false;
+  if (!sp.sp) apply_framework_defaults(probe);  // torchtitan's TP comes with SP (the search tries it)
   if (const auto why = framework_refusal(probe)) throw InputError(*why);
 }
 
