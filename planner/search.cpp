@@ -149,7 +149,7 @@ bool better_for_family(const Candidate& a, const Candidate& b, Objective o) {
 }
 
 bool tp_is_valid(const ModelSpec& m, const ClusterSpec& c, int64_t tp) {
-  return tp <= c.gpus_per_node && m.heads % tp == 0 && (m.kv_heads % tp == 0 || tp % m.kv_heads == 0) &&
+  return tp <= nvlink_domain_size(c) && m.heads % tp == 0 && (m.kv_heads % tp == 0 || tp % m.kv_heads == 0) &&
          m.ffn_hidden % tp == 0;
 }
 
@@ -198,7 +198,7 @@ struct Dimensions {
 
 Dimensions dimensions(const ModelSpec& m, const ClusterSpec& c, const SearchSpace& sp) {
   Dimensions d;
-  for (int64_t tp : fixed_or(sp.tp, divisors(sp.base.gpus, c.gpus_per_node)))
+  for (int64_t tp : fixed_or(sp.tp, divisors(sp.base.gpus, nvlink_domain_size(c))))  // TP stays in one NVLink domain
     if (sp.base.gpus % tp == 0 && tp_is_valid(m, c, tp)) d.tps.push_back(tp);
   const FrameworkSupport& fs = framework_support(sp.base.framework);
   std::vector<int> zeros;
