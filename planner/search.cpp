@@ -368,8 +368,8 @@ SearchResult search_strategies(const ModelSpec& m, const ClusterSpec& c, const S
   }
   if (!any_layout)
     throw InputError(fmt::format("no layout of {} GPUs suits {}: tp must divide the GPUs, the heads ({}) and ffn_hidden "
-                                 "and be at most {} (GPUs per node), pp at most {} (layers){}; try another --gpus",
-                                 base.gpus, m.name, m.heads, c.gpus_per_node, m.layers,
+                                 "and be at most {} (GPUs per NVLink domain), pp at most {} (layers){}; try another --gpus",
+                                 base.gpus, m.name, m.heads, nvlink_domain_size(c), m.layers,
                                  space.tp || space.pp || space.dp ? ", within the --tp/--pp/--dp given" : ""));
   // Every layout the user's pipeline flags allow was refused by the split or schedule rules: say which rule.
   if (result.evaluated == 0 && !first_pipeline_refusal.empty() && (space.split || space.schedule || space.vpp))
@@ -378,7 +378,7 @@ SearchResult search_strategies(const ModelSpec& m, const ClusterSpec& c, const S
     throw InputError(fmt::format("no layout of {} GPUs has a data-parallel degree gpus/(tp·pp) that divides the global "
                                  "batch of {} sequences (tp ≤ {}, pp ≤ {}): more GPUs than this batch can use, or a "
                                  "batch that does not split evenly; change --gpus or --global-batch",
-                                 base.gpus, base.global_batch, c.gpus_per_node, m.layers));
+                                 base.gpus, base.global_batch, nvlink_domain_size(c), m.layers));
   result.not_run = not_run_by_framework(space, m);
   // Gaps inside the error band of comparable published runs are not differences the model can claim.
   if (const auto band = error_band(base.framework, c.gpu, 1.0); band && band->half_width() > kSimplicityTolerance) {
