@@ -62,4 +62,16 @@ std::string network_lines(const Prediction& p) {
   return out;
 }
 
+std::string spine_summary(const Prediction& p) {
+  std::string parts;
+  for (const GroupPlacement& g : group_placements(p.strategy, p.cluster)) {
+    if (g.tier != NetworkTier::spine) continue;
+    if (!parts.empty()) parts += "; ";
+    parts += g.spine_factor < 1 ? fmt::format("{} {} at {:.0f} % of the NIC rate ({:g}:1 oversubscribed)", g.group,
+                                              g.collectives, 100 * g.spine_factor, p.cluster.inter.spine_oversubscription)
+                                : fmt::format("{} {} at the full rate", g.group, g.collectives);
+  }
+  return parts.empty() ? std::string() : "  Crossing the spine: " + parts + ".\n";
+}
+
 }  // namespace shardplan::cli

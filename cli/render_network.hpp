@@ -17,4 +17,9 @@ nlohmann::json network_json(const Prediction& p);
 // The table's "Network" lines (each ends in a newline).
 std::string network_lines(const Prediction& p);
 
+// One line naming the groups whose collectives cross the spine and the share of the NIC rate they get
+// ("  Spine: pp send_recv at 50 % of the NIC rate (2:1); dp reduce_scatter, all_gather at the full rate.\n"), or ""
+// when none does: what `plan` says under its recommendation.
+std::string spine_summary(const Prediction& p);
+
 }  // namespace shardplan::cli

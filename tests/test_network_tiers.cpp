@@ -267,6 +267,12 @@ TEST_SUITE("network tiers") {
     for (const auto& g : pb["network"]["groups"])
       slowed = slowed || (g["tier"] == "spine" && g["spine_bandwidth_factor"].get<double>() < 1);
     CHECK(slowed);
+    // The table says it under the recommendation.
+    const auto plan_table = run_cli("plan --preset llama3-405b --gpus 16384 --seq 8192 --global-batch 2048 --framework "
+                                    "megatron --cluster " + write_temp("sp2.yaml", dgx + "  spine_oversubscription: 2\n"));
+    REQUIRE(plan_table.exit_code == 0);
+    CHECK(plan_table.out.find("Crossing the spine:") != std::string::npos);
+    CHECK(plan_table.out.find("send_recv at 50 % of the NIC rate (2:1 oversubscribed)") != std::string::npos);
   }
 
   TEST_CASE("Llama 3's cluster: pods of 3,072 at 1:7 slow the pipeline boundary between pods") {
