@@ -166,6 +166,12 @@ ClusterSpec resolve_cluster(const ConfigFlags& f, const PresetStore& store, bool
   if (f.gpus_per_node) {
     if (*f.gpus_per_node < 1) throw InputError(fmt::format("--gpus-per-node must be at least 1, got {}", *f.gpus_per_node));
     c.gpus_per_node = *f.gpus_per_node;
+    // The cluster's NVLink domain and leaf groups hold whole hosts: say which flag broke that.
+    try {
+      validate_cluster(c);
+    } catch (const InputError& e) {
+      throw InputError(fmt::format("--gpus-per-node {}: {}", *f.gpus_per_node, e.what()));
+    }
   }
   if (f.inter_node_gbps) {
     if (!(*f.inter_node_gbps > 0))

@@ -203,7 +203,8 @@ double sustained_tensor_fraction(const GpuSpec& g) {
     case GpuGeneration::volta: return 1.0;
     case GpuGeneration::ampere: return kSustainedAmpere;
     case GpuGeneration::hopper:
-    case GpuGeneration::blackwell: return kSustainedHopper;
+    case GpuGeneration::blackwell: case GpuGeneration::cdna3: case GpuGeneration::cdna4:  // assumed: no fitted runs yet
+      return kSustainedHopper;
   }
   return 1.0;
 }

@@ -149,7 +149,7 @@ bool better_for_family(const Candidate& a, const Candidate& b, Objective o) {
 }
 
 bool tp_is_valid(const ModelSpec& m, const ClusterSpec& c, int64_t tp) {
-  return tp <= c.gpus_per_node && m.heads % tp == 0 && (m.kv_heads % tp == 0 || tp % m.kv_heads == 0) &&
+  return tp <= nvlink_domain_size(c) && m.heads % tp == 0 && (m.kv_heads % tp == 0 || tp % m.kv_heads == 0) &&
          m.ffn_hidden % tp == 0;
 }
 
@@ -198,7 +198,7 @@ struct Dimensions {
 
 Dimensions dimensions(const ModelSpec& m, const ClusterSpec& c, const SearchSpace& sp) {
   Dimensions d;
-  for (int64_t tp : fixed_or(sp.tp, divisors(sp.base.gpus, c.gpus_per_node)))
+  for (int64_t tp : fixed_or(sp.tp, divisors(sp.base.gpus, nvlink_domain_size(c))))  // TP stays in one NVLink domain
     if (sp.base.gpus % tp == 0 && tp_is_valid(m, c, tp)) d.tps.push_back(tp);
   const FrameworkSupport& fs = framework_support(sp.base.framework);
   std::vector<int> zeros;
@@ -369,8 +369,8 @@ SearchResult search_strategies(const ModelSpec& m, const ClusterSpec& c, const S
   }
   if (!any_layout)
     throw InputError(fmt::format("no layout of {} GPUs suits {}: tp must divide the GPUs, the heads ({}) and ffn_hidden "
-                                 "and be at most {} (GPUs per node), pp at most {} (layers){}; try another --gpus",
-                                 base.gpus, m.name, m.heads, c.gpus_per_node, m.layers,
+                                 "and be at most {} (GPUs per NVLink domain), pp at most {} (layers){}; try another --gpus",
+                                 base.gpus, m.name, m.heads, nvlink_domain_size(c), m.layers,
                                  space.tp || space.pp || space.dp ? ", within the --tp/--pp/--dp given" : ""));
   // Every layout the user's pipeline flags allow was refused by the split or schedule rules: say which rule.
   if (result.evaluated == 0 && !first_pipeline_refusal.empty() && (space.split || space.schedule || space.vpp))
@@ -379,7 +379,7 @@ SearchResult search_strategies(const ModelSpec& m, const ClusterSpec& c, const S
     throw InputError(fmt::format("no layout of {} GPUs has a data-parallel degree gpus/(tp·pp) that divides the global "
                                  "batch of {} sequences (tp ≤ {}, pp ≤ {}): more GPUs than this batch can use, or a "
                                  "batch that does not split evenly; change --gpus or --global-batch",
-                                 base.gpus, base.global_batch, c.gpus_per_node, m.layers));
+                                 base.gpus, base.global_batch, nvlink_domain_size(c), m.layers));
   result.not_run = not_run_by_framework(space, m);
   // Gaps inside the error band of comparable published runs are not differences the model can claim.
   if (const auto band = error_band(base.framework, c.gpu, 1.0); band && band->half_width() > kSimplicityTolerance) {

@@ -107,6 +107,11 @@ static void validate_hardware(const Strategy& s, const ClusterSpec& c) {
     throw InputError(fmt::format("--precision {} needs bf16, which {} does not support; use amp-fp16 or "
                                  "megatron-fp16",
                                  to_string(s.precision), c.gpu.name));
+  // A cluster of fixed size (one NVL72 rack) has no node to add.
+  if (c.max_gpus > 0 && s.gpus > c.max_gpus)
+    throw InputError(fmt::format("--gpus {} exceeds cluster '{}', which has {} GPUs (max_gpus); use at most {} or a "
+                                 "larger cluster",
+                                 s.gpus, c.name, c.max_gpus, c.max_gpus));
 }
 
 void validate_strategy(const Strategy& s, const ModelSpec& m, const ClusterSpec& c) {
@@ -168,8 +173,10 @@ static constexpr std::array<std::pair<const char*, PositionKind>, 4> kPosition{{
                                                                                 {"learned", PositionKind::learned},
                                                                                 {"alibi", PositionKind::alibi},
                                                                                 {"none", PositionKind::none}}};
-static constexpr std::array<std::pair<const char*, LinkKind>, 3> kLink{
-    {{"nvswitch", LinkKind::nvswitch}, {"nvlink", LinkKind::nvlink}, {"pcie", LinkKind::pcie}}};
+static constexpr std::array<std::pair<const char*, LinkKind>, 4> kLink{{{"nvswitch", LinkKind::nvswitch},
+                                                                        {"nvlink", LinkKind::nvlink},
+                                                                        {"xgmi", LinkKind::xgmi},
+                                                                        {"pcie", LinkKind::pcie}}};
 
 const char* to_string(Recompute r) { return name_of(kRecompute, r); }
 const char* to_string(Schedule s) { return name_of(kSchedule, s); }
