@@ -91,6 +91,9 @@ int main(int argc, char** argv) {
                                  "|---|---|---:|---|---|---:|---:|---:|---|\n"
                                : "";
   std::vector<std::string> skipped = runs.skipped;
+  std::string memory_table;     // rows whose source states a peak: predicted (allocator view) against it
+  Mean memory_error;
+  std::vector<std::string> over_capacity;  // runs that happened but are predicted beyond the GPU's memory
   for (const PublishedRun& c : runs.runs) {
     Prediction p;
     try {
@@ -111,7 +114,23 @@ int main(int argc, char** argv) {
     }
     std::string notes = c.historical ? "historical (DeepSpeed 2021): outside the headline" : "";
     for (const std::string& a : c.assumptions) notes += (notes.empty() ? "" : "; ") + a;
-    if (!p.fits()) notes += (notes.empty() ? "" : "; ") + std::string("predicted not to fit");
+    if (!p.fits()) {
+      notes += (notes.empty() ? "" : "; ") + std::string("predicted not to fit");
+      over_capacity.push_back(fmt::format("{} {} ({} GPUs, {}): predicted {:.1f} GiB of {:.1f} GiB", c.source,
+                                          c.model.name, c.strategy.gpus, layout_of(c.strategy),
+                                          p.peak_bytes() / 1073741824.0, p.memory.capacity_bytes / 1073741824.0));
+    }
+    if (c.measured_peak_bytes > 0 && !c.historical) {
+      // What PyTorch's caching allocator reserves: the peak less the CUDA context, cuBLAS workspace and NCCL
+      // buffers (the runtime component), which it does not count.
+      const double reserved = p.peak_bytes() - p.memory.peak_stage().peak.runtime;
+      const double merr = (reserved - c.measured_peak_bytes) / c.measured_peak_bytes;
+      memory_error.add(std::fabs(merr));
+      memory_table += fmt::format(fmt::runtime(markdown ? "| {} | {} | {} | {} | {:.1f} | {:.1f} | {:+.1f} % |\n"
+                                                        : "  {:<16}{:<16}{:>6}  {:<40}{:>9.1f}{:>11.1f}{:>+8.1f} %\n"),
+                                  c.source, c.model.name, c.strategy.gpus, layout_of(c.strategy),
+                                  c.measured_peak_bytes / 1073741824.0, reserved / 1073741824.0, 100 * merr);
+    }
     table += markdown ? fmt::format("| {} | {} | {} | {} | {} | {:.4g} | {:.4g} | {:+.1f} % | {} |\n", c.source,
                                     c.model.name, c.strategy.gpus, layout_of(c.strategy), metric_name(c.metric),
                                     c.measured, pred, 100 * err, notes)
@@ -125,6 +144,16 @@ int main(int argc, char** argv) {
   std::cout << fmt::format("historical (N21 Table 2, DeepSpeed-2021 ZeRO-3): {} rows, mean absolute error {:.1f} %, "
                            "worst {:.1f} %\n",
                            historical.rows, 100 * historical.mean(), 100 * historical.worst);
+  std::cout << (markdown ? "\n| source | model | GPUs | layout | published peak GiB | predicted GiB | error |\n"
+                           "|---|---|---:|---|---:|---:|---:|\n"
+                         : "\npublished peak memory (max reserved) against the predicted peak less the CUDA/NCCL "
+                           "runtime, GiB:\n");
+  std::cout << memory_table;
+  std::cout << fmt::format("{} rows with a published peak: mean absolute error {:.1f} %, worst {:.1f} %\n",
+                           memory_error.rows, 100 * memory_error.mean(), 100 * memory_error.worst);
+  std::cout << fmt::format("\n{} runs that happened are predicted beyond their GPU's memory{}\n", over_capacity.size(),
+                           over_capacity.empty() ? "" : ":");
+  for (const std::string& o : over_capacity) std::cout << (markdown ? "- " : "  ") << o << "\n";
   print_means(by_source, "by source", markdown);
   print_means(by_set, "by set (historical rows apart)", markdown);
   print_means(by_family, "by framework family / GPU generation (historical rows apart)", markdown);

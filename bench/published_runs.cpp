@@ -76,6 +76,12 @@ Strategy strategy_of(const Row& r, const ModelSpec& m, std::vector<std::string>&
   s.global_batch = r.num(19);
   s.seq = r.num(9);
   s.flash_attn = !megatron;  // Megatron runs of 2020–22 predate flash attention
+  // llm-foundry's MPT computes its loss with flash-attn's fused cross-entropy unless loss_fn says otherwise
+  // (llmfoundry/models/mpt/modeling_mpt.py ComposerMPTCausalLM: loss_fn default 'fused_crossentropy').
+  if (src == "MPT") {
+    s.loss = LossKind::fused;
+    assumptions.push_back("fused cross-entropy (llm-foundry default)");
+  }
   if (megatron) {
     const bool fp16 = contains(r.f[10], "fp16") || contains(r.f[10], "V100");  // V100 has no bf16
     s.precision = fp16 ? Precision::megatron_fp16 : Precision::megatron_bf16;

@@ -28,6 +28,10 @@ struct PublishedRun {
   Strategy strategy;
   Metric metric = Metric::tokens_per_gpu;
   double measured = 0;
+  // The peak memory per GPU the source reports (torch.cuda.max_memory_reserved for torchtitan's tables), bytes;
+  // 0 when it reports none. Compared with the predicted peak less the CUDA/NCCL runtime, which PyTorch's caching
+  // allocator does not count.
+  double measured_peak_bytes = 0;
   std::vector<std::string> assumptions;
   // --- how the accuracy bench groups the row ---
   std::string family;       // the runtime the source ran: megatron, deepspeed, fsdp, fsdp1, torchtitan

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "bench/published_runs.hpp"
+#include "planner/framework_support.hpp"
 
 namespace shardplan::validation {
 
@@ -84,6 +85,19 @@ double measured_of(const ModernRow& r, Metric metric) {
   return first_number(metric == Metric::iteration_s && iter != std::string::npos ? m.substr(iter) : m);
 }
 
+// The peak memory a row's measured column states ("5762 tok/s/GPU; 82.4 GiB"), in bytes; 0 when it states none.
+// torchtitan's tables print the log's `memory:` figure, torch.cuda.max_memory_reserved (torchtitan
+// components/metrics.py, DeviceMemoryMonitor.get_peak_stats → max_reserved_gib).
+double measured_peak_bytes_of(const ModernRow& r) {
+  const std::string& m = r.at("measured");
+  const size_t gib = m.find(" GiB");
+  if (gib == std::string::npos) return 0.0;
+  size_t start = m.rfind(' ', gib - 1);
+  start = start == std::string::npos ? 0 : start + 1;
+  const double v = first_number(m.substr(start, gib - start));
+  return std::isfinite(v) && v > 0 ? v * 1073741824.0 : 0.0;
+}
+
 // The row's architecture columns against its preset: a mismatch is a data error, not something to predict around.
 void check_architecture(const ModernRow& r, const ModelSpec& m) {
   const int64_t hidden = r.num("hidden");
@@ -116,6 +130,16 @@ Strategy strategy_of(const ModernRow& r, const std::map<std::string, std::string
   if (opt.count("hsdp")) s.hsdp = std::stol(opt.at("hsdp"));
   s.sp = s.tp > 1 && opt.count("sp") && opt.at("sp") == "1";
   s.flash_attn = !opt.count("flash") || opt.at("flash") == "1";
+  if (opt.count("attn")) {
+    const auto kernel = parse_attention_kernel(opt.at("attn"));
+    if (!kernel) throw std::runtime_error(fmt::format("line {}: attn '{}' (flash2, cudnn, triton)", r.line, opt.at("attn")));
+    s.attention_kernel = *kernel;
+  }
+  if (opt.count("loss")) {
+    const auto loss = parse_loss(opt.at("loss"));
+    if (!loss) throw std::runtime_error(fmt::format("line {}: loss '{}' (standard, chunked, fused)", r.line, opt.at("loss")));
+    s.loss = *loss;
+  }
   if (opt.count("overlap_grad_reduce")) s.overlap_grad_reduce = opt.at("overlap_grad_reduce") == "1";
   if (opt.count("overlap_param_gather")) s.overlap_param_gather = opt.at("overlap_param_gather") == "1";
   if (opt.count("tp_comm_overlap")) s.tp_comm_overlap = opt.at("tp_comm_overlap") == "1";
@@ -196,8 +220,10 @@ PublishedRuns load_modern_runs(const std::string& csv_path, const PresetStore& s
     run.cluster = store.cluster(r.at("cluster"));
     run.strategy = strategy_of(r, parse_options(r), run.assumptions);
     run.strategy.compile = compiled;
+    apply_framework_defaults(run.strategy);  // as the CLI: torchtitan's TP always with SP
     run.metric = parse_metric(r);
     run.measured = measured_of(r, run.metric);
+    run.measured_peak_bytes = measured_peak_bytes_of(r);
     run.family = r.at("framework");
     run.generation = to_string(shardplan::gpu_generation(run.cluster.gpu));
     run.modern = true;

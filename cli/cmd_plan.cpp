@@ -74,6 +74,7 @@ SearchSpace search_space(const PlanOptions& o, const ModelSpec& m, const Cluster
   b.loss = parse_loss_flag(f.loss);
   if (!f.grad_sync.empty()) b.grad_sync = parse_grad_sync_flag(f.grad_sync);
   b.flash_attn = f.flash_attn;
+  b.attention_kernel = parse_attention_kernel_flag(f.attention_kernel, f.flash_attn);
   b.compile = f.compile;
   b.overlap_grad_reduce = f.overlap_grad_reduce;
   b.overlap_param_gather = f.overlap_param_gather;

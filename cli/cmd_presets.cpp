@@ -111,21 +111,29 @@ Table models_table(const PresetStore& store) {
 }
 
 Table gpus_table(const PresetStore& store) {
-  Table t{{{"name"}, {"memory GiB", true}, {"bf16 TFLOP/s", true}, {"HBM GB/s", true}, {"NVLink GB/s", true}}, {}};
+  // The source last: on a narrow terminal it is the first column dropped.
+  Table t{{{"name"}, {"memory GiB", true}, {"bf16 TFLOP/s", true}, {"fp8 TFLOP/s", true}, {"HBM GB/s", true},
+           {"NVLink GB/s", true}, {"class"}, {"source"}},
+          {}};
   for (const std::string& name : store.names(PresetKind::gpu)) {
     GpuSpec g = store.gpu(name);
-    t.rows.push_back({name, figure(g.memory_gib), figure(g.bf16_tflops), figure(g.hbm_gbps), figure(g.nvlink_gbps)});
+    t.rows.push_back({name, figure(g.memory_gib), figure(g.bf16_tflops), g.fp8_tflops > 0 ? figure(g.fp8_tflops) : "-",
+                      figure(g.hbm_gbps), figure(g.nvlink_gbps), to_string(gpu_generation(g)), g.source});
   }
   return t;
 }
 
 Table clusters_table(const PresetStore& store) {
-  Table t{{{"name"}, {"gpu"}, {"gpus/node", true}, {"intra link"}, {"intra GB/s", true}, {"inter Gb/s/node", true}},
+  Table t{{{"name"}, {"gpu"}, {"gpus/node", true}, {"NVLink domain", true}, {"intra link"}, {"intra GB/s", true},
+           {"inter Gb/s/node", true}, {"leaf GPUs", true}, {"spine"}, {"source"}},
           {}};
   for (const std::string& name : store.names(PresetKind::cluster)) {
     ClusterSpec c = store.cluster(name);
-    t.rows.push_back({name, c.gpu_name, std::to_string(c.gpus_per_node), to_string(c.intra.kind), figure(c.intra.gbps),
-                      figure(c.inter.node_gbps())});
+    const bool leaf = c.inter.gpus_per_leaf > 0;
+    t.rows.push_back({name, c.gpu_name, std::to_string(c.gpus_per_node), std::to_string(nvlink_domain_size(c)),
+                      to_string(c.intra.kind), figure(c.intra.gbps), figure(c.inter.node_gbps()),
+                      leaf ? std::to_string(c.inter.gpus_per_leaf) : "-",
+                      leaf ? figure(c.inter.spine_oversubscription) + ":1" : "-", c.source});
   }
   return t;
 }

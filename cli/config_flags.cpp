@@ -9,6 +9,7 @@
 #include "io/hf_config.hpp"
 #include "planner/batch.hpp"
 #include "planner/error.hpp"
+#include "planner/framework_support.hpp"
 #include "planner/memory.hpp"
 
 namespace shardplan::cli {
@@ -70,7 +71,10 @@ void add_config_flags(CLI::App& cmd, ConfigFlags& f) {
   cmd.add_flag("--offload-optimizer", f.offload_optimizer, "ZeRO-Offload: optimizer states and step on the host");
   cmd.add_flag("--compile", f.compile,
                "torch.compile of the model (fsdp, fsdp1, torchtitan): fused elementwise kernels (time only)");
-  cmd.add_option("--loss", f.loss, "Cross-entropy: standard | chunked (logits materialised in chunks)");
+  cmd.add_option("--loss", f.loss, "Cross-entropy: standard | chunked (logits materialised in chunks) | fused (one kernel, gradient in the compute dtype: flash-attn's, llm-foundry's default)");
+  cmd.add_option("--attention-kernel", f.attention_kernel,
+                 "Fused attention kernel: flash2 | cudnn | triton (llm-foundry's attn_impl triton); default: the "
+                 "framework's (cudnn for megatron, flash2 otherwise)");
   cmd.add_option("--grad-sync", f.grad_sync,
                  "Gradient reduction under accumulation: step (no_sync) | micro (every micro-batch); "
                  "default: the framework's");
@@ -115,7 +119,15 @@ Recompute parse_recompute_flag(const std::string& v) {
 Schedule parse_schedule_flag(const std::string& v) {
   return parse_choice<Schedule>("--schedule", v, parse_schedule, "1f1b, interleaved, gpipe, zb-h1, zbv, dualpipev");
 }
-LossKind parse_loss_flag(const std::string& v) { return parse_choice<LossKind>("--loss", v, parse_loss, "standard, chunked"); }
+std::optional<AttentionKernel> parse_attention_kernel_flag(const std::string& v, bool flash_attn) {
+  if (v.empty()) return std::nullopt;
+  if (!flash_attn)
+    throw InputError("--attention-kernel names a fused attention kernel, but --no-flash-attn asks for unfused "
+                     "attention; drop one of them");
+  return parse_choice<AttentionKernel>("--attention-kernel", v, parse_attention_kernel, "flash2, cudnn, triton");
+}
+
+LossKind parse_loss_flag(const std::string& v) { return parse_choice<LossKind>("--loss", v, parse_loss, "standard, chunked, fused"); }
 GradSync parse_grad_sync_flag(const std::string& v) {
   return parse_choice<GradSync>("--grad-sync", v, parse_grad_sync, "step, micro");
 }
@@ -165,6 +177,12 @@ ClusterSpec resolve_cluster(const ConfigFlags& f, const PresetStore& store, bool
   if (f.gpus_per_node) {
     if (*f.gpus_per_node < 1) throw InputError(fmt::format("--gpus-per-node must be at least 1, got {}", *f.gpus_per_node));
     c.gpus_per_node = *f.gpus_per_node;
+    // The cluster's NVLink domain and leaf groups hold whole hosts: say which flag broke that.
+    try {
+      validate_cluster(c);
+    } catch (const InputError& e) {
+      throw InputError(fmt::format("--gpus-per-node {}: {}", *f.gpus_per_node, e.what()));
+    }
   }
   if (f.inter_node_gbps) {
     if (!(*f.inter_node_gbps > 0))
@@ -237,6 +255,7 @@ ResolvedConfig resolve_config(const ConfigFlags& f, const PresetStore& store) {
     s.dp = s.gpus / (s.tp * s.pp);
   }
   s.sp = f.sp;
+  apply_framework_defaults(s);  // torchtitan: TP always with SP
   s.overlap_grad_reduce = f.overlap_grad_reduce;
   s.overlap_param_gather = f.overlap_param_gather;
   s.tp_comm_overlap = f.tp_comm_overlap;
@@ -249,6 +268,7 @@ ResolvedConfig resolve_config(const ConfigFlags& f, const PresetStore& store) {
   s.hsdp = f.hsdp.value_or(0);
   if (f.hsdp && *f.hsdp < 1) throw InputError(fmt::format("--hsdp must be at least 1, got {}", *f.hsdp));
   s.flash_attn = f.flash_attn;
+  s.attention_kernel = parse_attention_kernel_flag(f.attention_kernel, f.flash_attn);
   s.compile = f.compile;
   s.offload_optimizer = f.offload_optimizer;
   s.micro_batch = positive("--micro-batch", f.micro_batch, 1);
@@ -276,10 +296,13 @@ std::vector<std::string> config_notes(const ConfigFlags& f, const std::vector<st
       if (!(f.seq && n.find("--seq is capped") != std::string::npos)) out.push_back(f.hf_config + ": " + n);
   // TP all-reduces twice per layer forward and backward (Megatron-LM, Shoeybi et al. 2019 §3): over the network
   // instead of NVLink that is usually the step's largest cost.
-  if (tp > c.gpus_per_node)
-    out.push_back(fmt::format("--tp {} spans {} nodes ({} GPUs per node): its collectives, several per layer, cross the "
-                              "network; keep tp at most {}",
-                              tp, (tp + c.gpus_per_node - 1) / c.gpus_per_node, c.gpus_per_node, c.gpus_per_node));
+  // The limit is the NVLink domain (hardware.hpp nvlink_domain_size): one host, or an NVL72 rack.
+  const int64_t domain = std::max<int64_t>(nvlink_domain_size(c), 1);
+  if (tp > domain)
+    out.push_back(fmt::format("--tp {} spans {} {} ({} GPUs {}): its collectives, several per layer, cross the network; "
+                              "keep tp at most {}",
+                              tp, (tp + domain - 1) / domain, domain == c.gpus_per_node ? "nodes" : "NVLink domains",
+                              domain, domain == c.gpus_per_node ? "per node" : "each", domain));
   return out;
 }
 

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "cli/render_network.hpp"
 #include "cli/render_prediction.hpp"
 #include "planner/error.hpp"
 
@@ -205,6 +206,7 @@ std::string recommendation(const PlanReport& r, const Terminal& term) {
                        100 * (sim->step_s / best.time.step_s - 1),
                        sim->tokens_per_s / static_cast<double>(s.gpus), sim->peak_bytes / kGB);
   if (const auto e = prediction_training(best, r.training)) out += "  Training " + training_line(*e) + ".\n";
+  out += spine_summary(best);  // which collectives cross an oversubscribed spine (cli/render_network.hpp)
   return out;
 }
 

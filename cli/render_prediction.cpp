@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
+#include "cli/render_network.hpp"
 #include "planner/error.hpp"
 #include "planner/pipeline_layout.hpp"
 #include "planner/framework.hpp"
@@ -73,6 +74,7 @@ json config_json(const Prediction& p) {
           {"framework", to_string(s.framework)},
           {"offload_optimizer", s.offload_optimizer},
           {"loss", to_string(s.loss)},
+          {"attention_kernel", s.flash_attn ? to_string(s.attention_kernel.value_or(framework_traits(s.framework).attention_kernel)) : "none"},
           {"grad_sync", to_string(effective_grad_sync(s))},
           {"pipeline", pipeline_json(p)}};
 }
@@ -213,6 +215,7 @@ json prediction_json(const Prediction& p, const std::optional<TrainingGoal>& goa
     out["time"]["step_s_high"] = p.band->step_high_s;
     out["time"]["band_basis"] = p.band->basis;
   }
+  out["network"] = network_json(p);  // which tier each group's collectives reach (cli/render_network.hpp)
   if (const auto e = prediction_training(p, goal)) out["training"] = training_json(*e);
   return out;
 }
@@ -337,7 +340,8 @@ std::string flops_and_time(const Prediction& p, const Terminal& term) {
 }  // namespace
 
 std::string render_prediction_table(const Prediction& p, const std::optional<TrainingGoal>& goal, const Terminal& term) {
-  std::string out = headline(p) + memory_table(p, term) + zero_comparison(p, term) + flops_and_time(p, term);
+  std::string out = headline(p) + memory_table(p, term) + zero_comparison(p, term) + flops_and_time(p, term) +
+                    network_lines(p);
   if (const auto e = prediction_training(p, goal)) out += "\nTime to train " + training_line(*e) + "\n";
   return fit_lines(out, term.width);  // the tables fit already; the prose wraps at spaces
 }

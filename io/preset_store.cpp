@@ -148,17 +148,20 @@ ModelSpec read_model(const std::string& text, const std::string& origin, const s
 
 GpuSpec read_gpu(const std::string& text, const std::string& origin, const std::string* file_stem) {
   yaml::MapReader r(yaml::load_document(text, origin), origin, "gpu");
-  r.check_keys({"name", "description", "source", "memory_gib", "bf16_tflops", "fp16_tflops", "tf32_tflops",
-                "fp32_tflops", "hbm_gbps", "sm_count", "l2_mib", "nvlink_gbps", "pcie_gbps", "tdp_w",
-                "power_limit_w"});
+  r.check_keys({"name", "description", "source", "architecture", "memory_gib", "bf16_tflops", "fp16_tflops",
+                "tf32_tflops", "fp8_tflops", "fp32_tflops", "hbm_gbps", "sm_count", "l2_mib", "nvlink_gbps", "pcie_gbps",
+                "tdp_w", "power_limit_w"});
   GpuSpec g;
   g.name = read_name(r, file_stem);
   g.description = r.string_or("description", "");
   g.source = r.string_or("source", "");
+  g.architecture = r.choice_or("architecture", GpuArchitecture::unknown, parse_gpu_architecture,
+                               "volta, ampere, ada, hopper, blackwell, cdna3, cdna4");
   g.memory_gib = r.number("memory_gib", Bound::positive);
   g.bf16_tflops = r.number("bf16_tflops", Bound::non_negative);  // 0 = no bf16 (V100, T4)
   g.fp16_tflops = r.number("fp16_tflops", Bound::positive);
   g.tf32_tflops = r.number_or("tf32_tflops", 0, Bound::non_negative);
+  g.fp8_tflops = r.number_or("fp8_tflops", 0, Bound::non_negative);  // 0 = no FP8 (recorded, not yet modelled)
   g.fp32_tflops = r.number("fp32_tflops", Bound::positive);
   g.hbm_gbps = r.number("hbm_gbps", Bound::positive);
   g.sm_count = r.integer("sm_count", Bound::positive);
@@ -174,18 +177,20 @@ GpuSpec read_gpu(const std::string& text, const std::string& origin, const std::
 IntraNodeLink read_intra_node(const yaml::MapReader& r) {
   r.check_keys({"link", "gbps", "latency_us"});
   IntraNodeLink link;
-  link.kind = r.choice("link", parse_link, "nvswitch, nvlink, pcie");
+  link.kind = r.choice("link", parse_link, "nvswitch, nvlink, xgmi, pcie");
   link.gbps = r.number("gbps", Bound::positive);
   link.latency_us = r.number("latency_us", Bound::positive);
   return link;
 }
 
 InterNodeLink read_inter_node(const yaml::MapReader& r) {
-  r.check_keys({"nics_per_node", "nic_gbps", "latency_us"});
+  r.check_keys({"nics_per_node", "nic_gbps", "latency_us", "gpus_per_leaf", "spine_oversubscription"});
   InterNodeLink link;
   link.nics_per_node = r.integer("nics_per_node", Bound::non_negative);  // 0 = single node only
   link.nic_gbps = r.number("nic_gbps", Bound::non_negative);
   link.latency_us = r.number("latency_us", Bound::non_negative);
+  link.gpus_per_leaf = r.integer_or("gpus_per_leaf", 0, Bound::positive);  // 0 = one non-blocking tier
+  link.spine_oversubscription = r.number_or("spine_oversubscription", 1, Bound::positive);
   return link;
 }
 
@@ -194,8 +199,8 @@ std::string unknown_preset_message(PresetKind kind, const std::string& name, con
 ClusterSpec read_cluster(const std::string& text, const std::string& origin, const std::string* file_stem,
                          const PresetStore& store) {
   yaml::MapReader r(yaml::load_document(text, origin), origin, "cluster");
-  r.check_keys({"name", "description", "source", "gpu", "gpus_per_node", "intra_node", "inter_node",
-                "host_memory_gib"});
+  r.check_keys({"name", "description", "source", "gpu", "gpus_per_node", "nvlink_domain_gpus", "max_gpus",
+                "intra_node", "inter_node", "host_memory_gib"});
   ClusterSpec c;
   c.name = read_name(r, file_stem);
   c.description = r.string_or("description", "");
@@ -207,6 +212,8 @@ ClusterSpec read_cluster(const std::string& text, const std::string& origin, con
   }
   c.gpu = store.gpu(c.gpu_name);
   c.gpus_per_node = r.integer("gpus_per_node", Bound::positive);
+  c.nvlink_domain_gpus = r.integer_or("nvlink_domain_gpus", 0, Bound::positive);  // 0 = one host
+  c.max_gpus = r.integer_or("max_gpus", 0, Bound::positive);                      // 0 = any number of nodes
   c.intra = read_intra_node(r.map("intra_node"));
   c.inter = read_inter_node(r.map("inter_node"));
   c.host_memory_gib = r.number_or("host_memory_gib", 0, Bound::positive);

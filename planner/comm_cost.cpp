@@ -158,6 +158,9 @@ double link_efficiency(LinkKind k) {
     // Direct NVLink without a switch (hybrid cube mesh, bridges): rings are routed over fewer links than the
     // GPU has, so a little below NVSwitch. Assumed 0.75 (no measurement in REFERENCE-FACTS).
     case LinkKind::nvlink: return 0.75;
+    // AMD Infinity Fabric: a direct link to each peer, RCCL rings and trees over them as NCCL's over NVLink (RCCL is
+    // NCCL's port: ROCm docs "RCCL"). Assumed as direct NVLink, 0.75: no measured busbw in REFERENCE-FACTS.
+    case LinkKind::xgmi: return 0.75;
     // PCIe: payload efficiency of a x16 link after TLP headers and flow control ≈ 0.8 of the link rate
     // (32 GB/s PCIe 4 → ~25 GB/s, what nccl-tests reaches on 8×4090 per their preset's source). Applied to
     // the link rate, so a preset stating an already-achieved figure is discounted twice.
@@ -173,11 +176,13 @@ double intra_node_bytes_per_s(const ClusterSpec& c) {
 double network_bytes_per_s_per_gpu(const ClusterSpec& c, const GroupLayout& g) {
   const double node = c.inter.node_gbps() / 8.0 * kGB;  // Gb/s → bytes/s
   if (!(node > 0)) return kFallbackNetworkBytesPerS;
-  // The node's NICs are shared by every GPU of the node that sends at the same time (rail-aligned NCCL rings
-  // spread channels over the NICs).
+  // The NICs of every host of the NVLink domain are shared by every GPU of the domain that sends at the same time
+  // (rail-aligned NCCL rings spread channels over the NICs; across hosts of one domain, PXN reaches another host's
+  // NIC over NVLink). One host: the node's NICs.
+  const double hosts = static_cast<double>(nvlink_domain_size(c) / std::max<int64_t>(c.gpus_per_node, 1));
   const double sharing = static_cast<double>(std::max<int64_t>(1, std::max<int64_t>(g.ranks_per_node, 1) *
                                                                       std::max<int64_t>(g.concurrent_groups_per_node, 1)));
-  double bw = node / sharing;
+  double bw = node * std::max(hosts, 1.0) / sharing;
   // A GPU alone cannot drive every NIC of the node: it uses the NICs near it (its fair share of the node, at
   // least one NIC), and GPUDirect RDMA goes through its own PCIe x16 link.
   const double gpus = static_cast<double>(std::max<int64_t>(c.gpus_per_node, 1));
@@ -185,6 +190,34 @@ double network_bytes_per_s_per_gpu(const ClusterSpec& c, const GroupLayout& g) {
   bw = std::min(bw, near);
   if (c.gpu.pcie_gbps > 0) bw = std::min(bw, c.gpu.pcie_gbps * kGB);
   return std::max(bw * kNetworkEfficiency, kMinBandwidthBytesPerS);
+}
+
+const char* to_string(NetworkTier t) {
+  switch (t) {
+    case NetworkTier::nvlink: return "nvlink";
+    case NetworkTier::leaf: return "leaf";
+    case NetworkTier::spine: return "spine";
+  }
+  return "?";
+}
+
+NetworkTier network_tier(const ClusterSpec& c, const GroupLayout& g) {
+  if (normalise(g).nodes <= 1) return NetworkTier::nvlink;
+  return c.inter.gpus_per_leaf > 0 && g.leaf_groups > 1 ? NetworkTier::spine : NetworkTier::leaf;
+}
+
+// An oversubscribed spine (o:1 = a leaf group's downlinks : its uplinks, so G GPUs under a leaf share G/o NICs' worth
+// of uplink). Every GPU under a leaf runs its group's collective at the same time (SPMD: each rank is in one group of
+// each kind), so a leaf sends G / gpus_per_spine_flow flows up at once and each gets min(1, gpus_per_spine_flow / o)
+// of a NIC. A ring moves at its slowest edge (NCCL: busBw = nChannels × the bottleneck of the ring graph, tuning.cc),
+// so the whole network leg runs at that share; NCCL's double binary tree, whose lower levels pair neighbouring nodes,
+// crosses about as often and is priced alike. groups.cpp gives the flows: a ring visits the members leaf by leaf in
+// rank order (NCCL rings follow the rank order between nodes, NCCL docs NCCL_ALGO; ranks placed in topology order),
+// one edge per channel leaving each leaf, so one flow per domain-column of members (gpus_per_spine_flow = the group's
+// domains per leaf); pipeline neighbours a leaf apart send every GPU's activation across (1: the full 1/o).
+double spine_bandwidth_factor(const ClusterSpec& c, const GroupLayout& g) {
+  if (network_tier(c, g) != NetworkTier::spine || !(c.inter.spine_oversubscription > 1)) return 1.0;
+  return std::min(1.0, std::max(g.gpus_per_spine_flow, 1.0) / c.inter.spine_oversubscription);
 }
 
 double collective_time_s(const ClusterSpec& c, Collective op, double bytes, const GroupLayout& g) {
@@ -201,7 +234,7 @@ double collective_time_s(const ClusterSpec& c, Collective op, double bytes, cons
   // Point to point: one hop, on NVLink/PCIe when both ranks share a node, else on the network.
   if (op == Collective::send_recv) {
     if (l.r >= 2) return kBaseLatencyS + intra_lat + bytes / bw_intra;
-    return kBaseLatencyS + inter_lat + bytes / network_bytes_per_s_per_gpu(c, g);
+    return kBaseLatencyS + inter_lat + bytes / (network_bytes_per_s_per_gpu(c, g) * spine_bandwidth_factor(c, g));
   }
 
   const double factor = bus_factor(op, l.n);
@@ -224,7 +257,9 @@ double collective_time_s(const ClusterSpec& c, Collective op, double bytes, cons
   // ≈ 192; the pipelined form gives ≈ 184. The hierarchical form is still right for frameworks that issue the
   // two levels as separate collectives (HSDP): cost those as two calls.
   const double r = static_cast<double>(l.r);
-  const double bw_net = network_bytes_per_s_per_gpu(c, g);
+  // Three tiers: NVLink inside the domain, the leaf's NICs between domains, the spine between leaf groups at its
+  // oversubscribed share (spine_bandwidth_factor).
+  const double bw_net = network_bytes_per_s_per_gpu(c, g) * spine_bandwidth_factor(c, g);
   const double nvlink_bytes = factor * bytes * (r - 1) / r;
   const double net_bytes = factor * bytes / r;
   // Over PCIe the NIC traffic (GPUDirect RDMA) crosses the same x16 link of the GPU as the intra-node traffic.

@@ -3,6 +3,7 @@
 // attention kernels, and memory-bound work at HBM bandwidth.
 #include <cstdint>
 
+#include "planner/attention_kernel.hpp"
 #include "planner/hardware.hpp"
 #include "planner/precision.hpp"
 
@@ -22,9 +23,6 @@ double peak_flops(const GpuSpec& g, DType d);
 double gemm_efficiency(const GpuSpec& g, DType d, const GemmShape& s);
 double gemm_time_s(const GpuSpec& g, DType d, const GemmShape& s);
 
-// The fused attention kernel a runtime calls: FlashAttention-2 (PyTorch SDPA's flash backend, flash-attn) or cuDNN's
-// fused attention (Transformer Engine's FusedAttention, which it prefers on Hopper). They differ on Hopper only.
-enum class AttentionKernel { flash2, cudnn };
 
 // Fused (flash) attention forward for `batch` sequences of `seq` tokens, `heads` heads of `head_dim`, on one GPU;
 // causal masking halves the work the kernel does. Backward ≈ 2.5× forward (FlashAttention-2, Dao 2023 §3).

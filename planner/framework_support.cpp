@@ -64,7 +64,10 @@ constexpr FrameworkSupport kTorchtitan{
     false, 0,
     "torchtitan's cpu_offload is FSDP2's CPUOffloadPolicy, which moves parameters and gradients too "
     "(torchtitan/distributed/fsdp.py apply_fsdp_to_decoder); use --framework deepspeed for --offload-optimizer",
-    bit(Schedule::interleaved) | bit(Schedule::zb_h1)};
+    bit(Schedule::interleaved) | bit(Schedule::zb_h1),
+    true,
+    "torchtitan's TP plan always shards the norms and their activations over the sequence (SequenceParallel on "
+    "attention_norm, ffn_norm and norm: torchtitan/models/llama3/infra/parallelize.py apply_tp); add --sp"};
 
 // DeepSpeed: ZeRO engine (runtime/zero/), pipeline engine (runtime/pipe/), TP through Megatron-DeepSpeed.
 constexpr FrameworkSupport kDeepspeed{
@@ -143,6 +146,7 @@ bool framework_runs(const Strategy& s) {
   if (!has(fs.zero_stages, s.zero)) return false;
   if (s.hsdp > 0 && s.hsdp < s.dp && !has(fs.hsdp_zero_stages, s.zero)) return false;
   if (s.tp > 1 && !fs.tensor_parallel) return false;
+  if (s.tp > 1 && fs.tp_always_sp && !s.sp) return false;
   if (s.pp > 1 && (!fs.pipeline || !has(fs.pipeline_zero_stages, s.zero) || !has(fs.schedules, s.schedule)))
     return false;
   if (s.pp > 1 && has(fs.multi_stage_schedules, s.schedule) && s.vpp < 2) return false;
@@ -158,6 +162,7 @@ std::optional<std::string> framework_refusal(const Strategy& s) {
   if (s.hsdp > 0 && s.hsdp < s.dp && !has(fs.hsdp_zero_stages, s.zero))
     return refusal(s, fmt::format("--hsdp with --zero {}", s.zero).c_str(), fs.hsdp_refusal);
   if (s.tp > 1 && !fs.tensor_parallel) return refusal(s, "--tp > 1", fs.tp_refusal);
+  if (s.tp > 1 && fs.tp_always_sp && !s.sp) return refusal(s, "--tp > 1 without --sp", fs.tp_without_sp_refusal);
   if (s.pp > 1) {
     if (!fs.pipeline) return refusal(s, "--pp > 1", fs.pipeline_refusal);
     if (!has(fs.pipeline_zero_stages, s.zero))
@@ -172,6 +177,10 @@ std::optional<std::string> framework_refusal(const Strategy& s) {
     return refusal(s, fmt::format("--offload-optimizer with --zero {}", s.zero).c_str(), fs.offload_refusal);
   if (s.compile && !compiles(s.framework)) return refusal(s, "--compile", kCompileRefusal);
   return std::nullopt;
+}
+
+void apply_framework_defaults(Strategy& s) {
+  if (s.tp > 1 && framework_support(s.framework).tp_always_sp) s.sp = true;
 }
 
 }  // namespace shardplan

@@ -33,6 +33,8 @@ struct FrameworkSupport {
   SmallSet offload_zero_stages = 0;
   const char* offload_refusal = "";
   SmallSet multi_stage_schedules = 0;  // schedules it runs only with two or more chunks per rank (--vpp ≥ 2)
+  bool tp_always_sp = false;         // its tensor parallelism always shards the norms' activations (--sp)
+  const char* tp_without_sp_refusal = "";
 };
 
 const FrameworkSupport& framework_support(Framework f);
@@ -42,5 +44,8 @@ const FrameworkSupport& framework_support(Framework f);
 std::optional<std::string> framework_refusal(const Strategy& s);
 // The same test without the message, allocation-free: for the search's inner loop.
 bool framework_runs(const Strategy& s);
+// The strategy as the runtime would run it when the user left a choice to it: sequence parallelism on for a
+// runtime whose TP always has it (torchtitan). The CLI and the published-run loader both apply it.
+void apply_framework_defaults(Strategy& s);
 
 }  // namespace shardplan

@@ -1,7 +1,10 @@
 #pragma once
 // Where each process group's ranks sit, under Megatron's rank order: tensor-parallel ranks innermost
 // (consecutive), then data-parallel, then pipeline stages outermost (Narayanan et al. 2021, §3.2: TP within a
-// node, PP across nodes).
+// node, PP across nodes). A "node" is the NVLink domain (hardware.hpp nvlink_domain_size); leaf groups of a
+// leaf/spine fabric hold consecutive domains.
+#include <vector>
+
 #include "planner/comm_cost.hpp"
 #include "planner/strategy.hpp"
 
@@ -14,5 +17,18 @@ GroupLayout shard_group(const Strategy& s, const ClusterSpec& c);
 GroupLayout replicate_group(const Strategy& s, const ClusterSpec& c);
 // A point-to-point link between consecutive pipeline stages (size 2).
 GroupLayout pp_link(const Strategy& s, const ClusterSpec& c);
+// Every rank (the gradient norm's all-reduce).
+GroupLayout world_group(const Strategy& s, const ClusterSpec& c);
+
+// One process group of the layout and the tier of the network its collectives reach: what `predict` reports under
+// "network" (which collective crosses the spine, and at what share of the NIC rate).
+struct GroupPlacement {
+  const char* group;        // tp, dp, dp_shard, dp_replicate, pp
+  const char* collectives;  // what the group runs
+  GroupLayout layout;
+  NetworkTier tier;
+  double spine_factor;      // comm_cost.hpp spine_bandwidth_factor
+};
+std::vector<GroupPlacement> group_placements(const Strategy& s, const ClusterSpec& c);
 
 }  // namespace shardplan

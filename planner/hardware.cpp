@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -19,7 +20,9 @@ ClusterSpec cluster_from_gpu(const GpuSpec& g) {
   c.gpu = g;
   c.gpus_per_node = 8;
   const bool nvlink = g.nvlink_gbps > 0;
-  c.intra.kind = nvlink ? LinkKind::nvswitch : LinkKind::pcie;
+  // AMD's 8-GPU platforms connect every GPU pair by its own Infinity Fabric link (no switch).
+  const bool amd = g.architecture == GpuArchitecture::cdna3 || g.architecture == GpuArchitecture::cdna4;
+  c.intra.kind = nvlink ? (amd ? LinkKind::xgmi : LinkKind::nvswitch) : LinkKind::pcie;
   c.intra.gbps = nvlink ? g.nvlink_gbps : g.pcie_gbps;
   // Collective base latencies of NCCL's tuning model (src/graph/tuning.cc): a few µs over NVLink, more over PCIe.
   c.intra.latency_us = nvlink ? 5 : 10;
@@ -39,6 +42,16 @@ static void require_range(const std::string& where, const char* key, double valu
 }
 
 GpuGeneration gpu_generation(const GpuSpec& g) {
+  switch (g.architecture) {
+    case GpuArchitecture::volta: return GpuGeneration::volta;
+    case GpuArchitecture::ampere:
+    case GpuArchitecture::ada: return GpuGeneration::ampere;
+    case GpuArchitecture::hopper: return GpuGeneration::hopper;
+    case GpuArchitecture::blackwell: return GpuGeneration::blackwell;
+    case GpuArchitecture::cdna3: return GpuGeneration::cdna3;
+    case GpuArchitecture::cdna4: return GpuGeneration::cdna4;
+    case GpuArchitecture::unknown: break;
+  }
   const double peak = std::max(g.bf16_tflops, g.fp16_tflops);
   if (!(g.bf16_tflops > 0)) return GpuGeneration::volta;  // V100 and older: no bf16
   if (peak < 500) return GpuGeneration::ampere;           // A100/A800 312, L40S 362, RTX 4090 165
@@ -52,8 +65,33 @@ const char* to_string(GpuGeneration g) {
     case GpuGeneration::ampere: return "Ampere-class";
     case GpuGeneration::hopper: return "Hopper-class";
     case GpuGeneration::blackwell: return "Blackwell-class";
+    case GpuGeneration::cdna3: return "CDNA3-class";
+    case GpuGeneration::cdna4: return "CDNA4-class";
   }
   return "?";
+}
+
+namespace {
+constexpr std::pair<const char*, GpuArchitecture> kArchitectures[] = {
+    {"volta", GpuArchitecture::volta},   {"ampere", GpuArchitecture::ampere},       {"ada", GpuArchitecture::ada},
+    {"hopper", GpuArchitecture::hopper}, {"blackwell", GpuArchitecture::blackwell}, {"cdna3", GpuArchitecture::cdna3},
+    {"cdna4", GpuArchitecture::cdna4}};
+}  // namespace
+
+std::optional<GpuArchitecture> parse_gpu_architecture(const std::string& s) {
+  for (const auto& [name, a] : kArchitectures)
+    if (s == name) return a;
+  return std::nullopt;
+}
+
+const char* to_string(GpuArchitecture a) {
+  for (const auto& [name, value] : kArchitectures)
+    if (value == a) return name;
+  return "unknown";
+}
+
+int64_t nvlink_domain_size(const ClusterSpec& c) {
+  return c.nvlink_domain_gpus > 0 ? std::max(c.nvlink_domain_gpus, c.gpus_per_node) : c.gpus_per_node;
 }
 
 void validate_gpu(const GpuSpec& g) {
@@ -62,6 +100,7 @@ void validate_gpu(const GpuSpec& g) {
   require_range(where, "bf16_tflops", g.bf16_tflops, 0, 100000, "TFLOP/s");
   require_range(where, "fp16_tflops", g.fp16_tflops, 1, 100000, "TFLOP/s");
   require_range(where, "tf32_tflops", g.tf32_tflops, 0, 100000, "TFLOP/s");
+  require_range(where, "fp8_tflops", g.fp8_tflops, 0, 100000, "TFLOP/s");
   require_range(where, "fp32_tflops", g.fp32_tflops, 0.1, 100000, "TFLOP/s");
   require_range(where, "hbm_gbps", g.hbm_gbps, 10, 100000, "GB/s");
   require_range(where, "nvlink_gbps", g.nvlink_gbps, 0, 100000, "GB/s");
@@ -79,6 +118,47 @@ void validate_gpu(const GpuSpec& g) {
     throw InputError(fmt::format("{}: 'sm_count' must be a positive integer, got {}", where, g.sm_count));
 }
 
+// The scale-up domain and the leaf/spine fabric (presets/README.md). Blocks nest: hosts in an NVLink domain, domains
+// under a leaf group, leaf groups in the cluster; groups.cpp counts a group's members per block on that premise.
+static void validate_fabric(const ClusterSpec& c, const std::string& where) {
+  // NVIDIA's NVLink Switch System joins at most 576 GPUs in one NVLink domain (fifth-generation NVLink,
+  // https://www.nvidia.com/en-us/data-center/nvlink/: "up to 576 fully connected GPUs").
+  constexpr int64_t kMaxNvlinkDomain = 576;
+  const int64_t d = c.nvlink_domain_gpus;
+  if (d != 0) {
+    if (d < c.gpus_per_node || d > kMaxNvlinkDomain || d % c.gpus_per_node != 0)
+      throw InputError(fmt::format("{}: 'nvlink_domain_gpus' = {} must be a multiple of 'gpus_per_node' ({}) up to {} "
+                                   "(an NVLink domain holds whole hosts; NVLink switches join at most {} GPUs)",
+                                   where, d, c.gpus_per_node, kMaxNvlinkDomain, kMaxNvlinkDomain));
+    if (d > c.gpus_per_node && c.intra.kind != LinkKind::nvswitch)
+      throw InputError(fmt::format("{}: 'nvlink_domain_gpus' = {} spans hosts, which needs NVLink switches: set "
+                                   "'intra_node.link' to nvswitch or drop the key (a {} domain is one host)",
+                                   where, d, to_string(c.intra.kind)));
+  }
+  const int64_t domain = nvlink_domain_size(c);
+  if (c.max_gpus < 0 || (c.max_gpus > 0 && c.max_gpus % c.gpus_per_node != 0))
+    throw InputError(fmt::format("{}: 'max_gpus' = {} must be a positive multiple of 'gpus_per_node' ({})", where,
+                                 c.max_gpus, c.gpus_per_node));
+  if (c.max_gpus > 0 && domain > c.max_gpus)
+    throw InputError(fmt::format("{}: 'nvlink_domain_gpus' = {} exceeds 'max_gpus' ({}): the NVLink domain is larger "
+                                 "than the cluster; lower it to at most {}",
+                                 where, domain, c.max_gpus, c.max_gpus));
+  const int64_t leaf = c.inter.gpus_per_leaf;
+  if (leaf < 0 || (leaf > 0 && leaf % domain != 0))
+    throw InputError(fmt::format("{}: 'inter_node.gpus_per_leaf' = {} must be a positive multiple of the NVLink domain "
+                                 "({} GPUs): a leaf group holds whole hosts and domains",
+                                 where, leaf, domain));
+  if (c.max_gpus > 0 && leaf > c.max_gpus)
+    throw InputError(fmt::format("{}: 'inter_node.gpus_per_leaf' = {} exceeds 'max_gpus' ({})", where, leaf, c.max_gpus));
+  // Under 1 would be a spine faster than the leaves feeding it; past 64:1 no leaf/spine design goes (Meta's Llama 3
+  // cluster runs 1:7 at its aggregation layer, Llama 3 paper §3.3.1).
+  require_range(where, "inter_node.spine_oversubscription", c.inter.spine_oversubscription, 1, 64, ":1");
+  if (c.inter.spine_oversubscription > 1 && leaf == 0)
+    throw InputError(fmt::format("{}: 'inter_node.spine_oversubscription' needs 'inter_node.gpus_per_leaf' (the GPUs "
+                                 "under one leaf group, whose traffic to other leaves the spine carries)",
+                                 where));
+}
+
 void validate_cluster(const ClusterSpec& c) {
   const std::string where = fmt::format("cluster '{}'", c.name);
   validate_gpu(c.gpu);
@@ -93,6 +173,7 @@ void validate_cluster(const ClusterSpec& c) {
   // A network hop under 10 ns (1e-12 s is a unit slip) is as implausible as one inside a node; 0 = single node only.
   require_range(where, "inter_node.latency_us", c.inter.latency_us, c.inter.nics_per_node > 0 ? 0.01 : 0, 100000, "us");
   require_range(where, "host_memory_gib", c.host_memory_gib, 0, 1e6, "GiB");
+  validate_fabric(c, where);
 }
 
 const char* to_string(LinkKind k) {
@@ -100,6 +181,7 @@ const char* to_string(LinkKind k) {
     case LinkKind::nvswitch: return "nvswitch";
     case LinkKind::nvlink: return "nvlink";
     case LinkKind::pcie: return "pcie";
+    case LinkKind::xgmi: return "xgmi";
   }
   return "?";
 }

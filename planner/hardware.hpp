@@ -2,6 +2,7 @@
 // GPUs and clusters: the hardware figures the memory and time models need.
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -52,17 +53,26 @@ struct GemmCalibration {
   std::vector<GemmCalibrationPoint> points;
 };
 
+// The chip family a preset names (`architecture`): Ada counts as Ampere-class (as L40S and RTX 4090 did by peak).
+enum class GpuArchitecture { unknown, volta, ampere, ada, hopper, blackwell, cdna3, cdna4 };
+std::optional<GpuArchitecture> parse_gpu_architecture(const std::string& s);
+const char* to_string(GpuArchitecture a);
+
 struct GpuSpec {
   std::string name;
   std::string description;
   std::string source;
   double memory_gib = 0;     // HBM capacity in GiB (2^30 bytes), as the vendor states it
+  GpuArchitecture architecture{};  // unknown = classified by peak (gpu_generation)
   // The ranks are CPU processes (a calibration profile of CPU ranks, `validate --backend cpu`): no CUDA context,
   // cuBLAS workspace or NCCL buffers are resident (framework_traits(f, device)).
   bool cpu_ranks = false;
   double bf16_tflops = 0;    // dense (no sparsity) tensor-core peak; 0 = no bf16 support
   double fp16_tflops = 0;    // dense tensor-core peak
   double tf32_tflops = 0;    // dense tensor-core peak; 0 = none
+  // Dense FP8 tensor-core peak (E4M3/E5M2, no sparsity); 0 = no FP8 or not stated. Recorded from the datasheets
+  // for the FP8 model (issue 18, item 2); the compute model does not read it yet.
+  double fp8_tflops = 0;
   double fp32_tflops = 0;    // non-tensor-core fp32 peak
   double hbm_gbps = 0;       // memory bandwidth, GB/s (10^9 bytes/s)
   int64_t sm_count = 0;
@@ -80,13 +90,17 @@ struct GpuSpec {
   std::shared_ptr<const GemmCalibration> gemm_calibration;
 };
 
-// GPU generations by dense 16-bit tensor peak (datasheets): none (Volta), under 500 TFLOP/s (Ampere, Ada), under
-// 1500 (Hopper), more (Blackwell).
-enum class GpuGeneration { volta, ampere, hopper, blackwell };
+// GPU generations. A preset's `architecture` names it; without one, by the dense 16-bit tensor peak (datasheets):
+// no bf16 (Volta), under 500 TFLOP/s (Ampere, Ada), under 1500 (Hopper), more (Blackwell). The peak alone misfiles
+// throttled parts (H20: Hopper at 148 TFLOP/s) and AMD's (MI300X: CDNA3 at 1307), hence the key.
+enum class GpuGeneration { volta, ampere, hopper, blackwell, cdna3, cdna4 };
 GpuGeneration gpu_generation(const GpuSpec& g);
 const char* to_string(GpuGeneration g);
 
-enum class LinkKind { nvswitch, nvlink, pcie };
+
+// nvswitch: every GPU pair through NVLink switches; nvlink: direct NVLink links (bridges, hybrid cube mesh); xgmi:
+// AMD Infinity Fabric, a direct link from each GPU to every other of the node (fully connected mesh); pcie.
+enum class LinkKind { nvswitch, nvlink, pcie, xgmi };
 
 struct IntraNodeLink {
   LinkKind kind = LinkKind::nvswitch;
@@ -98,6 +112,12 @@ struct InterNodeLink {
   int64_t nics_per_node = 0;
   double nic_gbps = 0;       // per NIC, per direction, Gb/s (10^9 bits/s)
   double latency_us = 0;
+  // A rail-optimised leaf/spine fabric (NVIDIA DGX SuperPOD reference architecture: NIC k of every node of a scalable
+  // unit on leaf k): the GPUs under one leaf group, which reach each other in one switch hop (PXN moves other-rail
+  // traffic onto NVLink first, NCCL docs NCCL_PXN_DISABLE); 0 = one non-blocking tier for any number of nodes.
+  int64_t gpus_per_leaf = 0;
+  // Leaf downlink : uplink bandwidth (2 = 2:1, half the bandwidth leaves the leaf group); 1 = full bisection.
+  double spine_oversubscription = 1;
   // Total one-direction bandwidth per node in Gb/s (CONTRACT --inter-node-gbps).
   double node_gbps() const { return static_cast<double>(nics_per_node) * nic_gbps; }
 };
@@ -112,9 +132,16 @@ struct ClusterSpec {
   IntraNodeLink intra;
   InterNodeLink inter;
   double host_memory_gib = 0;  // per node; 0 = unknown
+  // GPUs in one NVLink (scale-up) domain: 0 = one host (gpus_per_node); more where NVLink switches span hosts
+  // (GB200 NVL72: 72 GPUs on 18 hosts of 4). A multiple of gpus_per_node.
+  int64_t nvlink_domain_gpus = 0;
+  int64_t max_gpus = 0;        // GPUs the cluster has (one NVL72 rack: 72); 0 = any number of nodes
   // Measured collective times (calibration profile); null = the analytic link model.
   std::shared_ptr<const CommCalibration> comm_calibration;
 };
+
+// GPUs that share one NVLink domain: nvlink_domain_gpus, or one host.
+int64_t nvlink_domain_size(const ClusterSpec& c);
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 constexpr double kGB = 1e9;

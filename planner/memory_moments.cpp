@@ -172,16 +172,22 @@ void loss_backward(Ledger& l, const StageInputs& in, const Sizes& z) {
         last_stage_extra_bytes(m, s, in.fw));
   const double chunks = s.loss == LossKind::chunked ? static_cast<double>(in.fw.loss_chunks) : 1.0;
   const double elements = tokens(s) * static_cast<double>(model_padded_vocab(m)) / static_cast<double>(s.tp) / chunks;
-  const double logits = elements * in.fw.loss_backward_bytes_per_logit;
-  l.add(&MemoryComponents::logits, "logits", [&] { return fmt::format("cross-entropy backward logits ({:g} B/element: fp32 log_softmax output, nll_loss_backward's gradient, _log_softmax_backward_data's result{})",
-                    in.fw.loss_backward_bytes_per_logit, s.loss == LossKind::chunked ? fmt::format("; 1/{} at a time", in.fw.loss_chunks) : ""); },
-        logits);
+  const bool fused = s.loss == LossKind::fused;
+  const double logits = elements * (fused ? 2 * z.a : in.fw.loss_backward_bytes_per_logit);
+  if (fused)
+    l.add(&MemoryComponents::logits, "logits", [&] { return fmt::format("fused cross-entropy backward: the logits and their gradient ({:g} B/element, compute dtype)", 2 * z.a); },
+          logits);
+  else
+    l.add(&MemoryComponents::logits, "logits", [&] { return fmt::format("cross-entropy backward logits ({:g} B/element: fp32 log_softmax output, nll_loss_backward's gradient, _log_softmax_backward_data's result{})",
+                      in.fw.loss_backward_bytes_per_logit, s.loss == LossKind::chunked ? fmt::format("; 1/{} at a time", in.fw.loss_chunks) : ""); },
+          logits);
   add_common(l, in, z);
   // The bf16 logits' block, freed before the loss's backward (torchtitan `del pred`; transformers drops the output):
   // too small for the fp32 [T, V] tensors allocated then, it stays cached in its own segment (reserved, though an
   // allocation that would fail first releases it: release_cached_blocks). fp32 logits fit the fp32 gradients: reused.
+  // A fused loss keeps its logits alive to the end of its backward: nothing of them is freed early.
   l.add(&MemoryComponents::fragmentation, "fragmentation", text("caching allocator: the freed bf16 logits' segment, too small for the loss's fp32 gradients"),
-        z.a < 4 ? elements * z.a : 0);
+        z.a < 4 && !fused ? elements * z.a : 0);
 }
 
 // Block k of the stage (0 = first in forward order) during its backward; sub 0: the MLP's backward (its output
@@ -335,6 +341,11 @@ MomentParts moment_parts(const ModelSpec& m, const Strategy& s, const FrameworkT
     p.logits_forward = elements * (z.a + (z.a < 4 ? 4 : 0) + 4);
     p.logits_backward = elements * fw.loss_backward_bytes_per_logit;
     p.logits_cached = z.a < 4 ? elements * z.a : 0;
+    if (s.loss == LossKind::fused) {  // the logits alone forward; they and their gradient backward (strategy.hpp)
+      p.logits_forward = elements * z.a;
+      p.logits_backward = elements * 2 * z.a;
+      p.logits_cached = 0;
+    }
     if (s.loss == LossKind::chunked) {
       const double chunks = static_cast<double>(fw.loss_chunks);
       p.logits_forward /= chunks, p.logits_backward /= chunks, p.logits_cached /= chunks;

@@ -52,9 +52,11 @@ LinearTime linear_time(const GpuSpec& g, DType dt, int64_t m, int64_t n, int64_t
 LinearTime attention_time(const GpuSpec& g, DType dt, const Strategy& s, const FrameworkTraits& fw, const Dims& d,
                           bool dropout) {
   const int64_t b = s.micro_batch, seq = s.seq;
-  if (s.flash_attn)
-    return {flash_attention_forward_s(g, dt, b, seq, d.heads_r, d.head_dim, true, fw.attention_kernel),
-            flash_attention_backward_s(g, dt, b, seq, d.heads_r, d.head_dim, true, fw.attention_kernel)};
+  if (s.flash_attn) {
+    const AttentionKernel kernel = s.attention_kernel.value_or(fw.attention_kernel);
+    return {flash_attention_forward_s(g, dt, b, seq, d.heads_r, d.head_dim, true, kernel),
+            flash_attention_backward_s(g, dt, b, seq, d.heads_r, d.head_dim, true, kernel)};
+  }
   // Unfused (Megatron without flash): batched q·kᵀ and softmax·v over the full s×s (the causal mask is applied
   // to it, not skipped), softmax (+ dropout) over b·heads·s² elements read and written.
   const int64_t rows = b * d.heads_r * seq;
@@ -181,8 +183,10 @@ void ends_compute(const ModelSpec& m, const Strategy& s, const ClusterSpec& c, c
   // write it (≈ 14 bytes per element over forward and backward).
   const double logits = d.tokens * static_cast<double>(vocab_r);
   const double norm = memory_bound_time_s(g, 2 * d.tokens * d.h * d.a);
-  out.head_fwd_s = head.fwd + memory_bound_time_s(g, logits * (d.a + 4)) + norm;
-  out.head_bwd_s = head.bwd + memory_bound_time_s(g, logits * (4 + 4 + d.a)) + 2 * norm;
+  // A fused loss reads the logits once forward, and reads them and writes their gradient backward (strategy.hpp).
+  const bool fused = s.loss == LossKind::fused;
+  out.head_fwd_s = head.fwd + memory_bound_time_s(g, logits * (fused ? d.a : d.a + 4)) + norm;
+  out.head_bwd_s = head.bwd + memory_bound_time_s(g, logits * (fused ? 2 * d.a : 4 + 4 + d.a)) + 2 * norm;
   if (s.tp > 1) {
     // The head's input gradient is all-reduced across TP (vocab-parallel loss adds three T-float all-reduces).
     const GroupLayout tp = tp_group(s, c);

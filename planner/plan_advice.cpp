@@ -66,7 +66,7 @@ std::vector<FixThatFits> fixes_that_fit(const ModelSpec& m, const ClusterSpec& c
     }
   }
   if (space.tp) {
-    for (int64_t tp = *space.tp * 2; tp <= c.gpus_per_node && tp <= b.gpus; tp *= 2) {
+    for (int64_t tp = *space.tp * 2; tp <= nvlink_domain_size(c) && tp <= b.gpus; tp *= 2) {
       SearchSpace sp = space;
       sp.tp = tp;
       if (auto best = best_of(m, c, sp)) {

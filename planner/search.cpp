@@ -137,7 +137,7 @@ bool better_for_family(const Candidate& a, const Candidate& b, Objective o) {
 }
 
 bool tp_is_valid(const ModelSpec& m, const ClusterSpec& c, int64_t tp) {
-  return tp <= c.gpus_per_node && m.heads % tp == 0 && (m.kv_heads % tp == 0 || tp % m.kv_heads == 0) &&
+  return tp <= nvlink_domain_size(c) && m.heads % tp == 0 && (m.kv_heads % tp == 0 || tp % m.kv_heads == 0) &&
          m.ffn_hidden % tp == 0;
 }
 
@@ -186,7 +186,7 @@ struct Dimensions {
 
 Dimensions dimensions(const ModelSpec& m, const ClusterSpec& c, const SearchSpace& sp) {
   Dimensions d;
-  for (int64_t tp : fixed_or(sp.tp, divisors(sp.base.gpus, c.gpus_per_node)))
+  for (int64_t tp : fixed_or(sp.tp, divisors(sp.base.gpus, nvlink_domain_size(c))))  // TP stays in one NVLink domain
     if (sp.base.gpus % tp == 0 && tp_is_valid(m, c, tp)) d.tps.push_back(tp);
   const FrameworkSupport& fs = framework_support(sp.base.framework);
   std::vector<int> zeros;
@@ -216,6 +216,7 @@ void check_fixed_dimensions(const SearchSpace& sp) {
                                   ? 2
                                   : 1);
   probe.offload_optimizer = false;
+  if (!sp.sp) apply_framework_defaults(probe);  // torchtitan's TP comes with SP (the search tries it)
   if (const auto why = framework_refusal(probe)) throw InputError(*why);
 }
 
@@ -294,9 +295,9 @@ SearchResult search_strategies(const ModelSpec& m, const ClusterSpec& c, const S
         const std::vector<int64_t> vpp_options = fixed_or(space.vpp, vpps);
         std::vector<int64_t> hsdps{0};
         // HSDP shards within a group and replicates across groups so that the sharding collectives stay on the fast
-        // links of a node (PyTorch FSDP ShardingStrategy.HYBRID_SHARD); inside one node there is no slower link to
-        // keep them off, so it is searched only across nodes (a given --hsdp is still priced).
-        if (base.gpus > c.gpus_per_node)
+        // links of a node (PyTorch FSDP ShardingStrategy.HYBRID_SHARD); inside one NVLink domain there is no slower
+        // link to keep them off, so it is searched only beyond one (a given --hsdp is still priced).
+        if (base.gpus > nvlink_domain_size(c))
           for (int64_t h = 2; h < dp; ++h)
             if (dp % h == 0) hsdps.push_back(h);
         const std::vector<int64_t> hsdp_options = fixed_or(space.hsdp, hsdps);
@@ -382,8 +383,8 @@ SearchResult search_strategies(const ModelSpec& m, const ClusterSpec& c, const S
   }
   if (!any_layout)
     throw InputError(fmt::format("no layout of {} GPUs suits {}: tp must divide the GPUs, the heads ({}) and ffn_hidden "
-                                 "and be at most {} (GPUs per node), pp at most {} (layers){}; try another --gpus",
-                                 base.gpus, m.name, m.heads, c.gpus_per_node, m.layers,
+                                 "and be at most {} (GPUs per NVLink domain), pp at most {} (layers){}; try another --gpus",
+                                 base.gpus, m.name, m.heads, nvlink_domain_size(c), m.layers,
                                  space.tp || space.pp || space.dp ? ", within the --tp/--pp/--dp given" : ""));
   // Every layout the user's pipeline flags allow was refused by the split or schedule rules: say which rule.
   if (result.evaluated == 0 && !first_pipeline_refusal.empty() && (space.split || space.schedule || space.vpp))
@@ -393,7 +394,7 @@ SearchResult search_strategies(const ModelSpec& m, const ClusterSpec& c, const S
                                  "batch of {} sequences (tp ≤ {}, pp ≤ {}): more GPUs than this batch can use, or a "
                                  "batch that does not split evenly; change --gpus or --global-batch, or leave "
                                  "--global-batch out (the default divides over every dp)",
-                                 base.gpus, base.global_batch, c.gpus_per_node, m.layers));
+                                 base.gpus, base.global_batch, nvlink_domain_size(c), m.layers));
   result.not_run = not_run_by_framework(space, m);
   // Gaps inside the error band of comparable published runs are not differences the model can claim.
   if (const auto band = error_band(base.framework, c.gpu, 1.0); band && band->half_width() > kSimplicityTolerance) {

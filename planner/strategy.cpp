@@ -107,6 +107,11 @@ static void validate_hardware(const Strategy& s, const ClusterSpec& c) {
     throw InputError(fmt::format("--precision {} needs bf16, which {} does not support; use amp-fp16 or "
                                  "megatron-fp16",
                                  to_string(s.precision), c.gpu.name));
+  // A cluster of fixed size (one NVL72 rack) has no node to add.
+  if (c.max_gpus > 0 && s.gpus > c.max_gpus)
+    throw InputError(fmt::format("--gpus {} exceeds cluster '{}', which has {} GPUs (max_gpus); use at most {} or a "
+                                 "larger cluster",
+                                 s.gpus, c.name, c.max_gpus, c.max_gpus));
 }
 
 void validate_strategy(const Strategy& s, const ModelSpec& m, const ClusterSpec& c) {
@@ -154,8 +159,10 @@ static constexpr std::array<std::pair<const char*, Precision>, 7> kPrecision{
      {"pure-fp16", Precision::pure_fp16},
      {"amp-fp16", Precision::amp_fp16},
      {"megatron-fp16", Precision::megatron_fp16}}};
-static constexpr std::array<std::pair<const char*, LossKind>, 2> kLoss{
-    {{"standard", LossKind::standard}, {"chunked", LossKind::chunked}}};
+static constexpr std::array<std::pair<const char*, LossKind>, 3> kLoss{
+    {{"standard", LossKind::standard}, {"chunked", LossKind::chunked}, {"fused", LossKind::fused}}};
+static constexpr std::array<std::pair<const char*, AttentionKernel>, 3> kAttentionKernel{
+    {{"flash2", AttentionKernel::flash2}, {"cudnn", AttentionKernel::cudnn}, {"triton", AttentionKernel::triton}}};
 static constexpr std::array<std::pair<const char*, GradSync>, 2> kGradSync{
     {{"step", GradSync::per_step}, {"micro", GradSync::per_micro}}};
 static constexpr std::array<std::pair<const char*, MlpKind>, 2> kMlp{
@@ -166,14 +173,17 @@ static constexpr std::array<std::pair<const char*, PositionKind>, 4> kPosition{{
                                                                                 {"learned", PositionKind::learned},
                                                                                 {"alibi", PositionKind::alibi},
                                                                                 {"none", PositionKind::none}}};
-static constexpr std::array<std::pair<const char*, LinkKind>, 3> kLink{
-    {{"nvswitch", LinkKind::nvswitch}, {"nvlink", LinkKind::nvlink}, {"pcie", LinkKind::pcie}}};
+static constexpr std::array<std::pair<const char*, LinkKind>, 4> kLink{{{"nvswitch", LinkKind::nvswitch},
+                                                                        {"nvlink", LinkKind::nvlink},
+                                                                        {"xgmi", LinkKind::xgmi},
+                                                                        {"pcie", LinkKind::pcie}}};
 
 const char* to_string(Recompute r) { return name_of(kRecompute, r); }
 const char* to_string(Schedule s) { return name_of(kSchedule, s); }
 const char* to_string(Framework f) { return name_of(kFramework, f); }
 const char* to_string(Precision p) { return name_of(kPrecision, p); }
 const char* to_string(LossKind l) { return name_of(kLoss, l); }
+const char* to_string(AttentionKernel k) { return name_of(kAttentionKernel, k); }
 const char* to_string(GradSync g) { return name_of(kGradSync, g); }
 
 std::optional<Recompute> parse_recompute(const std::string& s) { return lookup(kRecompute, s); }
@@ -181,6 +191,7 @@ std::optional<Schedule> parse_schedule(const std::string& s) { return lookup(kSc
 std::optional<Framework> parse_framework(const std::string& s) { return lookup(kFramework, s); }
 std::optional<Precision> parse_precision(const std::string& s) { return lookup(kPrecision, s); }
 std::optional<LossKind> parse_loss(const std::string& s) { return lookup(kLoss, s); }
+std::optional<AttentionKernel> parse_attention_kernel(const std::string& s) { return lookup(kAttentionKernel, s); }
 std::optional<GradSync> parse_grad_sync(const std::string& s) { return lookup(kGradSync, s); }
 std::optional<MlpKind> parse_mlp(const std::string& s) { return lookup(kMlp, s); }
 std::optional<NormKind> parse_norm(const std::string& s) { return lookup(kNorm, s); }

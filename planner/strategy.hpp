@@ -4,6 +4,7 @@
 #include <optional>
 #include <string>
 
+#include "planner/attention_kernel.hpp"
 #include "planner/hardware.hpp"
 #include "planner/model.hpp"
 #include "planner/pipeline_split.hpp"
@@ -21,7 +22,14 @@ enum class Schedule { one_f_one_b, interleaved, gpipe, zb_h1, zbv, dualpipev };
 // reference = shardplan's own loop (reference/). framework.cpp gives each one's behaviours and their sources.
 enum class Framework { fsdp, fsdp1, torchtitan, deepspeed, megatron, reference };
 enum class Precision { pure_bf16, amp_bf16, megatron_bf16, fp32, pure_fp16, amp_fp16, megatron_fp16 };
-enum class LossKind { standard, chunked };
+// How the cross-entropy is computed:
+//   standard: eager log_softmax + nll_loss on an fp32 upcast of the logits (torch.nn.functional.cross_entropy);
+//   chunked:  the same, over chunks of tokens (the logits are materialised 1/chunks at a time);
+//   fused:    one kernel reads the logits and writes their gradient in the compute dtype, keeping only a per-row
+//             log-sum-exp (flash_attn/ops/triton/cross_entropy.py CrossEntropyLoss: backward allocates
+//             dlogits = torch.empty_like(logits); llm-foundry's default loss_fn 'fused_crossentropy',
+//             llmfoundry/models/mpt/modeling_mpt.py ComposerMPTCausalLM).
+enum class LossKind { standard, chunked, fused };
 // When gradients are reduced under gradient accumulation.
 //   per_step: one reduction per optimizer step (PyTorch no_sync; Megatron's local grad buffer); with
 //             ZeRO-2/3 the unsharded gradients are kept across micro-batches.
@@ -53,6 +61,7 @@ struct Strategy {
   std::optional<bool> overlap_grad_reduce;  // DDP/ZeRO-1/2 reduction during backward; unset: the framework's default
   std::optional<bool> overlap_param_gather;  // ZeRO-1/2 parameter all-gather during the next forward; unset: framework's
   std::optional<bool> tp_comm_overlap;       // TP collectives pipelined with their GEMMs (needs sp); unset: framework's
+  std::optional<AttentionKernel> attention_kernel;  // the fused attention kernel; unset: the framework's
   bool operator==(const Strategy&) const = default;
 };
 
@@ -69,6 +78,7 @@ const char* to_string(Schedule s);
 const char* to_string(Framework f);
 const char* to_string(Precision p);
 const char* to_string(LossKind l);
+const char* to_string(AttentionKernel k);
 const char* to_string(GradSync g);
 
 std::optional<Recompute> parse_recompute(const std::string& s);
@@ -76,6 +86,7 @@ std::optional<Schedule> parse_schedule(const std::string& s);
 std::optional<Framework> parse_framework(const std::string& s);
 std::optional<Precision> parse_precision(const std::string& s);
 std::optional<LossKind> parse_loss(const std::string& s);
+std::optional<AttentionKernel> parse_attention_kernel(const std::string& s);
 std::optional<GradSync> parse_grad_sync(const std::string& s);
 std::optional<MlpKind> parse_mlp(const std::string& s);
 std::optional<NormKind> parse_norm(const std::string& s);

@@ -126,7 +126,7 @@ StepPlan plan_step(const ModelSpec& m, const Strategy& s, const ClusterSpec& c) 
     if (stage_total(mb, sp) > stage_total(mb, slowest)) slowest = sp;
   }
   // The gradient norm: one fp32 all-reduce across every rank (Megatron clip_grad_norm; FSDP clip_grad_norm_).
-  const GroupLayout world{s.gpus, std::min(s.gpus, c.gpus_per_node), 1};
+  const GroupLayout world = world_group(s, c);
   const double grad_norm = ar(4, world);
 
   for (int64_t i = 0; i < s.pp; ++i) {

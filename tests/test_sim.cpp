@@ -189,6 +189,7 @@ TEST_SUITE("sim") {
     namespace fs = std::filesystem;
     Strategy s = seed_fsdp();
     s.framework = Framework::torchtitan;  // FSDP2 under a pipeline
+    s.sp = true;                          // torchtitan's TP is sequence-parallel
     s.gpus = 16;
     s.pp = 2;
     s.tp = 2;

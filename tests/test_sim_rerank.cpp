@@ -30,6 +30,7 @@ Strategy layout(int64_t tp, int64_t pp, int zero, int64_t hsdp = 0) {
   s.hsdp = hsdp;
   // A runtime that runs the layout: Megatron-Core for ZeRO-1, torchtitan for FSDP under a pipeline.
   s.framework = zero == 1 ? Framework::megatron : pp > 1 ? Framework::torchtitan : Framework::fsdp;
+  s.sp = s.framework == Framework::torchtitan && tp > 1;  // torchtitan's TP is sequence-parallel
   s.micro_batch = 1;
   s.global_batch = 32;
   s.seq = 2048;
