@@ -130,6 +130,12 @@ Strategy strategy_of(const ModernRow& r, const std::map<std::string, std::string
   if (opt.count("hsdp")) s.hsdp = std::stol(opt.at("hsdp"));
   s.sp = s.tp > 1 && opt.count("sp") && opt.at("sp") == "1";
   s.flash_attn = !opt.count("flash") || opt.at("flash") == "1";
+  if (opt.count("fp8")) {
+    const auto recipe = parse_fp8_recipe(opt.at("fp8"));
+    if (!recipe) throw std::runtime_error(fmt::format("line {}: fp8 '{}' (tensorwise, rowwise, blockwise, mxfp8)", r.line, opt.at("fp8")));
+    s.fp8 = *recipe;
+  }
+  if (opt.count("fp8_all_gather")) s.fp8_all_gather = opt.at("fp8_all_gather") == "1";
   if (opt.count("attn")) {
     const auto kernel = parse_attention_kernel(opt.at("attn"));
     if (!kernel) throw std::runtime_error(fmt::format("line {}: attn '{}' (flash2, cudnn, triton)", r.line, opt.at("attn")));
@@ -202,6 +208,8 @@ PublishedRuns load_modern_runs(const std::string& csv_path, const PresetStore& s
           compiled = true;
           continue;
         }
+        // --fp8 exists now: a row that names its recipe (options fp8=...) is predicted with it.
+        if (token == "fp8" && parse_options(r).count("fp8")) continue;
         reasons += (reasons.empty() ? "" : "; ") + need_reason(token);
       }
     if (reasons.empty() && !model) reasons = "no preset with its architecture";

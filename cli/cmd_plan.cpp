@@ -16,6 +16,7 @@
 #include "cli/report_option.hpp"
 #include "cli/terminal.hpp"
 #include "planner/error.hpp"
+#include "planner/fp8.hpp"
 #include "planner/plan_advice.hpp"
 #include "sim/rerank.hpp"
 
@@ -75,6 +76,9 @@ SearchSpace search_space(const PlanOptions& o, const ModelSpec& m, const Cluster
   if (!f.grad_sync.empty()) b.grad_sync = parse_grad_sync_flag(f.grad_sync);
   b.flash_attn = f.flash_attn;
   b.attention_kernel = parse_attention_kernel_flag(f.attention_kernel, f.flash_attn);
+  b.fp8 = parse_fp8_flag(f.fp8);
+  b.fp8_all_gather = f.fp8_all_gather;
+  if (const auto why = fp8_gpu_refusal(b, c.gpu)) throw InputError(*why);
   b.compile = f.compile;
   b.overlap_grad_reduce = f.overlap_grad_reduce;
   b.overlap_param_gather = f.overlap_param_gather;

@@ -72,6 +72,11 @@ void add_config_flags(CLI::App& cmd, ConfigFlags& f) {
   cmd.add_flag("--compile", f.compile,
                "torch.compile of the model (fsdp, fsdp1, torchtitan): fused elementwise kernels (time only)");
   cmd.add_option("--loss", f.loss, "Cross-entropy: standard | chunked (logits materialised in chunks) | fused (one kernel, gradient in the compute dtype: flash-attn's, llm-foundry's default)");
+  cmd.add_option("--fp8", f.fp8,
+                 "FP8 GEMMs of the blocks' linear layers: off | tensorwise | rowwise | blockwise | mxfp8 (torchao under "
+                 "fsdp/torchtitan, Transformer Engine under megatron); parameters and optimizer follow --precision");
+  cmd.add_flag("--fp8-all-gather", f.fp8_all_gather,
+               "FSDP2 all-gathers the linear weights in FP8 (torchao enable_fsdp_float8_all_gather; --fp8 tensorwise)");
   cmd.add_option("--attention-kernel", f.attention_kernel,
                  "Fused attention kernel: flash2 | cudnn | triton (llm-foundry's attn_impl triton); default: the "
                  "framework's (cudnn for megatron, flash2 otherwise)");
@@ -125,6 +130,10 @@ std::optional<AttentionKernel> parse_attention_kernel_flag(const std::string& v,
     throw InputError("--attention-kernel names a fused attention kernel, but --no-flash-attn asks for unfused "
                      "attention; drop one of them");
   return parse_choice<AttentionKernel>("--attention-kernel", v, parse_attention_kernel, "flash2, cudnn, triton");
+}
+
+Fp8Recipe parse_fp8_flag(const std::string& v) {
+  return parse_choice<Fp8Recipe>("--fp8", v, parse_fp8_recipe, "off, tensorwise, rowwise, blockwise, mxfp8");
 }
 
 LossKind parse_loss_flag(const std::string& v) { return parse_choice<LossKind>("--loss", v, parse_loss, "standard, chunked, fused"); }
@@ -269,6 +278,8 @@ ResolvedConfig resolve_config(const ConfigFlags& f, const PresetStore& store) {
   if (f.hsdp && *f.hsdp < 1) throw InputError(fmt::format("--hsdp must be at least 1, got {}", *f.hsdp));
   s.flash_attn = f.flash_attn;
   s.attention_kernel = parse_attention_kernel_flag(f.attention_kernel, f.flash_attn);
+  s.fp8 = parse_fp8_flag(f.fp8);
+  s.fp8_all_gather = f.fp8_all_gather;
   s.compile = f.compile;
   s.offload_optimizer = f.offload_optimizer;
   s.micro_batch = positive("--micro-batch", f.micro_batch, 1);

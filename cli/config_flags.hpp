@@ -29,6 +29,8 @@ struct ConfigFlags {
   std::optional<int64_t> pp_first_layers, pp_last_layers, pp_embedding_layers, pp_loss_layers;
   std::string schedule, recompute, precision = "amp-bf16", framework = "fsdp", loss = "standard";
   std::string attention_kernel;  // --attention-kernel; empty: the framework's
+  std::string fp8 = "off";       // --fp8 (planner/fp8_recipe.hpp)
+  bool fp8_all_gather = false;   // --fp8-all-gather
   std::string grad_sync;
   std::optional<bool> overlap_grad_reduce, overlap_param_gather, tp_comm_overlap;
   bool sp = false, flash_attn = true, offload_optimizer = false, compile = false;
@@ -83,6 +85,7 @@ Framework parse_framework_flag(const std::string& value);
 Recompute parse_recompute_flag(const std::string& value);
 Schedule parse_schedule_flag(const std::string& value);
 LossKind parse_loss_flag(const std::string& value);
+Fp8Recipe parse_fp8_flag(const std::string& value);
 // --attention-kernel: empty → unset (the framework's kernel); refused with --no-flash-attn.
 std::optional<AttentionKernel> parse_attention_kernel_flag(const std::string& value, bool flash_attn);
 GradSync parse_grad_sync_flag(const std::string& value);

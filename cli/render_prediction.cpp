@@ -74,6 +74,8 @@ json config_json(const Prediction& p) {
           {"framework", to_string(s.framework)},
           {"offload_optimizer", s.offload_optimizer},
           {"loss", to_string(s.loss)},
+          {"fp8", to_string(s.fp8)},
+          {"fp8_all_gather", s.fp8_all_gather},
           {"attention_kernel", s.flash_attn ? to_string(s.attention_kernel.value_or(framework_traits(s.framework).attention_kernel)) : "none"},
           {"grad_sync", to_string(effective_grad_sync(s))},
           {"pipeline", pipeline_json(p)}};
@@ -232,7 +234,11 @@ std::string headline(const Prediction& p) {
                      (s.vpp > 1 ? fmt::format(" (vpp {})", s.vpp) : "") +
                          (s.pp > 1 ? fmt::format(" {} · blocks per stage {}", to_string(s.schedule), stages) : ""),
                      s.dp, zero_label(s.zero),
-                     s.hsdp > 0 ? fmt::format(" HSDP groups of {}", s.hsdp) : "", to_string(s.precision),
+                     s.hsdp > 0 ? fmt::format(" HSDP groups of {}", s.hsdp) : "",
+                     std::string(to_string(s.precision)) +
+                         (s.fp8 != Fp8Recipe::off ? fmt::format(" · FP8 GEMMs ({}{})", to_string(s.fp8),
+                                                                s.fp8_all_gather ? ", FP8 all-gather" : "")
+                                                  : ""),
                      to_string(s.framework));
   out += fmt::format("  micro-batch {} × {} micro-batches · global batch {} · seq {} · recompute {} · {}{}{}\n",
                      s.micro_batch, grad_accum_steps(s), s.global_batch, s.seq, to_string(s.recompute),

@@ -87,7 +87,7 @@ constexpr double kMinPeak = 1e9;  // never divide by zero, whatever the preset s
 // fit and its leave-one-source-out error. Volta has two runs: no fit (1). Blackwell has none: Hopper's value, the
 // nearest generation measured (an assumption).
 constexpr double kSustainedAmpere = 0.869;
-constexpr double kSustainedHopper = 0.792;
+constexpr double kSustainedHopper = 0.805;
 
 bool hopper_class(const GpuSpec& g) { return std::max(g.bf16_tflops, g.fp16_tflops) > kHopperTensorPeakTflops; }
 
@@ -105,6 +105,9 @@ double peak_flops(const GpuSpec& g, DType d) {
     // the fp16 peak so that the function stays total and never divides by zero.
     case DType::bf16: tflops = g.bf16_tflops > 0 ? g.bf16_tflops : g.fp16_tflops; break;
     case DType::fp16: tflops = g.fp16_tflops; break;
+    // Dense FP8 (E4M3/E5M2) tensor cores: 2× the 16-bit rate on Hopper and Blackwell (datasheets); MXFP8 runs at
+    // the same rate on Blackwell (NVIDIA Blackwell architecture technical brief). 0 = none: validation refuses it.
+    case DType::fp8: tflops = g.fp8_tflops; break;
   }
   if (!(tflops > 0)) tflops = std::max({g.fp16_tflops, g.bf16_tflops, g.fp32_tflops, 0.0});
   return std::max(tflops * 1e12, kMinPeak);
@@ -167,7 +170,8 @@ double gemm_time_s(const GpuSpec& g, DType d, const GemmShape& s) {
   const double sms = static_cast<double>(std::max<int64_t>(g.sm_count, 1));
   const double m = static_cast<double>(s.m), n = static_cast<double>(s.n), k = static_cast<double>(s.k);
   const double elem = static_cast<double>(dtype_bytes(d));
-  const double bytes = elem * (m * k + k * n + m * n);  // read A and B, write C once (ideal reuse)
+  // Read A and B, write C once (ideal reuse); an FP8 GEMM writes its output in bf16.
+  const double bytes = elem * (m * k + k * n) + (d == DType::fp8 ? 2.0 : elem) * m * n;
 
   // Roofline per tile choice: compute = waves × (one tile's padded MACs at a busy SM's rate + per-wave
   // overhead), memory = bytes / HBM; time = the larger. cuBLAS's heuristic picks (roughly) the fastest

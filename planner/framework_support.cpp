@@ -122,11 +122,43 @@ constexpr const char* kCompileRefusal =
     "CompileConfig); Megatron-Core fuses its kernels through Transformer Engine already: drop --compile or choose "
     "one of those";
 
+// FP8 recipes per runtime.
+//   PyTorch FSDP2 and torchtitan: torchao's Float8Linear, recipes "tensorwise" and "rowwise"
+//   (torchao/float8/config.py Float8LinearRecipeName; torchtitan/components/quantization/float8.py
+//   Float8LinearConverter), and MXFP8 through torchao's MXLinear (torchtitan/components/quantization/mx.py);
+//   torchao's FP8 all-gather is tensorwise only (Float8LinearConfig.enable_fsdp_float8_all_gather).
+//   Megatron-Core: Transformer Engine recipes --fp8-recipe tensorwise|delayed|blockwise|mxfp8
+//   (megatron/training/arguments.py; megatron/core/fp8_utils.py get_fp8_recipe): no rowwise recipe.
+constexpr SmallSet kTorchaoRecipes = bit(Fp8Recipe::tensorwise) | bit(Fp8Recipe::rowwise) | bit(Fp8Recipe::mxfp8);
+constexpr const char* kTorchaoRefusal =
+    "torchao's float8 training has tensorwise and rowwise scaling and MXFP8 (torchao/float8/config.py, "
+    "torchao/prototype/mx_formats), no 128x128 block scaling; use --fp8 tensorwise, rowwise or mxfp8, or --framework "
+    "megatron for blockwise";
+constexpr const char* kTeRefusal =
+    "Megatron-Core's --fp8-recipe offers tensorwise, delayed, blockwise and mxfp8 (megatron/training/arguments.py), "
+    "no rowwise scaling; use --fp8 tensorwise, blockwise or mxfp8";
+constexpr const char* kNoFp8Refusal =
+    "shardplan models FP8 as torchao runs it under FSDP2 and torchtitan and as Transformer Engine runs it under "
+    "Megatron-Core; use --framework fsdp, torchtitan or megatron, or drop --fp8";
+
 std::string refusal(const Strategy& s, const char* what, const char* why) {
   return fmt::format("--framework {} cannot run {}: {}", to_string(s.framework), what, why);
 }
 
 }  // namespace
+
+Fp8Support fp8_support(Framework f) {
+  switch (f) {
+    case Framework::fsdp:
+    case Framework::torchtitan: return {kTorchaoRecipes, kTorchaoRefusal};
+    case Framework::megatron:
+      return {bit(Fp8Recipe::tensorwise) | bit(Fp8Recipe::blockwise) | bit(Fp8Recipe::mxfp8), kTeRefusal};
+    case Framework::fsdp1:
+    case Framework::deepspeed:
+    case Framework::reference: return {0, kNoFp8Refusal};
+  }
+  return {0, kNoFp8Refusal};
+}
 
 const FrameworkSupport& framework_support(Framework f) {
   switch (f) {
@@ -151,6 +183,10 @@ bool framework_runs(const Strategy& s) {
     return false;
   if (s.pp > 1 && has(fs.multi_stage_schedules, s.schedule) && s.vpp < 2) return false;
   if (s.compile && !compiles(s.framework)) return false;
+  if (s.fp8 != Fp8Recipe::off && !has(fp8_support(s.framework).recipes, static_cast<int>(s.fp8))) return false;
+  if (s.fp8_all_gather && !(s.fp8 == Fp8Recipe::tensorwise && s.zero >= 2 &&
+                            (s.framework == Framework::fsdp || s.framework == Framework::torchtitan)))
+    return false;
   return !s.offload_optimizer || (fs.offload_optimizer && has(fs.offload_zero_stages, s.zero));
 }
 
@@ -176,6 +212,12 @@ std::optional<std::string> framework_refusal(const Strategy& s) {
   if (s.offload_optimizer && (!fs.offload_optimizer || !has(fs.offload_zero_stages, s.zero)))
     return refusal(s, fmt::format("--offload-optimizer with --zero {}", s.zero).c_str(), fs.offload_refusal);
   if (s.compile && !compiles(s.framework)) return refusal(s, "--compile", kCompileRefusal);
+  if (s.fp8 != Fp8Recipe::off && !has(fp8_support(s.framework).recipes, static_cast<int>(s.fp8)))
+    return refusal(s, fmt::format("--fp8 {}", to_string(s.fp8)).c_str(), fp8_support(s.framework).refusal);
+  if (s.fp8_all_gather)
+    return refusal(s, "--fp8-all-gather",
+                   "FP8 all-gather is torchao's for FSDP2 with tensorwise scaling (Float8LinearConfig."
+                   "enable_fsdp_float8_all_gather); use --framework fsdp or torchtitan, --fp8 tensorwise and --zero 2 or 3");
   return std::nullopt;
 }
 

@@ -44,6 +44,14 @@ const FrameworkSupport& framework_support(Framework f);
 std::optional<std::string> framework_refusal(const Strategy& s);
 // The same test without the message, allocation-free: for the search's inner loop.
 bool framework_runs(const Strategy& s);
+// The FP8 recipes a runtime runs (bits of Fp8Recipe), and why the others are not: framework_support.cpp.
+struct Fp8Support {
+  SmallSet recipes = 0;
+  const char* refusal = "";
+};
+constexpr SmallSet bit(Fp8Recipe r) { return bit(static_cast<int>(r)); }
+Fp8Support fp8_support(Framework f);
+
 // The strategy as the runtime would run it when the user left a choice to it: sequence parallelism on for a
 // runtime whose TP always has it (torchtitan). The CLI and the published-run loader both apply it.
 void apply_framework_defaults(Strategy& s);

@@ -71,7 +71,7 @@ struct GpuSpec {
   double fp16_tflops = 0;    // dense tensor-core peak
   double tf32_tflops = 0;    // dense tensor-core peak; 0 = none
   // Dense FP8 tensor-core peak (E4M3/E5M2, no sparsity); 0 = no FP8 or not stated. Recorded from the datasheets
-  // for the FP8 model (issue 18, item 2); the compute model does not read it yet.
+  // for the FP8 GEMMs of --fp8 (planner/fp8.cpp).
   double fp8_tflops = 0;
   double fp32_tflops = 0;    // non-tensor-core fp32 peak
   double hbm_gbps = 0;       // memory bandwidth, GB/s (10^9 bytes/s)

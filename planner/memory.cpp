@@ -7,6 +7,7 @@
 
 #include "planner/activations.hpp"
 #include "planner/error.hpp"
+#include "planner/fp8.hpp"
 #include "planner/framework.hpp"
 #include "planner/memory_ledger.hpp"
 #include "planner/memory_moments.hpp"
@@ -257,6 +258,11 @@ Ledger forward_backward_phase(const StageInputs& in, bool record) {
   add_activations(l, in);
   if (in.strategy.zero == 3 && in.shard > 1) add_zero3_working_set(l, in);
   if (in.shard > 1 || in.strategy.dp > 1) add_reduction_buffers(l, in);
+  // Transformer Engine keeps each linear weight's FP8 cast (and its transpose) from the first micro-batch of a step
+  // (planner/fp8.cpp): the blocks' weights on this rank.
+  l.add(&MemoryComponents::buffers, "buffers",
+        text("FP8 weight copies (Transformer Engine: each linear weight cast and transposed, kept for the step)"),
+        fp8_cached_weight_bytes_per_param(in.strategy) * static_cast<double>(in.stage.blocks));
   add_parallel_buffers(l, in);
   add_runtime(l, in);
   add_fragmentation(l, in);

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "planner/comm_cost.hpp"
+#include "planner/fp8.hpp"
 #include "planner/framework.hpp"
 #include "planner/compute_cost.hpp"
 #include "planner/groups.hpp"
@@ -103,15 +104,33 @@ TpGemms block_compute(const ModelSpec& m, const Strategy& s, const GpuSpec& g, c
   const auto T = static_cast<int64_t>(d.tokens);
   const auto h = m.hidden;
   const int64_t f_r = m.ffn_hidden / s.tp;
-  const LinearTime qkv = linear_time(g, dt, T, d.q_r + 2 * d.kv_r, h);
-  const LinearTime proj = linear_time(g, dt, T, h, d.q_r);
-  const LinearTime up = linear_time(g, dt, T, (model_mlp_matrices(m) - 1) * f_r, h);
-  const LinearTime down = linear_time(g, dt, T, h, f_r);
+  // The linear layers' GEMMs in FP8 under --fp8 (planner/fp8.hpp), the attention core in the compute dtype.
+  const DType lt = linear_gemm_dtype(s);
+  const int64_t up_n = (model_mlp_matrices(m) - 1) * f_r;
+  const double f8 = fp8_gemm_time_factor(s);
+  auto scaled = [f8](LinearTime l) { return LinearTime{l.fwd * f8, l.bwd * f8, l.wgrad * f8}; };
+  const LinearTime qkv = scaled(linear_time(g, lt, T, d.q_r + 2 * d.kv_r, h));
+  const LinearTime proj = scaled(linear_time(g, lt, T, h, d.q_r));
+  const LinearTime up = scaled(linear_time(g, lt, T, up_n, h));
+  const LinearTime down = scaled(linear_time(g, lt, T, h, f_r));
   const LinearTime core = attention_time(g, dt, s, fw, d, m.dropout);
   const double elementwise = memory_bound_time_s(g, elementwise_traffic_factor(s, fw) * block_elementwise_bytes(m, s, d));
+  // FP8 casts of each linear layer's operands (planner/fp8.cpp), memory-bound.
+  Fp8CastBytes casts;
+  if (fp8_on(s)) {
+    const double mb = static_cast<double>(grad_accum_steps(s));
+    const double Td = d.tokens, hd = static_cast<double>(h), fd = static_cast<double>(f_r);
+    for (const auto& [k, n] : {std::pair{hd, static_cast<double>(d.q_r + 2 * d.kv_r)}, {static_cast<double>(d.q_r), hd},
+                               {hd, static_cast<double>(up_n)}, {fd, hd}}) {
+      const Fp8CastBytes c = fp8_linear_cast_bytes(s, fw, Td, k, n, mb);
+      casts.fwd += c.fwd;
+      casts.bwd += c.bwd;
+    }
+  }
+  const double cast_fwd = memory_bound_time_s(g, casts.fwd), cast_bwd = memory_bound_time_s(g, casts.bwd);
   const double gemm_fwd = qkv.fwd + proj.fwd + up.fwd + down.fwd;
-  out.block_fwd_s = gemm_fwd + core.fwd + elementwise;
-  out.block_bwd_s = qkv.bwd + proj.bwd + up.bwd + down.bwd + core.bwd + 2 * elementwise;
+  out.block_fwd_s = gemm_fwd + core.fwd + elementwise + cast_fwd;
+  out.block_bwd_s = qkv.bwd + proj.bwd + up.bwd + down.bwd + core.bwd + 2 * elementwise + cast_bwd;
   out.block_wgrad_s = qkv.wgrad + proj.wgrad + up.wgrad + down.wgrad;
   switch (s.recompute) {
     case Recompute::none: out.block_recompute_s = 0; break;

@@ -2,13 +2,14 @@
 
 namespace shardplan {
 
-int64_t dtype_bytes(DType d) { return d == DType::fp32 ? 4 : 2; }
+int64_t dtype_bytes(DType d) { return d == DType::fp32 ? 4 : d == DType::fp8 ? 1 : 2; }
 
 const char* to_string(DType d) {
   switch (d) {
     case DType::fp32: return "fp32";
     case DType::bf16: return "bf16";
     case DType::fp16: return "fp16";
+    case DType::fp8: return "fp8";
   }
   return "?";
 }

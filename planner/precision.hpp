@@ -6,7 +6,8 @@
 
 namespace shardplan {
 
-enum class DType { fp32, bf16, fp16 };
+// fp8: E4M3 or E5M2 GEMM inputs (planner/fp8_recipe.hpp), one byte per element.
+enum class DType { fp32, bf16, fp16, fp8 };
 int64_t dtype_bytes(DType d);
 const char* to_string(DType d);
 

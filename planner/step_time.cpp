@@ -7,6 +7,7 @@
 
 #include "planner/comm_cost.hpp"
 #include "planner/compute_cost.hpp"
+#include "planner/fp8.hpp"
 #include "planner/groups.hpp"
 #include "planner/partition.hpp"
 #include "planner/pipeline_layout.hpp"
@@ -115,10 +116,12 @@ DpTraffic dp_traffic(const Strategy& s, const ClusterSpec& c, const FrameworkTra
     // FSDP2's copies: out of each all-gather on the compute stream; into each reduce-scatter on its own stream.
     auto copy = [&](double bytes, double passes) { return memory_bound_time_s(c.gpu, passes * bytes); };
     // A gathering forward: the root first (nothing to hide it behind), then every unit behind the previous one.
-    const double fwd_ag = ag(block * param_b);
+    // FSDP2's FP8 all-gather moves the blocks' weights in one byte (planner/fp8.hpp); the root stays in bf16.
+    const double block_b = gathered_block_param_bytes(s);
+    const double fwd_ag = ag(block * block_b);
     const double fwd_exposed = ag(root * param_b) + pipelined_exposure(units, fwd_ag, c_fwd);
     const double fwd_total = ag(root * param_b) + units * fwd_ag;
-    const double bwd_ag = ag(block * param_b);
+    const double bwd_ag = ag(block * block_b);
     const double unit_rs = rs(block * grad_b) + replica_ar(block) + copy(block * grad_b, fw.reduce_copy_in_passes);
     const double tail_rs = rs(root * grad_b) + replica_ar(root) + copy(root * grad_b, fw.reduce_copy_in_passes);
     // A backward that gathers (ZeRO-3) and/or reduce-scatters each unit behind the previous unit's compute; the
@@ -141,7 +144,7 @@ DpTraffic dp_traffic(const Strategy& s, const ClusterSpec& c, const FrameworkTra
       out.exposed += after;
       out.total += after;
     }
-    const double gathered = (u.fwd_gathers * (units * block + root) + u.bwd_gathers * units * block) * param_b;
+    const double gathered = (u.fwd_gathers * units + u.bwd_gathers * units) * block * block_b + u.fwd_gathers * root * param_b;
     out.copies = copy(gathered, fw.gather_copy_out_passes);
     return out;
   }

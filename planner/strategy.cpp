@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "planner/error.hpp"
+#include "planner/fp8.hpp"
 #include "planner/framework_support.hpp"
 #include "planner/pipeline_layout.hpp"
 #include "planner/pipeline_schedule.hpp"
@@ -107,6 +108,7 @@ static void validate_hardware(const Strategy& s, const ClusterSpec& c) {
     throw InputError(fmt::format("--precision {} needs bf16, which {} does not support; use amp-fp16 or "
                                  "megatron-fp16",
                                  to_string(s.precision), c.gpu.name));
+  if (const auto why = fp8_gpu_refusal(s, c.gpu)) throw InputError(*why);
   // A cluster of fixed size (one NVL72 rack) has no node to add.
   if (c.max_gpus > 0 && s.gpus > c.max_gpus)
     throw InputError(fmt::format("--gpus {} exceeds cluster '{}', which has {} GPUs (max_gpus); use at most {} or a "
@@ -163,6 +165,11 @@ static constexpr std::array<std::pair<const char*, LossKind>, 3> kLoss{
     {{"standard", LossKind::standard}, {"chunked", LossKind::chunked}, {"fused", LossKind::fused}}};
 static constexpr std::array<std::pair<const char*, AttentionKernel>, 3> kAttentionKernel{
     {{"flash2", AttentionKernel::flash2}, {"cudnn", AttentionKernel::cudnn}, {"triton", AttentionKernel::triton}}};
+static constexpr std::array<std::pair<const char*, Fp8Recipe>, 5> kFp8Recipe{{{"off", Fp8Recipe::off},
+                                                                             {"tensorwise", Fp8Recipe::tensorwise},
+                                                                             {"rowwise", Fp8Recipe::rowwise},
+                                                                             {"blockwise", Fp8Recipe::blockwise},
+                                                                             {"mxfp8", Fp8Recipe::mxfp8}}};
 static constexpr std::array<std::pair<const char*, GradSync>, 2> kGradSync{
     {{"step", GradSync::per_step}, {"micro", GradSync::per_micro}}};
 static constexpr std::array<std::pair<const char*, MlpKind>, 2> kMlp{
@@ -184,6 +191,7 @@ const char* to_string(Framework f) { return name_of(kFramework, f); }
 const char* to_string(Precision p) { return name_of(kPrecision, p); }
 const char* to_string(LossKind l) { return name_of(kLoss, l); }
 const char* to_string(AttentionKernel k) { return name_of(kAttentionKernel, k); }
+const char* to_string(Fp8Recipe r) { return name_of(kFp8Recipe, r); }
 const char* to_string(GradSync g) { return name_of(kGradSync, g); }
 
 std::optional<Recompute> parse_recompute(const std::string& s) { return lookup(kRecompute, s); }
@@ -192,6 +200,7 @@ std::optional<Framework> parse_framework(const std::string& s) { return lookup(k
 std::optional<Precision> parse_precision(const std::string& s) { return lookup(kPrecision, s); }
 std::optional<LossKind> parse_loss(const std::string& s) { return lookup(kLoss, s); }
 std::optional<AttentionKernel> parse_attention_kernel(const std::string& s) { return lookup(kAttentionKernel, s); }
+std::optional<Fp8Recipe> parse_fp8_recipe(const std::string& s) { return lookup(kFp8Recipe, s); }
 std::optional<GradSync> parse_grad_sync(const std::string& s) { return lookup(kGradSync, s); }
 std::optional<MlpKind> parse_mlp(const std::string& s) { return lookup(kMlp, s); }
 std::optional<NormKind> parse_norm(const std::string& s) { return lookup(kNorm, s); }

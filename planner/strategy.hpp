@@ -5,6 +5,7 @@
 #include <string>
 
 #include "planner/attention_kernel.hpp"
+#include "planner/fp8_recipe.hpp"
 #include "planner/hardware.hpp"
 #include "planner/model.hpp"
 #include "planner/pipeline_split.hpp"
@@ -62,6 +63,8 @@ struct Strategy {
   std::optional<bool> overlap_param_gather;  // ZeRO-1/2 parameter all-gather during the next forward; unset: framework's
   std::optional<bool> tp_comm_overlap;       // TP collectives pipelined with their GEMMs (needs sp); unset: framework's
   std::optional<AttentionKernel> attention_kernel;  // the fused attention kernel; unset: the framework's
+  Fp8Recipe fp8 = Fp8Recipe::off;   // FP8 GEMMs of the blocks' linear layers (planner/fp8.hpp)
+  bool fp8_all_gather = false;      // FSDP2 all-gathers the linear weights in FP8 (torchao, tensorwise only)
   bool operator==(const Strategy&) const = default;
 };
 
@@ -79,6 +82,7 @@ const char* to_string(Framework f);
 const char* to_string(Precision p);
 const char* to_string(LossKind l);
 const char* to_string(AttentionKernel k);
+const char* to_string(Fp8Recipe r);
 const char* to_string(GradSync g);
 
 std::optional<Recompute> parse_recompute(const std::string& s);
@@ -87,6 +91,7 @@ std::optional<Framework> parse_framework(const std::string& s);
 std::optional<Precision> parse_precision(const std::string& s);
 std::optional<LossKind> parse_loss(const std::string& s);
 std::optional<AttentionKernel> parse_attention_kernel(const std::string& s);
+std::optional<Fp8Recipe> parse_fp8_recipe(const std::string& s);
 std::optional<GradSync> parse_grad_sync(const std::string& s);
 std::optional<MlpKind> parse_mlp(const std::string& s);
 std::optional<NormKind> parse_norm(const std::string& s);

@@ -7,6 +7,7 @@
 #include "planner/activations.hpp"
 #include "planner/comm_cost.hpp"
 #include "planner/compute_cost.hpp"
+#include "planner/fp8.hpp"
 #include "planner/framework.hpp"
 #include "planner/groups.hpp"
 #include "planner/memory.hpp"
@@ -157,12 +158,12 @@ StepPlan plan_step(const ModelSpec& m, const Strategy& s, const ClusterSpec& c) 
 
     // Data-parallel traffic (step_time.cpp dp_traffic; Rajbhandari et al. 2020 §7).
     if (plan.dp_mode == DpMode::units) {
-      sc.gather_block = ag(block * param_b);
+      sc.gather_block = ag(block * gathered_block_param_bytes(s));  // FP8 all-gather: 1 B (planner/fp8.hpp)
       sc.gather_root = ag(root * param_b);
       sc.gather_block_bwd = s.zero == 3 && !plan.gathers_once ? sc.gather_block : 0;
       // FSDP2's copies (framework.hpp): out of a gather on the compute stream, into a reduce-scatter on its stream.
       auto copy = [&](double bytes, double passes) { return memory_bound_time_s(c.gpu, passes * bytes); };
-      sc.copy_block = copy(block * param_b, fw.gather_copy_out_passes);
+      sc.copy_block = copy(block * gathered_block_param_bytes(s), fw.gather_copy_out_passes);
       sc.copy_root = copy(root * param_b, fw.gather_copy_out_passes);
       sc.reduce_block = rs(block * comm_grad_b) + replica_ar(block) + copy(block * comm_grad_b, fw.reduce_copy_in_passes);
       sc.reduce_root = rs(root * comm_grad_b) + replica_ar(root) + copy(root * comm_grad_b, fw.reduce_copy_in_passes);

@@ -1,0 +1,47 @@
+#pragma once
+// FP8 GEMMs (--fp8, planner/fp8_recipe.hpp): which GEMMs run in FP8, the casts each recipe adds per linear layer,
+// the FP8 copies a runtime keeps, and which GPUs can run a recipe. The runtime's own support is data in
+// planner/framework_support.cpp (FrameworkSupport::fp8_recipes).
+//
+// The four linear layers of every block (QKV, attention output, MLP up/gate, MLP down) take FP8 inputs; the LM head,
+// the attention core (flash attention in bf16) and the optimizer do not: torchtitan's float8 converter leaves the
+// "output" layer out (torchtitan/components/quantization/float8.py, filter_fqns), Megatron-Core's output layer is a
+// plain ColumnParallelLinear outside Transformer Engine's fp8_autocast. TP collectives stay in the compute dtype.
+#include <optional>
+#include <string>
+
+#include "planner/framework.hpp"
+#include "planner/hardware.hpp"
+#include "planner/precision.hpp"
+#include "planner/strategy.hpp"
+
+namespace shardplan {
+
+inline bool fp8_on(const Strategy& s) { return s.fp8 != Fp8Recipe::off; }
+
+// The dtype of the blocks' linear GEMMs: fp8 under --fp8, the compute dtype otherwise.
+DType linear_gemm_dtype(const Strategy& s);
+
+// How much longer an FP8 GEMM of the recipe takes than a tensorwise one of the same shape (1 for tensorwise).
+double fp8_gemm_time_factor(const Strategy& s);
+
+// Bytes the FP8 casts of one linear layer move per micro-batch, X [T×k] · W [k×n] → Y [T×n]: forward and backward.
+// `microbatches` = micro-batches per optimizer step (a runtime that caches the weight's cast does it once a step).
+struct Fp8CastBytes {
+  double fwd = 0, bwd = 0;
+};
+Fp8CastBytes fp8_linear_cast_bytes(const Strategy& s, const FrameworkTraits& fw, double T, double k, double n,
+                                   double microbatches);
+
+// Bytes per block parameter of FP8 weight copies kept across the step (Transformer Engine: the weight's cast and
+// its transpose, cached from the first micro-batch); 0 for a runtime that casts per use (torchao).
+double fp8_cached_weight_bytes_per_param(const Strategy& s);
+
+// Bytes per block parameter that an FSDP all-gather moves: 1 with FSDP2's FP8 all-gather, the compute dtype's
+// otherwise.
+double gathered_block_param_bytes(const Strategy& s);
+
+// Why the GPU cannot run the recipe (one line naming the GPU and the way out), or nothing.
+std::optional<std::string> fp8_gpu_refusal(const Strategy& s, const GpuSpec& g);
+
+}  // namespace shardplan
