@@ -49,6 +49,8 @@ constexpr Family kFamilies[] = {
     {"gpt_oss", "GptOssForCausalLM", "GptOssDecoderLayer"},
     {"llama4", "Llama4ForConditionalGeneration", "Llama4TextDecoderLayer"},
     {"phi3", "Phi3ForCausalLM", "Phi3DecoderLayer"},
+    {"gemma2", "Gemma2ForCausalLM", "Gemma2DecoderLayer"},
+    {"gemma3", "Gemma3ForCausalLM", "Gemma3DecoderLayer"},
 };
 
 // model_type spellings (and old Falcon ones) → family.
@@ -57,6 +59,7 @@ const Family* family_by_model_type(const std::string& t) {
     if (t == f.name) return &f;
   if (t == "RefinedWeb" || t == "RefinedWebModel") return &kFamilies[6];
   if (t == "llama4_text") return family_by_model_type("llama4");  // Llama4TextConfig on its own
+  if (t == "gemma3_text") return family_by_model_type("gemma3");  // Gemma3TextConfig (gemma-3-1b)
   return nullptr;
 }
 
@@ -129,7 +132,7 @@ void read_llama_like(const Fields& f, HfModel& out) {
   m.kv_heads = f.integer_or({"num_key_value_heads"}, m.heads);
   m.ffn_hidden = f.integer({"intermediate_size"});
   m.vocab = f.integer({"vocab_size"});
-  const bool gemma = out.family == "gemma";
+  const bool gemma = out.family == "gemma" || out.family == "gemma2" || out.family == "gemma3";
   if (gemma) {
     m.head_dim = f.integer({"head_dim"});  // Gemma-7B: 256 with 16 heads and hidden 3072
   } else {
@@ -333,7 +336,8 @@ HfModel parse_hf_config(const std::string& text, const std::string& origin, cons
   if (!is_moe_file_family(out.family)) reject_moe(j, origin);
 
   // Llama 4's multimodal config keeps the language model under text_config (Llama4Config).
-  const bool nested = out.family == "llama4" && j.contains("text_config") && j.at("text_config").is_object();
+  const bool nested = (out.family == "llama4" || out.family == "gemma3") && j.contains("text_config") &&
+                      j.at("text_config").is_object();  // and Gemma 3's multimodal Gemma3Config
   const Fields f(nested ? j.at("text_config") : j, nested ? origin + " text_config" : origin, out.family);
   if (is_moe_file_family(out.family)) read_moe_file_family(f, out);
   else if (out.family == "gpt2") read_gpt2(f, out);

@@ -180,8 +180,27 @@ void read_llama4(const Fields& f, HfModel& out) {
   }
 }
 
-constexpr const char* kMoeFileFamilies[] = {"mixtral",     "qwen3",  "qwen3_moe", "deepseek_v2",
-                                            "deepseek_v3", "gpt_oss", "llama4",    "phi3"};
+// Gemma 2 and 3 (Gemma2DecoderLayer / Gemma3DecoderLayer): four RMSNorms per layer (input, post-attention,
+// pre- and post-feedforward), GeGLU, tied embeddings, an explicit head_dim; Gemma 3 adds q_norm/k_norm. Windows:
+// Gemma 2 alternates from a windowed layer 0 (is_sliding = not layer_idx % 2), Gemma 3 makes every
+// sliding_window_pattern-th layer global (is_sliding = (layer_idx + 1) % pattern != 0); newer configs spell the same
+// as layer_types.
+void read_gemma2_3(const Fields& f, HfModel& out) {
+  read_llama_like(f, out);
+  ModelSpec& m = out.spec;
+  m.block_norms = 4;
+  const bool gemma3 = out.family == "gemma3";
+  m.qk_norm = gemma3;
+  if (m.sliding_window <= 0) return;
+  if (f.has("layer_types")) m.sliding_window_pattern = window_pattern_from_layer_types(f, m.layers);
+  else m.sliding_window_pattern = gemma3 ? f.integer_or({"sliding_window_pattern"}, 6) : 2;
+  out.notes.back() =  // replaces read_llama_like's last note, "sliding_window N on every layer"
+      fmt::format("sliding_window {} on {} of every {} layers", m.sliding_window, m.sliding_window_pattern - 1,
+                  m.sliding_window_pattern);
+}
+
+constexpr const char* kMoeFileFamilies[] = {"mixtral", "qwen3",  "qwen3_moe", "deepseek_v2", "deepseek_v3",
+                                            "gpt_oss", "llama4", "phi3",      "gemma2",      "gemma3"};
 
 }  // namespace
 
@@ -201,6 +220,7 @@ void read_moe_file_family(const Fields& f, HfModel& out) {
   else if (family == "deepseek_v2" || family == "deepseek_v3") read_deepseek(f, out);
   else if (family == "gpt_oss") read_gpt_oss(f, out);
   else if (family == "llama4") read_llama4(f, out);
+  else if (family == "gemma2" || family == "gemma3") read_gemma2_3(f, out);
   else read_llama_like(f, out);  // phi3: fused qkv_proj and gate_up_proj hold Llama's matrices; its window read there
 }
 

@@ -267,10 +267,22 @@ double first_stage_extra_bytes(const ModelSpec& m, const Strategy& s) {
   return per_token * tokens_per_microbatch(s);
 }
 
+namespace {
+// Multi-token prediction modules (DeepSeek-V3 §2.2), alive with the main model's activations until their backward,
+// which runs first: per module its block's saved tensors (under the same recomputation), the enorm/hnorm inputs (h
+// each), the eh_proj input (2h), its final norm and head inputs (2h). Issue 17.
+double mtp_extra_bytes(const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw) {
+  if (m.mtp_layers <= 0) return 0;
+  const double per_token = 6 * activation_dtype_bytes(s) * static_cast<double>(m.hidden) / (s.sp ? s.tp : 1);
+  return static_cast<double>(m.mtp_layers) * (per_token * tokens_per_microbatch(s) + block_activation_bytes(m, s, fw));
+}
+}  // namespace
+
 double last_stage_extra_bytes(const ModelSpec& m, const Strategy& s) {
   // Final norm input and LM head input (Korthikanti §4.3: 4sbh/t with SP), 2 activation tensors of width h.
   const double per_token = 2 * activation_dtype_bytes(s) * static_cast<double>(m.hidden) / (s.sp ? s.tp : 1);
-  return per_token * tokens_per_microbatch(s);
+  const double mtp = m.mtp_layers > 0 ? mtp_extra_bytes(m, s, framework_traits(s.framework)) : 0;
+  return per_token * tokens_per_microbatch(s) + mtp;
 }
 
 double last_stage_extra_bytes(const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw) {
@@ -278,7 +290,7 @@ double last_stage_extra_bytes(const ModelSpec& m, const Strategy& s, const Frame
   // The final norm's saved tensors (norm_saved_bytes) and the LM head's input, sequence-split under SP.
   const double a = activation_dtype_bytes(s);
   const double per_token = (norm_saved_bytes(m, fw, a) + a * static_cast<double>(m.hidden)) / (s.sp ? s.tp : 1);
-  return per_token * tokens_per_microbatch(s);
+  return per_token * tokens_per_microbatch(s) + mtp_extra_bytes(m, s, fw);
 }
 
 double logits_bytes(const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw) {

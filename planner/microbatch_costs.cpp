@@ -219,6 +219,7 @@ MicrobatchCosts microbatch_costs(const ModelSpec& m, const Strategy& s, const Cl
   const TpGemms gemms = block_compute(m, s, device, fw, d, out);
   block_tp_comm(s, c, fw, d, gemms, out);
   ends_compute(m, s, c, device, d, out);
+  add_mtp_costs(m, s, device, out);  // DeepSeek-V3's MTP modules on the last stage (planner/moe_costs.hpp; issue 17)
   return out;
 }
 

@@ -49,7 +49,7 @@ static BlockParams count_block(const ModelSpec& m, bool moe) {
       b.mlp_biases_replicated = h;
     }
   }
-  b.norms = 2 * norm_params(m);
+  b.norms = m.block_norms * norm_params(m);  // 2, or Gemma 2/3's 4
   return b;
 }
 

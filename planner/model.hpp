@@ -53,6 +53,8 @@ struct ModelSpec {
                                        // Gemma 2); 1 = every layer windowed
   bool qk_norm = false;            // extra key: RMSNorm of head_dim on queries and keys (Qwen3 q_norm/k_norm)
   bool attention_sinks = false;    // extra key: one learned logit per head per layer (GPT-OSS self_attn.sinks)
+  int64_t block_norms = 2;         // extra key: norms per block; Gemma 2/3 have 4 (pre- and post-norms around
+                                   // attention and MLP: Gemma2DecoderLayer)
 };
 
 // Head dimension actually used (head_dim or hidden/heads).

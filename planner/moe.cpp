@@ -196,6 +196,8 @@ void validate_moe(const ModelSpec& m, const std::string& where) {
                                    {m.mtp_layers, "mtp_layers"}, {m.sliding_window, "sliding_window"}})
     require(value >= 0 && value <= (int64_t{1} << 22),
             fmt::format("{}: '{}' must be between 0 and 4194304, got {}", where, key, value));
+  require(m.block_norms >= 1 && m.block_norms <= 8,
+          fmt::format("{}: 'block_norms' must be between 1 and 8, got {}", where, m.block_norms));
   require(m.moe_layer_freq >= 1 && m.moe_layer_freq <= m.layers,
           fmt::format("{}: 'moe_layer_freq' must be between 1 and layers ({}), got {}", where, m.layers, m.moe_layer_freq));
   require(m.sliding_window_pattern >= 1 && m.sliding_window_pattern <= m.layers,

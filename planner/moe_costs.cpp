@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "planner/moe.hpp"
+#include "planner/precision.hpp"
 
 namespace shardplan {
 
@@ -59,6 +60,18 @@ double moe_dispatch_bytes_per_token(const ModelSpec& m, double a) {
   // Router: logits written (a·E), read and written again in fp32 by the score function and top-k (8·E);
   // permute: read h, write k·h; unpermute with the probabilities: read k·h, write h (Megatron moe_utils.py).
   return a * e + 8 * e + a * 2 * (h + k * h);
+}
+
+void add_mtp_costs(const ModelSpec& m, const Strategy& s, const GpuSpec& g, MicrobatchCosts& out) {
+  if (m.mtp_layers <= 0) return;
+  const int64_t T = s.micro_batch * s.seq, h = m.hidden, t = std::max<int64_t>(s.tp, 1);
+  const DType d = precision_compute_dtype(s.precision);
+  // eh_proj: [T × 2h] · [2h × h/t] (Megatron-Core multi_token_prediction.py: column-parallel eh_proj).
+  const MoeGemmTime proj = grouped_linear(g, d, 1, T, h / t, 2 * h);
+  const double n = static_cast<double>(m.mtp_layers);
+  const double head_fwd = out.head_fwd_s, head_bwd = out.head_bwd_s;
+  out.head_fwd_s += n * (proj.fwd + out.block_fwd_s + out.block_tp_fwd_s + head_fwd);
+  out.head_bwd_s += n * (proj.bwd + out.block_bwd_s + out.block_recompute_s + out.block_tp_bwd_s + head_bwd);
 }
 
 double mlp_width_per_token(const ModelSpec& m) {

@@ -13,6 +13,7 @@
 //     (planner/compute_cost.hpp: tile and wave quantisation), one launch for the group.
 #include "planner/compute_cost.hpp"
 #include "planner/model.hpp"
+#include "planner/step_time.hpp"
 #include "planner/strategy.hpp"
 
 namespace shardplan {
@@ -37,6 +38,11 @@ MoeMlpTime moe_mlp_time(const ModelSpec& m, const Strategy& s, const GpuSpec& g,
 // (softmax or sigmoid, top-k) and the permutation of the k routed copies of each token into expert order and back
 // (Megatron-Core moe/moe_utils.py permute / unpermute: read and write k·h each way).
 double moe_dispatch_bytes_per_token(const ModelSpec& m, double activation_bytes);
+
+// Multi-token prediction (DeepSeek-V3 §2.2): each module runs, on the last stage after the main head, its h×2h
+// projection, one more block and the shared head with its loss. Adds them to out.head_* from the block and head costs
+// already in `out` (call after those are set); the extra block's activations are not in the memory model.
+void add_mtp_costs(const ModelSpec& m, const Strategy& s, const GpuSpec& g, MicrobatchCosts& out);
 
 // The intermediate width one token passes through in an MoE layer, (k + shared) · expert_ffn_hidden, or ffn_hidden
 // for a dense model: what the activation memory and elementwise traffic of the MLP scale with.

@@ -104,6 +104,23 @@ TEST_SUITE("moe costs") {
     CHECK(microbatch_costs(m, s, c).block_fwd_s < microbatch_costs(full, s, c).block_fwd_s);
   }
 
+  TEST_CASE("multi-token prediction: one more block, its projection and the head on the last stage") {
+    ModelSpec with = store().model("deepseek-v3");
+    ModelSpec without = with;
+    without.mtp_layers = 0;
+    Strategy s = fsdp_on(8, 4096);
+    const ClusterSpec c = store().cluster("h800x8");
+    const MicrobatchCosts a = microbatch_costs(with, s, c), b = microbatch_costs(without, s, c);
+    // head_fwd(with) = 2 × head_fwd(without) + block_fwd + eh_proj (a [4096 × 14336] · [14336 × 7168] GEMM).
+    const double proj = gemm_time_s(training_device(c.gpu), DType::bf16, {4096, 7168, 2 * 7168});
+    CHECK(a.head_fwd_s == doctest::Approx(2 * b.head_fwd_s + b.block_fwd_s + proj));
+    CHECK(a.block_fwd_s == b.block_fwd_s);
+    const FrameworkTraits fw = framework_traits(s.framework);
+    // Saved for the module: its block, plus 6 tensors of h per token (2 bytes each).
+    CHECK(last_stage_extra_bytes(with, s, fw) - last_stage_extra_bytes(without, s, fw) ==
+          doctest::Approx(block_activation_bytes(with, s, fw) + 4096.0 * 6 * 2 * 7168));
+  }
+
   TEST_CASE("CLI: predict and plan Mixtral 8x7B on two DGX H100 nodes") {
     using shardplan::test::run_cli;
     // Without recomputation 31 blocks of saved activations (1.43 GB each at seq 4096: two experts' SwiGLU

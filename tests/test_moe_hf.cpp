@@ -110,6 +110,27 @@ TEST_SUITE("moe hf config") {
     CHECK(error_of(qwen).find("use_sliding_window") != std::string::npos);
   }
 
+  TEST_CASE("Gemma 2 and 3: four norms per layer, windows alternating or every sixth layer global") {
+    // google/gemma-2-9b: 42 × (q 3584·4096 + k, v 3584·2048 + o 4096·3584 + 3·3584·14336 + 4·3584)
+    // + 256000·3584 (tied) + 3584 = 9,241,705,984 (the safetensors total).
+    const std::string g2 = R"({"model_type": "gemma2", "architectures": ["Gemma2ForCausalLM"], "head_dim": 256,
+      "hidden_activation": "gelu_pytorch_tanh", "hidden_size": 3584, "intermediate_size": 14336,
+      "max_position_embeddings": 8192, "num_attention_heads": 16, "num_hidden_layers": 42, "num_key_value_heads": 8,
+      "sliding_window": 4096, "vocab_size": 256000})";
+    const ModelSpec m2 = parse_hf_config(g2, "config.json", "x").spec;
+    CHECK(count_params(m2).total == 9'241'705'984);
+    CHECK(windowed_layers(m2) == 21);
+    // google/gemma-3-1b-pt (gemma3_text): 26 × (2,949,120 attention + 512 Q/K norms + 3·1152·6912 + 4·1152)
+    // + 262144·1152 + 1152 = 999,885,952.
+    const std::string g3 = R"({"model_type": "gemma3_text", "architectures": ["Gemma3ForCausalLM"], "head_dim": 256,
+      "hidden_size": 1152, "intermediate_size": 6912, "max_position_embeddings": 32768, "num_attention_heads": 4,
+      "num_hidden_layers": 26, "num_key_value_heads": 1, "sliding_window": 512, "sliding_window_pattern": 6,
+      "vocab_size": 262144})";
+    const ModelSpec m3 = parse_hf_config(g3, "config.json", "x").spec;
+    CHECK(count_params(m3).total == 999'885'952);
+    CHECK(windowed_layers(m3) == 22);  // global layers 5, 11, 17, 23
+  }
+
   TEST_CASE("bad MoE fields name the field") {
     std::string ds = kDeepSeekV3;
     ds.replace(ds.find("\"first_k_dense_replace\": 3"), 26, "\"first_k_dense_replace\": -1");
