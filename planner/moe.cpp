@@ -187,6 +187,17 @@ double attention_work_fraction(const ModelSpec& m, int64_t seq) {
   return (windowed * ratio + (layers - windowed)) / layers;
 }
 
+const char* first_extended_feature(const ModelSpec& m) {
+  if (model_is_moe(m)) return "experts";
+  if (model_has_mla(m)) return "kv_lora_rank";
+  if (m.mtp_layers > 0) return "mtp_layers";
+  if (m.sliding_window > 0) return "sliding_window";
+  if (m.qk_norm) return "qk_norm";
+  if (m.attention_sinks) return "attention_sinks";
+  if (m.block_norms != 2) return "block_norms";
+  return "";
+}
+
 void validate_moe(const ModelSpec& m, const std::string& where) {
   for (const auto& [value, key] : {std::pair{m.experts, "experts"}, {m.experts_per_token, "experts_per_token"},
                                    {m.shared_experts, "shared_experts"}, {m.expert_ffn_hidden, "expert_ffn_hidden"},

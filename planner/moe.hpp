@@ -64,6 +64,12 @@ double attention_keys_per_query(const ModelSpec& m, int64_t seq, bool windowed);
 // Mistral 7B §2), a global layer all of them. 1 without a window.
 double attention_work_fraction(const ModelSpec& m, int64_t seq);
 
+// The first key of the architecture extensions above that the model uses ("experts", "kv_lora_rank",
+// "mtp_layers", "sliding_window", "qk_norm", "attention_sinks", "block_norms"), or "": for the parts of shardplan that
+// build a model of their own (the reference loop, the launch files) to refuse it by name instead of running a
+// different model.
+const char* first_extended_feature(const ModelSpec& m);
+
 // Checks the optional MoE/MLA/MTP/window keys; throws InputError naming the key. validate_model calls it.
 void validate_moe(const ModelSpec& m, const std::string& where);
 

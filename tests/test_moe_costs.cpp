@@ -2,6 +2,7 @@
 // the active experts' compute, grouped per-expert GEMMs, the router, k experts' saved activations, sliding windows.
 #include <doctest/doctest.h>
 
+#include <filesystem>
 #include <string>
 
 #include "io/preset_store.hpp"
@@ -134,6 +135,16 @@ TEST_SUITE("moe costs") {
     const auto plan = run_cli("plan --preset mixtral-8x7b --gpus 16 --cluster dgx-h100 --format json");
     CHECK(plan.exit_code == 0);
     CHECK(plan.out.find("\"recommended\"") != std::string::npos);
+    // The reference loop and the launch files build dense models: they refuse an MoE model by its key.
+    const auto val = run_cli("validate --preset mixtral-8x7b --gpus 1 --quiet");
+    CHECK(shardplan::test::is_one_error_line(val));
+    CHECK(val.err.find("'experts'") != std::string::npos);
+    const std::string dir = (std::filesystem::temp_directory_path() / "shardplan_moe_emit").string();
+    std::filesystem::remove_all(dir);
+    const auto emit = run_cli("plan --preset mixtral-8x7b --gpus 16 --cluster dgx-h100 --emit " + dir);
+    CHECK(shardplan::test::is_one_error_line(emit));
+    CHECK(emit.err.find("'experts'") != std::string::npos);
+    CHECK(!std::filesystem::exists(std::filesystem::path(dir) / "README.md"));
     // An expert width TP does not divide is refused naming it.
     ModelSpec odd = store().model("mixtral-8x7b");
     odd.expert_ffn_hidden = 14340;  // 4 · 3585: tp 8 does not divide it
