@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <string>
+#include <vector>
 
 #include "io/preset_store.hpp"
 #include "planner/error.hpp"
@@ -148,6 +149,13 @@ TEST_SUITE("moe params") {
     for (const StageParams& st : partition_stages(m, s)) sum += st.total(), moe += st.moe_layers;
     CHECK(moe == 58);
     CHECK(sum == whole.total + whole.mtp);
+    // 61 layers over 4 stages: 15, 15, 15, 16 (the extra on the last); the 3 dense ones all on stage 0.
+    const std::vector<StageParams> stages = partition_stages(m, s);
+    CHECK(stages[0].moe_layers == 12);
+    CHECK(stages[3].moe_layers == 16);
+    CHECK(stages[3].mtp == whole.mtp);
+    // Maverick alternates: 6 MoE layers among each stage's 12.
+    for (const StageParams& st : partition_stages(store().model("llama4-maverick"), s)) CHECK(st.moe_layers == 6);
     // TP 8: routed experts split by 8 (each an MLP), router and MLA down-projections whole.
     const int64_t per_rank = block_params_per_tp_rank(m, 8);
     const int64_t expected = 187'107'328 - (37'748'736 + 16'777'216 + 117'440'512) * 7 / 8 +
