@@ -2,6 +2,7 @@
 // the active experts' compute, grouped per-expert GEMMs, the router, k experts' saved activations, sliding windows.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <string>
 
@@ -16,6 +17,7 @@
 #include "planner/precision.hpp"
 #include "planner/predict.hpp"
 #include "planner/step_time.hpp"
+#include "sim/simulate.hpp"
 #include "tests/cli_runner.hpp"
 
 using namespace shardplan;
@@ -120,6 +122,31 @@ TEST_SUITE("moe costs") {
     // Saved for the module: its block, plus 6 tensors of h per token (2 bytes each).
     CHECK(last_stage_extra_bytes(with, s, fw) - last_stage_extra_bytes(without, s, fw) ==
           doctest::Approx(block_activation_bytes(with, s, fw) + 4096.0 * 6 * 2 * 7168));
+  }
+
+  TEST_CASE("the simulator plays an MoE step as the analytic model prices it (EP = 1)") {
+    const ModelSpec m = store().model("mixtral-8x7b");
+    const ClusterSpec c = store().cluster("dgx-h100");
+    // Megatron TP 8, no data parallelism: compute and TP collectives in series, as for dense models (test_sim.cpp).
+    Strategy tp = fsdp_on(8, 4096);
+    tp.tp = 8;
+    tp.dp = 1;
+    tp.zero = 0;
+    tp.global_batch = 1;
+    tp.framework = Framework::megatron;
+    tp.precision = Precision::megatron_bf16;
+    const sim::SimResult r = sim::simulate(m, tp, c);
+    CHECK(r.step_s == doctest::Approx(r.analytic.time.step_s).epsilon(1e-4));
+    // FSDP over one node. Dense cases agree within 3 % (test_sim.cpp; Llama 3 70B here: −0.2 %). Mixtral's blocks are
+    // 1.45 B parameters: each block's gradient reduce-scatter (5.8 GB fp32) is about as long as its backward, and the
+    // analytic exposure of that near-bound traffic (94 ms) is above what the simulator's overlap leaves (33 ms):
+    // −4.5 % measured here, same compute to 0.3 %.
+    Strategy fsdp = fsdp_on(8, 4096);
+    fsdp.recompute = Recompute::full;
+    const sim::SimResult f = sim::simulate(m, fsdp, c);
+    CHECK(f.step_s < f.analytic.time.step_s);
+    CHECK(f.step_s / f.analytic.time.step_s > 0.95);
+    CHECK(std::fabs(f.critical_stage().busy_compute_s / f.analytic.time.compute_s - 1) < 0.01);
   }
 
   TEST_CASE("CLI: predict and plan Mixtral 8x7B on two DGX H100 nodes") {
