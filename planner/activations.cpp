@@ -98,6 +98,10 @@ void add_mlp_terms(TermList& out, const ModelSpec& m, const FrameworkTraits& fw,
     out.push_back({"SwiGLU intermediates", n * a * f, ActSplit::tensor, false, static_cast<int>(n)});
   }
   if (m.dropout) out.push_back({"mlp residual dropout mask", kMaskBytes * h, ActSplit::sequence, false});
+  // Gemma 2/3's post-attention and post-feedforward norms (Gemma2DecoderLayer) save their inputs too.
+  if (m.block_norms > 2)
+    out.push_back({"extra norm inputs", static_cast<double>(m.block_norms - 2) * norm_input_bytes(m, fw, a),
+                   ActSplit::sequence, false, static_cast<int>(m.block_norms - 2)});
   if (model_is_moe(m)) {
     // MoE (issue 17): the router's fp32 probabilities over E and the top-k weights (Megatron-Core moe/router.py,
     // saved for the score function's backward), the k permuted copies of each token (the experts' fc1 input) and the

@@ -75,6 +75,16 @@ TEST_SUITE("moe costs") {
     CHECK(extra == doctest::Approx(4096.0 * (40 + 16'384 + 16'384)));
   }
 
+  TEST_CASE("Gemma's two extra norms per block save their inputs") {
+    ModelSpec m = store().model("llama3-8b");
+    Strategy s = fsdp_on(8, 4096);
+    const FrameworkTraits fw = framework_traits(s.framework);
+    const double two = block_activation_bytes(m, s, fw);
+    m.block_norms = 4;
+    // Two more norm inputs per token: what the framework's RMSNorm keeps of a 4096-wide bf16 input.
+    CHECK(block_activation_bytes(m, s, fw) - two == doctest::Approx(4096.0 * 2 * norm_saved_bytes(m, fw, 2)));
+  }
+
   TEST_CASE("grouped GEMM: one launch for the group; per-expert shapes lose efficiency as experts shrink") {
     const GpuSpec g = store().gpu("h100-sxm");
     const GemmShape each{1024, 28672, 4096};
