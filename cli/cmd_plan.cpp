@@ -79,6 +79,7 @@ SearchSpace search_space(const PlanOptions& o, const ModelSpec& m, const Cluster
   b.fp8 = parse_fp8_flag(f.fp8);
   b.fp8_all_gather = f.fp8_all_gather;
   if (const auto why = fp8_gpu_refusal(b, c.gpu)) throw InputError(*why);
+  if (const auto why = fp8_model_refusal(b, m)) throw InputError(*why);
   b.compile = f.compile;
   b.overlap_grad_reduce = f.overlap_grad_reduce;
   b.overlap_param_gather = f.overlap_param_gather;

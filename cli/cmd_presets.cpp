@@ -8,6 +8,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/terminal.hpp"
+#include "planner/moe.hpp"
 #include "planner/error.hpp"
 #include "planner/hardware.hpp"
 #include "planner/model.hpp"
@@ -95,15 +96,37 @@ std::string billions(int64_t params) {
   return b >= 1 ? fmt::format("{:.2f}", b) : fmt::format("{:.3f}", b);  // keep 3 digits for small models
 }
 
+// "46,702,792,704": digits grouped by thousands, as model cards print counts.
+std::string grouped(int64_t n) {
+  std::string digits = std::to_string(n), out;
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+// The counts the planner derives, as a YAML comment above the preset (planner/moe.hpp defines "active").
+std::string model_count_comment(const ModelSpec& m) {
+  const ParamCounts p = count_params(m);
+  std::string out = fmt::format("# parameters (computed): {} total", grouped(p.total));
+  if (model_is_moe(m))
+    out += fmt::format(", {} active per token ({} without the input embedding)", grouped(p.active),
+                       grouped(active_params_excluding_embedding(m, p)));
+  if (p.mtp > 0) out += fmt::format(", multi-token prediction modules {} more", grouped(p.mtp));
+  return out + "\n";
+}
+
 // ---- the three lists ----------------------------------------------------------------------------------------
 
 Table models_table(const PresetStore& store) {
-  Table t{{{"name"}, {"params(B)", true}, {"layers", true}, {"hidden", true}, {"heads/kv", true}, {"ffn", true},
+  Table t{{{"name"}, {"params(B)", true}, {"active(B)", true}, {"layers", true}, {"hidden", true}, {"heads/kv", true}, {"ffn", true},
            {"vocab", true}, {"mlp"}, {"norm"}},
           {}};
   for (const std::string& name : store.names(PresetKind::model)) {
     ModelSpec m = store.model(name);
-    t.rows.push_back({name, billions(count_params(m).total), std::to_string(m.layers), std::to_string(m.hidden),
+    const ParamCounts p = count_params(m);
+    t.rows.push_back({name, billions(p.total), billions(p.active), std::to_string(m.layers), std::to_string(m.hidden),
                       fmt::format("{}/{}", m.heads, m.kv_heads), std::to_string(m.ffn_hidden), std::to_string(m.vocab),
                       to_string(m.mlp), to_string(m.norm)});
   }
@@ -250,6 +273,7 @@ void show_preset(const PresetStore& store, const std::string& query) {
   std::cout << fmt::format("# {} preset '{}' from {}{}\n", to_string(entry.kind), entry.name, entry.origin,
                            entry.embedded ? " (built into shardplan)" : "");
   if (!entry.replaces.empty()) std::cout << fmt::format("# (replaces {})\n", entry.replaces);
+  if (entry.kind == PresetKind::model) std::cout << model_count_comment(store.model(entry.name));
   std::cout << entry.text;
   if (!entry.text.empty() && entry.text.back() != '\n') std::cout << "\n";
 }

@@ -28,6 +28,7 @@
 #include "io/atomic_write.hpp"
 #include "io/input_file.hpp"
 #include "io/measurements.hpp"
+#include "planner/moe.hpp"
 #include "planner/error.hpp"
 #include "planner/validation.hpp"
 #include "reference/backend.hpp"
@@ -291,6 +292,10 @@ Resolved resolve_on_every_rank(const ValidateOptions& o, const GlobalOptions& gl
     flags.one_micro_batch_default = true;
     r.cfg = resolve_config(flags, store);
     check_reference_strategy(r.cfg.strategy);
+    if (const std::string feature = first_extended_feature(r.cfg.model); !feature.empty())  // issue 17
+      throw InputError(fmt::format("validate: the reference loop trains a dense GPT; model '{}' uses '{}', which it "
+                                   "does not implement (predict and plan model it; validate --measurements compares "
+                                   "a run of your own)", r.cfg.model.name, feature));
     if (!r.cfg.batch_note.empty()) r.src.notes.push_back(r.cfg.batch_note);
     r.time_predicted = prepare_prediction(r.cfg, o, r.src.notes);
     r.p = predict(r.cfg.model, r.cfg.strategy, r.cfg.cluster);  // before, and apart from, the run

@@ -21,6 +21,10 @@ const char* transformers_family(const ModelSpec& m) {
   if (m.norm != NormKind::rmsnorm || m.mlp != MlpKind::swiglu || m.position != PositionKind::rotary || m.out_bias ||
       m.dropout)
     return nullptr;
+  // Experts, latent attention, windows, q/k norms or extra norms are other classes (Mixtral, DeepSeek, Gemma, Qwen3).
+  if (m.experts > 0 || m.kv_lora_rank > 0 || m.sliding_window > 0 || m.qk_norm || m.block_norms != 2 ||
+      m.mtp_layers > 0 || m.attention_sinks)
+    return nullptr;
   return m.qkv_bias ? "qwen2" : "llama";
 }
 

@@ -7,6 +7,7 @@
 #include "cli/emit_launch.hpp"
 #include "io/atomic_write.hpp"
 #include "cli/render_prediction.hpp"
+#include "planner/moe.hpp"
 #include "planner/pipeline_layout.hpp"
 #include "planner/error.hpp"
 #include "planner/precision.hpp"
@@ -167,6 +168,10 @@ std::string readme(const LaunchPlan& plan, const LaunchFacts& f, const std::vect
 }  // namespace
 
 std::vector<EmittedFile> launch_files(const LaunchPlan& plan) {
+  // The launch files describe dense models only (issue 17): an MoE/MLA/windowed model would be launched as another one.
+  if (const std::string feature = first_extended_feature(plan.prediction.model); !feature.empty())
+    throw InputError(fmt::format("--emit: the launch files do not yet carry '{}' (model '{}'): the runtimes would train "
+                                 "a different model; plan without --emit", feature, plan.prediction.model.name));
   const LaunchFacts f = launch_facts(plan);
   std::vector<EmittedFile> files = {emit_torchrun(plan, f),    emit_fsdp2_script(plan, f), emit_accelerate(plan, f),
                                     emit_deepspeed(plan, f),   emit_hostfile(f),           emit_megatron(plan, f),

@@ -86,6 +86,8 @@ json model_json(const Prediction& p) {
   const double stored = model_states(static_cast<double>(st.params_per_rank), Precision::fp32, p.strategy.zero,
                                      shard_degree(p.strategy)).params / 4.0;
   return {{"params", p.params.total},
+          {"active_params", p.params.active},  // planner/moe.hpp: = params for a dense model (issue 17)
+          {"mtp_params", p.params.mtp},
           {"params_per_rank", st.params_per_rank},
           {"params_stored_per_rank", rounded(stored)},
           {"parts",
@@ -226,8 +228,12 @@ namespace {
 
 std::string headline(const Prediction& p) {
   const Strategy& s = p.strategy;
-  std::string out = fmt::format("{} ({} parameters) on {} × {} — cluster {}, {} node{}\n", p.model.name,
-                                format_param_count(static_cast<double>(p.params.total)), s.gpus, p.cluster.gpu.name, p.cluster.name, nodes(p),
+  const std::string active = p.params.active < p.params.total  // MoE (issue 17)
+                                 ? fmt::format(", {} active", format_param_count(static_cast<double>(p.params.active)))
+                                 : std::string();
+  std::string out = fmt::format("{} ({} parameters{}) on {} × {} — cluster {}, {} node{}\n", p.model.name,
+                                format_param_count(static_cast<double>(p.params.total)), active, s.gpus,
+                                p.cluster.gpu.name, p.cluster.name, nodes(p),
                                 nodes(p) == 1 ? "" : "s");
   const std::string stages = describe_stage_layers(p.model, s);
   out += fmt::format("  tp {} · pp {}{} · dp {} · {}{} · {} · {}\n", s.tp, s.pp,

@@ -1,6 +1,7 @@
 // Temporary name, fsync, rename (io/atomic_write.hpp). POSIX calls throughout: std::ofstream can neither fsync
 // nor tell why a write failed.
 #include "io/atomic_write.hpp"
+#include "io/input_file.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -166,12 +167,12 @@ void AtomicWriter::stage(const std::string& path, const std::string& text, const
   if (!fs::path(path).has_filename()) fail(fmt::format("{}: cannot write (not a file name)", who), EISDIR);
   const Target t = classify(path, who);
   if (!t.identity.empty()) {
-    for (const auto& [identity, other] : identities_)
-      if (identity == t.identity)
+    for (const auto& [identity, other, other_path] : identities_)
+      if (identity == t.identity && (t.identity.find(':') == std::string::npos || same_file(path, other_path)))
         throw InputError(fmt::format("{} and {} name the same file: one would overwrite the other; give each output "
                                      "its own file",
                                      other, who));
-    identities_.emplace_back(t.identity, who);
+    identities_.emplace_back(t.identity, who, path);
   }
   if (t.kind == Target::in_place) {
     // Checked now, written at commit(). A FIFO is not opened here: a reader would take the close for the end.

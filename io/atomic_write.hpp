@@ -18,6 +18,7 @@
 // Not routed here, by design: calibrate's --raw CSV, an append-only log flushed line by line so that an
 // interrupted run can --resume (calibrate/README.md).
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace shardplan::io {
@@ -51,7 +52,9 @@ class AtomicWriter {
   };
   std::vector<Staged> staged_;
   std::vector<InPlace> in_place_;
-  std::vector<std::pair<std::string, std::string>> identities_;  // (file identity, who) of every staged target
+  // (file identity, who, path) of every staged target. A match is checked again on the paths (same_file): an inode
+  // freed and reused between two stats (another writer replacing the first file) is not the same file.
+  std::vector<std::tuple<std::string, std::string, std::string>> identities_;
 };
 
 void write_file_atomically(const std::string& path, const std::string& text, const std::string& flag = "");

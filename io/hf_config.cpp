@@ -10,6 +10,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "io/hf_config_families.hpp"
+#include "io/hf_fields.hpp"
 #include "io/json_checked.hpp"
 #include "io/preset_store.hpp"
 #include "planner/error.hpp"
@@ -20,6 +22,9 @@ namespace {
 
 using nlohmann::json;
 namespace fs = std::filesystem;
+using hf::describe;
+using hf::Fields;
+using hf::printable;
 
 struct Family {
   const char* name;
@@ -35,6 +40,17 @@ constexpr Family kFamilies[] = {
     {"gpt_neox", "GPTNeoXForCausalLM", "GPTNeoXLayer"},
     {"gpt2", "GPT2LMHeadModel", "GPT2Block"},
     {"falcon", "FalconForCausalLM", "FalconDecoderLayer"},
+    // io/hf_config_moe.cpp (issue 17)
+    {"mixtral", "MixtralForCausalLM", "MixtralDecoderLayer"},
+    {"qwen3", "Qwen3ForCausalLM", "Qwen3DecoderLayer"},
+    {"qwen3_moe", "Qwen3MoeForCausalLM", "Qwen3MoeDecoderLayer"},
+    {"deepseek_v2", "DeepseekV2ForCausalLM", "DeepseekV2DecoderLayer"},
+    {"deepseek_v3", "DeepseekV3ForCausalLM", "DeepseekV3DecoderLayer"},
+    {"gpt_oss", "GptOssForCausalLM", "GptOssDecoderLayer"},
+    {"llama4", "Llama4ForConditionalGeneration", "Llama4TextDecoderLayer"},
+    {"phi3", "Phi3ForCausalLM", "Phi3DecoderLayer"},
+    {"gemma2", "Gemma2ForCausalLM", "Gemma2DecoderLayer"},
+    {"gemma3", "Gemma3ForCausalLM", "Gemma3DecoderLayer"},
 };
 
 // model_type spellings (and old Falcon ones) → family.
@@ -42,6 +58,8 @@ const Family* family_by_model_type(const std::string& t) {
   for (const Family& f : kFamilies)
     if (t == f.name) return &f;
   if (t == "RefinedWeb" || t == "RefinedWebModel") return &kFamilies[6];
+  if (t == "llama4_text") return family_by_model_type("llama4");  // Llama4TextConfig on its own
+  if (t == "gemma3_text") return family_by_model_type("gemma3");  // Gemma3TextConfig (gemma-3-1b)
   return nullptr;
 }
 
@@ -52,90 +70,6 @@ const Family* family_by_architecture(const std::string& a) {
   if (a == "GPT2Model") return &kFamilies[5];
   return nullptr;
 }
-
-std::string describe(const json& v) {
-  std::string s = v.dump();
-  if (s.size() > 40) s = s.substr(0, 37) + "...";
-  return s;
-}
-
-// A string from the file as it may appear in a one-line message: control characters escaped as in JSON (found by
-// fuzz/fuzz_hf_config: a model_type "gpt\neox" split the error line in two).
-std::string printable(const std::string& s) {
-  const std::string quoted = json(s).dump();
-  return quoted.substr(1, quoted.size() - 2);
-}
-
-// Typed, strict access to the fields of the config object; every message names the file and the field.
-class Fields {
- public:
-  Fields(const json& j, std::string origin, std::string family) : j_(j), origin_(std::move(origin)), family_(std::move(family)) {}
-
-  bool has(const char* key) const { return j_.contains(key) && !j_.at(key).is_null(); }
-
-  // The first of `keys` present (aliases: "num_hidden_layers" or GPT-2's "n_layer"), or nullopt.
-  std::optional<int64_t> integer_opt(std::initializer_list<const char*> keys) const {
-    for (const char* key : keys)
-      if (has(key)) return as_positive_integer(key, j_.at(key));
-    return std::nullopt;
-  }
-  int64_t integer(std::initializer_list<const char*> keys) const {
-    if (auto v = integer_opt(keys)) return *v;
-    throw missing(*keys.begin(), keys.size() > 1 ? *(keys.begin() + 1) : nullptr);
-  }
-  int64_t integer_or(std::initializer_list<const char*> keys, int64_t fallback) const {
-    return integer_opt(keys).value_or(fallback);
-  }
-
-  bool boolean_or(const char* key, bool fallback) const {
-    if (!has(key)) return fallback;
-    const json& v = j_.at(key);
-    if (!v.is_boolean())
-      throw InputError(fmt::format("{}: '{}' must be true or false, got {}", origin_, key, describe(v)));
-    return v.get<bool>();
-  }
-
-  double number_or(const char* key, double fallback) const {
-    if (!has(key)) return fallback;
-    const json& v = j_.at(key);
-    if (!v.is_number() || !std::isfinite(v.get<double>()))
-      throw InputError(fmt::format("{}: '{}' must be a number, got {}", origin_, key, describe(v)));
-    return v.get<double>();
-  }
-
-  std::string string_or(const char* key, const std::string& fallback) const {
-    if (!has(key)) return fallback;
-    const json& v = j_.at(key);
-    if (!v.is_string()) throw InputError(fmt::format("{}: '{}' must be a string, got {}", origin_, key, describe(v)));
-    return v.get<std::string>();
-  }
-
-  InputError missing(const char* key, const char* alias = nullptr) const {
-    return InputError(fmt::format("{}: '{}'{} is missing (needed to size a {} model); add it to the config", origin_,
-                                  key, alias ? fmt::format(" (or '{}')", alias) : std::string(), family_));
-  }
-
-  const std::string& origin() const { return origin_; }
-
- private:
-  int64_t as_positive_integer(const char* key, const json& v) const {
-    std::optional<int64_t> value;
-    if (v.is_number_integer()) {
-      if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) value = std::nullopt;
-      else value = v.get<int64_t>();
-    } else if (v.is_number_float()) {
-      const double d = v.get<double>();
-      if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9e15) value = static_cast<int64_t>(d);
-    }
-    if (!value || *value <= 0)
-      throw InputError(fmt::format("{}: '{}' must be a positive integer, got {}", origin_, key, describe(v)));
-    return *value;
-  }
-
-  const json& j_;
-  std::string origin_;
-  std::string family_;
-};
 
 // "[json.exception.parse_error.101] parse error at line 3, column 5: syntax error ..." → "3:5: syntax error ...".
 std::string json_error_text(const json::parse_error& e) {
@@ -162,8 +96,9 @@ std::string json_error_text(const json::parse_error& e) {
 void reject_moe(const json& j, const std::string& origin, const std::string& prefix = "", int depth = 0) {
   for (const char* key : {"num_local_experts", "num_experts", "n_routed_experts", "moe_intermediate_size"}) {
     if (j.contains(key) && !j.at(key).is_null() && !(j.at(key).is_number() && j.at(key).get<double>() <= 1)) {
-      throw InputError(fmt::format("{}: '{}{}' ({}) describes a mixture-of-experts model, which shardplan does not "
-                                   "model yet; describe a dense equivalent with --model FILE.yaml",
+      throw InputError(fmt::format("{}: '{}{}' ({}) describes a mixture-of-experts model, which shardplan reads "
+                                   "for model_type mixtral, qwen3_moe, deepseek_v2/v3, gpt_oss and llama4 only; "
+                                   "describe it with --model FILE.yaml (experts, experts_per_token, ...)",
                                    origin, printable(prefix), key, describe(j.at(key))));
     }
   }
@@ -177,6 +112,8 @@ bool any_dropout(const Fields& f, std::initializer_list<const char*> keys, doubl
     if (f.number_or(key, fallback) > 0) return true;
   return false;
 }
+
+}  // namespace
 
 // Default sequence: max positions, capped for rotary/ALiBi models (see kHfDefaultSeqCap).
 int64_t default_seq(HfModel& out, int64_t max_positions, bool learned) {
@@ -195,7 +132,7 @@ void read_llama_like(const Fields& f, HfModel& out) {
   m.kv_heads = f.integer_or({"num_key_value_heads"}, m.heads);
   m.ffn_hidden = f.integer({"intermediate_size"});
   m.vocab = f.integer({"vocab_size"});
-  const bool gemma = out.family == "gemma";
+  const bool gemma = out.family == "gemma" || out.family == "gemma2" || out.family == "gemma3";
   if (gemma) {
     m.head_dim = f.integer({"head_dim"});  // Gemma-7B: 256 with 16 heads and hidden 3072
   } else {
@@ -229,7 +166,10 @@ void read_llama_like(const Fields& f, HfModel& out) {
   m.dropout = any_dropout(f, {"attention_dropout"}, 0);
   m.rotary_base = f.number_or("rope_theta", m.rotary_base);  // carried to --emit's launch files
   m.norm_eps = f.number_or("rms_norm_eps", m.norm_eps);
+  read_sliding_window(f, out);  // last: gpt_oss rewrites this note (hf_config_moe.cpp)
 }
+
+namespace {
 
 // GPT-NeoX (Pythia): LayerNorm with bias, GELU MLP with biases, rotary on part of each head, untied embed_out.
 void read_gpt_neox(const Fields& f, HfModel& out) {
@@ -395,10 +335,14 @@ HfModel parse_hf_config(const std::string& text, const std::string& origin, cons
       first_architecture.find("LMHeadModel") == std::string::npos && first_architecture != "GPT2Model")
     out.notes.push_back(fmt::format("architectures[0] is '{}'; planned as a causal language model",
                                     first_architecture));
-  reject_moe(j, origin);
+  if (!is_moe_file_family(out.family)) reject_moe(j, origin);
 
-  const Fields f(j, origin, out.family);
-  if (out.family == "gpt2") read_gpt2(f, out);
+  // Llama 4's multimodal config keeps the language model under text_config (Llama4Config).
+  const bool nested = (out.family == "llama4" || out.family == "gemma3") && j.contains("text_config") &&
+                      j.at("text_config").is_object();  // and Gemma 3's multimodal Gemma3Config
+  const Fields f(nested ? j.at("text_config") : j, nested ? origin + " text_config" : origin, out.family);
+  if (is_moe_file_family(out.family)) read_moe_file_family(f, out);
+  else if (out.family == "gpt2") read_gpt2(f, out);
   else if (out.family == "gpt_neox") read_gpt_neox(f, out);
   else if (out.family == "falcon") read_falcon(f, out);
   else read_llama_like(f, out);

@@ -7,6 +7,12 @@
 //   gpt_neox                LayerNorm with biases, GELU MLP with biases, rotary, untied (Pythia)
 //   gpt2                    n_embd/n_layer/n_head/n_inner, learned positions, biases everywhere, tied
 //   falcon                  (also RefinedWeb/RefinedWebModel) multi-query or num_kv_heads, optional biases
+//   mixtral, qwen3_moe, deepseek_v2, deepseek_v3, gpt_oss, llama4 (llama4_text)   mixture of experts, MLA, MTP
+//   qwen3, phi3, gemma2, gemma3 (gemma3_text)   dense; Q/K norms, sandwich norms, sliding windows
+//   (io/hf_config_moe.cpp: each reader names the transformers class it counts)
+//
+// Sliding windows are read (mistral, phi3, gpt_oss layer_types, gemma2/3) or refused (Qwen's use_sliding_window),
+// never dropped; Llama 4's chunked attention is costed as full attention, with a note.
 //
 // What the planner does not model is said in HfModel::notes (and in the spec's description): e.g. Falcon-7B's
 // single LayerNorm shared by its parallel attention and MLP is counted as the two norms every planner block has
@@ -14,7 +20,7 @@
 //
 // Errors are InputError, one line, naming the file and the field: a missing field ("'intermediate_size' is
 // missing"), a value of the wrong type, an unsupported model_type (with the standard fields it lacks), a
-// mixture-of-experts config, malformed JSON (with line and column).
+// mixture-of-experts config of a family read as dense, malformed JSON (with line and column).
 #include <string>
 #include <vector>
 
@@ -25,7 +31,7 @@ namespace shardplan {
 struct HfModel {
   ModelSpec spec;
   std::string model_type;    // as written in the file ("llama", "RefinedWebModel", ...)
-  std::string family;        // canonical: llama | mistral | qwen2 | gemma | gpt_neox | gpt2 | falcon
+  std::string family;        // canonical: llama | mistral | qwen2 | gemma | gpt_neox | gpt2 | falcon | (hf_config_moe.cpp)
   std::string architecture;  // architectures[0], or the family's usual class when absent
   std::string block_class;   // the decoder layer class (LlamaDecoderLayer, GPT2Block, ...): FSDP's wrap unit
   std::string source_path;   // the config file (load_hf_config) or the origin given to parse_hf_config

@@ -13,6 +13,7 @@
 
 #include "io/embedded_presets.hpp"
 #include "io/input_file.hpp"
+#include "io/model_moe_keys.hpp"
 #include "io/yaml_fields.hpp"
 #include "planner/comm_cost.hpp"
 #include "planner/error.hpp"
@@ -116,9 +117,12 @@ void validate_in_file(const yaml::MapReader& r, Validate validate) {
 
 ModelSpec read_model(const std::string& text, const std::string& origin, const std::string* file_stem) {
   yaml::MapReader r(yaml::load_document(text, origin), origin, "model");
-  r.check_keys({"name", "description", "source", "layers", "hidden", "heads", "kv_heads", "head_dim", "ffn_hidden",
-                "vocab", "vocab_pad_to", "seq", "mlp", "norm", "position", "tied_embeddings", "qkv_bias", "out_bias",
-                "norm_bias", "dropout", "rotary_base", "norm_eps"});
+  std::vector<std::string_view> keys = {"name", "description", "source", "layers", "hidden", "heads", "kv_heads",
+                                        "head_dim", "ffn_hidden", "vocab", "vocab_pad_to", "seq", "mlp", "norm",
+                                        "position", "tied_embeddings", "qkv_bias", "out_bias", "norm_bias", "dropout",
+                                        "rotary_base", "norm_eps"};
+  keys.insert(keys.end(), moe_model_keys().begin(), moe_model_keys().end());  // io/model_moe_keys.hpp
+  r.check_keys(keys);
   ModelSpec m;
   m.name = read_name(r, file_stem);
   m.description = r.string_or("description", "");
@@ -142,6 +146,7 @@ ModelSpec read_model(const std::string& text, const std::string& origin, const s
   m.dropout = r.boolean_or("dropout", false);
   m.rotary_base = r.number_or("rotary_base", m.rotary_base, Bound::positive);  // for --emit (planner/model.hpp)
   m.norm_eps = r.number_or("norm_eps", m.norm_eps, Bound::positive);
+  read_moe_keys(r, m);
   validate_in_file(r, [&] { validate_model(m); });
   return m;
 }

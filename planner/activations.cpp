@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "planner/moe.hpp"
+#include "planner/moe_costs.hpp"
 #include "planner/pipeline_schedule.hpp"
 #include "planner/precision.hpp"
 
@@ -48,7 +50,7 @@ double norm_input_bytes(const ModelSpec& m, const FrameworkTraits& fw, double a)
 
 // A block's terms in fixed storage: the search's inner loop computes them without allocating.
 struct TermList {
-  ActTerm items[16];
+  ActTerm items[24];
   int n = 0;
   void push_back(const ActTerm& t) { items[n++] = t; }
   const ActTerm* begin() const { return items; }
@@ -82,7 +84,7 @@ void add_attention_terms(TermList& out, const ModelSpec& m, const Strategy& s, c
 }
 
 void add_mlp_terms(TermList& out, const ModelSpec& m, const FrameworkTraits& fw, double a) {
-  const double h = static_cast<double>(m.hidden), f = static_cast<double>(m.ffn_hidden);
+  const double h = static_cast<double>(m.hidden), f = mlp_width_per_token(m);  // MoE: k + shared experts
   // Korthikanti §4.1, MLP block: 19sbh for a 4h GELU MLP, plus its LayerNorm's 2sbh.
   const int norm_tensors = fw.norm_impl == NormImpl::transformers_eager && m.norm == NormKind::rmsnorm ? 2 : 1;
   out.push_back({"norm2 input", norm_input_bytes(m, fw, a), ActSplit::sequence, false, norm_tensors});
@@ -96,6 +98,20 @@ void add_mlp_terms(TermList& out, const ModelSpec& m, const FrameworkTraits& fw,
     out.push_back({"SwiGLU intermediates", n * a * f, ActSplit::tensor, false, static_cast<int>(n)});
   }
   if (m.dropout) out.push_back({"mlp residual dropout mask", kMaskBytes * h, ActSplit::sequence, false});
+  // Gemma 2/3's post-attention and post-feedforward norms (Gemma2DecoderLayer) save their inputs too.
+  if (m.block_norms > 2)
+    out.push_back({"extra norm inputs", static_cast<double>(m.block_norms - 2) * norm_input_bytes(m, fw, a),
+                   ActSplit::sequence, false, static_cast<int>(m.block_norms - 2)});
+  if (model_is_moe(m)) {
+    // MoE (issue 17): the router's fp32 probabilities over E and the top-k weights (Megatron-Core moe/router.py,
+    // saved for the score function's backward), the k permuted copies of each token (the experts' fc1 input) and the
+    // experts' k outputs kept for the probability-weighted combine (moe_utils.py permute / unpermute). Counted like
+    // the MLP input (split by TP only under SP): an approximation where Megatron's dispatcher gathers tokens over TP.
+    const double k = static_cast<double>(m.experts_per_token), e = static_cast<double>(m.experts);
+    out.push_back({"router probabilities and top-k weights (fp32)", 4 * (e + k), ActSplit::sequence, false});
+    out.push_back({"tokens dispatched to k experts", k * a * h, ActSplit::sequence, false});
+    out.push_back({"k expert outputs for the combine", k * a * h, ActSplit::sequence, false});
+  }
 }
 
 double sum_terms(const TermList& terms, const Strategy& s, bool skip_selective) {
@@ -146,7 +162,7 @@ double block_working_set_bytes(const ModelSpec& m, const Strategy& s, const Fram
 double block_backward_scratch_bytes(const ModelSpec& m, const Strategy& s) {
   const double a = activation_dtype_bytes(s);
   const double h = static_cast<double>(m.hidden), q = static_cast<double>(model_q_width(m));
-  const double kv = kv_width_per_token(m, s), f = static_cast<double>(m.ffn_hidden);
+  const double kv = kv_width_per_token(m, s), f = mlp_width_per_token(m);  // MoE: k + shared experts
   const double mlp_in = static_cast<double>(model_mlp_matrices(m) - 1) * f;  // fc1 output: 2f SwiGLU, f GELU
   TermList terms;
   terms.push_back({"∂ residual stream and block scratch", a * 2 * h, ActSplit::sequence, false});
@@ -164,7 +180,7 @@ namespace {
 double odd_matmul_selective_bytes(const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw) {
   const double a = activation_dtype_bytes(s);
   const double h = static_cast<double>(m.hidden), q = static_cast<double>(model_q_width(m));
-  const double kv = kv_width_per_token(m, s), f = static_cast<double>(m.ffn_hidden);
+  const double kv = kv_width_per_token(m, s), f = mlp_width_per_token(m);  // MoE: k + shared experts
   struct Mm {
     double width;
     ActSplit split;
@@ -191,7 +207,7 @@ double odd_matmul_selective_bytes(const ModelSpec& m, const Strategy& s, const F
 double op_level_selective_bytes(const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw) {
   const double a = activation_dtype_bytes(s);
   const double h = static_cast<double>(m.hidden), q = static_cast<double>(model_q_width(m));
-  const double kv = kv_width_per_token(m, s), f = static_cast<double>(m.ffn_hidden);
+  const double kv = kv_width_per_token(m, s), f = mlp_width_per_token(m);  // MoE: k + shared experts
   if (fw.selective_saves_odd_matmuls) return odd_matmul_selective_bytes(m, s, fw);
   const double kept = 1 - fw.selective_recompute_gemm_share;
   // GEMM outputs of a block: q, k, v, attention projection (h, a sequence-boundary tensor), up (and gate),
@@ -255,10 +271,22 @@ double first_stage_extra_bytes(const ModelSpec& m, const Strategy& s) {
   return per_token * tokens_per_microbatch(s);
 }
 
+namespace {
+// Multi-token prediction modules (DeepSeek-V3 §2.2), alive with the main model's activations until their backward,
+// which runs first: per module its block's saved tensors (under the same recomputation), the enorm/hnorm inputs (h
+// each), the eh_proj input (2h), its final norm and head inputs (2h). Issue 17.
+double mtp_extra_bytes(const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw) {
+  if (m.mtp_layers <= 0) return 0;
+  const double per_token = 6 * activation_dtype_bytes(s) * static_cast<double>(m.hidden) / (s.sp ? s.tp : 1);
+  return static_cast<double>(m.mtp_layers) * (per_token * tokens_per_microbatch(s) + block_activation_bytes(m, s, fw));
+}
+}  // namespace
+
 double last_stage_extra_bytes(const ModelSpec& m, const Strategy& s) {
   // Final norm input and LM head input (Korthikanti §4.3: 4sbh/t with SP), 2 activation tensors of width h.
   const double per_token = 2 * activation_dtype_bytes(s) * static_cast<double>(m.hidden) / (s.sp ? s.tp : 1);
-  return per_token * tokens_per_microbatch(s);
+  const double mtp = m.mtp_layers > 0 ? mtp_extra_bytes(m, s, framework_traits(s.framework)) : 0;
+  return per_token * tokens_per_microbatch(s) + mtp;
 }
 
 double last_stage_extra_bytes(const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw) {
@@ -266,7 +294,7 @@ double last_stage_extra_bytes(const ModelSpec& m, const Strategy& s, const Frame
   // The final norm's saved tensors (norm_saved_bytes) and the LM head's input, sequence-split under SP.
   const double a = activation_dtype_bytes(s);
   const double per_token = (norm_saved_bytes(m, fw, a) + a * static_cast<double>(m.hidden)) / (s.sp ? s.tp : 1);
-  return per_token * tokens_per_microbatch(s);
+  return per_token * tokens_per_microbatch(s) + mtp_extra_bytes(m, s, fw);
 }
 
 double logits_bytes(const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw) {

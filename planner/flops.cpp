@@ -1,15 +1,17 @@
 #include "planner/flops.hpp"
 
+#include "planner/moe.hpp"
+
 namespace shardplan {
 
 StepFlops step_flops(const ModelSpec& m, const Strategy& s) {
   StepFlops out;
   out.tokens = static_cast<double>(s.global_batch) * static_cast<double>(s.seq);
-  const double h = static_cast<double>(m.hidden), q = static_cast<double>(model_q_width(m));
-  const double kv = static_cast<double>(model_kv_width(m)), f = static_cast<double>(m.ffn_hidden);
-  const double seq = static_cast<double>(s.seq), layers = static_cast<double>(m.layers);
+  const double h = static_cast<double>(m.hidden);
+  const double layers = static_cast<double>(m.layers);
   const double vocab = static_cast<double>(model_padded_vocab(m));
   const double per_layer_tokens = out.tokens * layers;
+  const ParamCounts pc = count_params(m);
 
   // A matmul of (tokens × k) by (k × n) costs 2·tokens·k·n FLOPs forward; its backward computes the input
   // gradient and the weight gradient, 2× forward (Narayanan et al. 2021, §5.1).
@@ -20,12 +22,43 @@ StepFlops step_flops(const ModelSpec& m, const Strategy& s) {
     if (selective && s.recompute == Recompute::selective) p.recompute = p.forward;
     out.parts.push_back(p);
   };
-  part("attention q/k/v projections", 2 * h * (q + 2 * kv), per_layer_tokens, true, false);
-  part("attention scores q·kᵀ", 2 * seq * q, per_layer_tokens, true, true);
-  part("attention over values", 2 * seq * q, per_layer_tokens, true, true);
-  part("attention output projection", 2 * q * h, per_layer_tokens, true, false);
-  part("mlp", 2 * static_cast<double>(model_mlp_matrices(m)) * h * f, per_layer_tokens, true, false);
+  // Attention projections: every weight matrix once per token (MLA: its down- and up-projections, DeepSeek-V2
+  // §2.1.2; Megatron-LM training.py num_floating_point_operations counts MLA the same way).
+  const double heads = static_cast<double>(m.heads);
+  const double out_proj = heads * static_cast<double>(attention_v_head_dim(m)) * h;
+  const double in_proj = static_cast<double>(pc.block.attn_weights) - out_proj;
+  // Scores and values: per query, keys × heads × width (q/k: MLA's nope + rope, DeepSeek-V2 §2.1.3; values v_head_dim).
+  // Windowed layers score min(window, s) keys (moe.hpp attention_keys_per_query), global ones s.
+  const double windowed = static_cast<double>(windowed_layers(m));
+  const double keys = (windowed * attention_keys_per_query(m, s.seq, true) +
+                       (layers - windowed) * attention_keys_per_query(m, s.seq, false)) / layers;
+  const double qk = heads * static_cast<double>(attention_qk_head_dim(m));
+  const double v = heads * static_cast<double>(attention_v_head_dim(m));
+  part("attention q/k/v projections", 2 * in_proj, per_layer_tokens, true, false);
+  part("attention scores q·kᵀ", 2 * keys * qk, per_layer_tokens, true, true);
+  part("attention over values", 2 * keys * v, per_layer_tokens, true, true);
+  part("attention output projection", 2 * out_proj, per_layer_tokens, true, false);
+  const double matrices = static_cast<double>(model_mlp_matrices(m));
+  const double moe_layers = static_cast<double>(pc.moe_layers);
+  const double dense_mlp = 2 * matrices * h * static_cast<double>(m.ffn_hidden);
+  // An MoE layer runs k routed and the shared experts for each token (Shazeer et al. 2017 §2; DeepSeekMoE §3), and its
+  // router, an h×E GEMM (softmax/sigmoid and top-k are memory-bound, priced in moe_costs).
+  const double active_experts = static_cast<double>(m.experts_per_token + m.shared_experts);
+  const double expert_mlp = 2 * matrices * h * static_cast<double>(m.expert_ffn_hidden);
+  const double router = 2 * h * static_cast<double>(m.experts);
+  part("mlp", dense_mlp, out.tokens * (layers - moe_layers), true, false);
+  if (moe_layers > 0) {
+    part("moe experts (active)", active_experts * expert_mlp, out.tokens * moe_layers, true, false);
+    part("moe router", router, out.tokens * moe_layers, true, false);
+  }
   part("lm head", 2 * h * vocab, out.tokens, false, false);
+  if (m.mtp_layers > 0) {
+    // Each MTP module runs its projection (2h×h), one block and the shared head on every token (DeepSeek-V3 §2.2).
+    const double block = 2 * in_proj + 2 * keys * (qk + v) + 2 * out_proj +
+                         (moe_layers > 0 ? active_experts * expert_mlp + router : dense_mlp);
+    part("mtp modules", 2 * 2 * h * h + block + 2 * h * vocab, out.tokens * static_cast<double>(m.mtp_layers), true,
+         false);
+  }
 
   for (const FlopsPart& p : out.parts) {
     out.model_flops += p.forward + p.backward;

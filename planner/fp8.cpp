@@ -17,6 +17,8 @@
 
 #include <fmt/format.h>
 
+#include "planner/moe.hpp"
+
 namespace shardplan {
 
 namespace {
@@ -64,6 +66,12 @@ double fp8_cached_weight_bytes_per_param(const Strategy& s) {
 
 double gathered_block_param_bytes(const Strategy& s) {
   return s.fp8_all_gather ? 1.0 : static_cast<double>(dtype_bytes(precision_compute_dtype(s.precision)));
+}
+
+std::optional<std::string> fp8_model_refusal(const Strategy& s, const ModelSpec& m) {
+  if (!fp8_on(s) || !model_is_moe(m)) return std::nullopt;
+  return fmt::format("--fp8 with model '{}', a mixture of experts: FP8 grouped expert GEMMs are not modelled yet "
+                     "(only dense linear layers are); drop --fp8", m.name);
 }
 
 std::optional<std::string> fp8_gpu_refusal(const Strategy& s, const GpuSpec& g) {

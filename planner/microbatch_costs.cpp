@@ -7,6 +7,8 @@
 #include "planner/framework.hpp"
 #include "planner/compute_cost.hpp"
 #include "planner/groups.hpp"
+#include "planner/moe.hpp"
+#include "planner/moe_costs.hpp"
 #include "planner/precision.hpp"
 #include "planner/step_time.hpp"
 
@@ -50,13 +52,15 @@ LinearTime linear_time(const GpuSpec& g, DType dt, int64_t m, int64_t n, int64_t
 }
 
 // Attention core (scores, softmax, weighted values) for one micro-batch on one rank.
-LinearTime attention_time(const GpuSpec& g, DType dt, const Strategy& s, const FrameworkTraits& fw, const Dims& d,
-                          bool dropout) {
+LinearTime attention_time(const ModelSpec& m, const GpuSpec& g, DType dt, const Strategy& s, const FrameworkTraits& fw,
+                          const Dims& d, bool dropout) {
   const int64_t b = s.micro_batch, seq = s.seq;
   if (s.flash_attn) {
     const AttentionKernel kernel = s.attention_kernel.value_or(fw.attention_kernel);
-    return {flash_attention_forward_s(g, dt, b, seq, d.heads_r, d.head_dim, true, kernel),
-            flash_attention_backward_s(g, dt, b, seq, d.heads_r, d.head_dim, true, kernel)};
+    // Sliding windows: the kernel skips the blocks outside the window (planner/moe.hpp attention_work_fraction).
+    const double window = attention_work_fraction(m, seq);
+    return {window * flash_attention_forward_s(g, dt, b, seq, d.heads_r, d.head_dim, true, kernel),
+            window * flash_attention_backward_s(g, dt, b, seq, d.heads_r, d.head_dim, true, kernel)};
   }
   // Unfused (Megatron without flash): batched q·kᵀ and softmax·v over the full s×s (the causal mask is applied
   // to it, not skipped), softmax (+ dropout) over b·heads·s² elements read and written.
@@ -75,8 +79,9 @@ LinearTime attention_time(const GpuSpec& g, DType dt, const Strategy& s, const F
 double block_elementwise_bytes(const ModelSpec& m, const Strategy& s, const Dims& d) {
   const double norm_share = s.sp ? 1.0 / static_cast<double>(d.t) : 1.0;
   double per_token = 2 * 2 * d.h * norm_share + 2 * 3 * d.h * norm_share;
-  const double f_r = d.f / static_cast<double>(d.t);
+  const double f_r = mlp_width_per_token(m) / static_cast<double>(d.t);  // MoE: k + shared experts (moe_costs.hpp)
   per_token += m.mlp == MlpKind::swiglu ? 3 * f_r : 2 * f_r;
+  if (model_is_moe(m)) per_token += moe_dispatch_bytes_per_token(m, d.a) / d.a;  // router, permute (×a below)
   if (m.position == PositionKind::rotary) per_token += 2 * static_cast<double>(d.q_r + d.kv_r);
   per_token *= d.a;
   if (m.dropout) per_token += 2 * (2 * d.h * d.a + d.h) * norm_share;
@@ -111,9 +116,15 @@ TpGemms block_compute(const ModelSpec& m, const Strategy& s, const GpuSpec& g, c
   auto scaled = [f8](LinearTime l) { return LinearTime{l.fwd * f8, l.bwd * f8, l.wgrad * f8}; };
   const LinearTime qkv = scaled(linear_time(g, lt, T, d.q_r + 2 * d.kv_r, h));
   const LinearTime proj = scaled(linear_time(g, lt, T, h, d.q_r));
-  const LinearTime up = scaled(linear_time(g, lt, T, up_n, h));
-  const LinearTime down = scaled(linear_time(g, lt, T, h, f_r));
-  const LinearTime core = attention_time(g, dt, s, fw, d, m.dropout);
+  LinearTime up = scaled(linear_time(g, lt, T, up_n, h));
+  LinearTime down = scaled(linear_time(g, lt, T, h, f_r));
+  if (model_is_moe(m)) {  // issue 17: grouped expert GEMMs, shared experts and router (planner/moe_costs.hpp);
+                          // --fp8 is refused for MoE models (strategy.cpp), so these stay in the compute dtype
+    const MoeMlpTime e = moe_mlp_time(m, s, g, dt);
+    up = {e.up.fwd, e.up.bwd, e.up.wgrad};
+    down = {e.down.fwd, e.down.bwd, e.down.wgrad};
+  }
+  const LinearTime core = attention_time(m, g, dt, s, fw, d, m.dropout);
   const double elementwise = memory_bound_time_s(g, elementwise_traffic_factor(s, fw) * block_elementwise_bytes(m, s, d));
   // FP8 casts of each linear layer's operands (planner/fp8.cpp), memory-bound.
   Fp8CastBytes casts;
@@ -228,6 +239,7 @@ MicrobatchCosts microbatch_costs(const ModelSpec& m, const Strategy& s, const Cl
   const TpGemms gemms = block_compute(m, s, device, fw, d, out);
   block_tp_comm(s, c, fw, d, gemms, out);
   ends_compute(m, s, c, device, d, out);
+  add_mtp_costs(m, s, device, out);  // DeepSeek-V3's MTP modules on the last stage (planner/moe_costs.hpp; issue 17)
   return out;
 }
 

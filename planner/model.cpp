@@ -3,10 +3,16 @@
 #include <fmt/format.h>
 
 #include "planner/error.hpp"
+#include "planner/moe.hpp"
 
 namespace shardplan {
 
-int64_t model_head_dim(const ModelSpec& m) { return m.head_dim > 0 ? m.head_dim : m.hidden / m.heads; }
+// MLA: the query/key head width the attention kernel sees (qk_nope + qk_rope; DeepSeek-V2 §2.1.3); values are
+// narrower (v_head_dim), which the activation and time models round up to this width.
+int64_t model_head_dim(const ModelSpec& m) {
+  if (m.kv_lora_rank > 0) return m.qk_nope_head_dim + m.qk_rope_head_dim;
+  return m.head_dim > 0 ? m.head_dim : m.hidden / m.heads;
+}
 int64_t model_q_width(const ModelSpec& m) { return m.heads * model_head_dim(m); }
 int64_t model_kv_width(const ModelSpec& m) { return m.kv_heads * model_head_dim(m); }
 int64_t model_mlp_matrices(const ModelSpec& m) { return m.mlp == MlpKind::swiglu ? 3 : 2; }
@@ -18,7 +24,7 @@ int64_t model_padded_vocab(const ModelSpec& m) {
 
 int64_t BlockParams::total() const {
   return attn_weights + attn_biases_split + attn_biases_replicated + mlp_weights + mlp_biases_split +
-         mlp_biases_replicated + norms;
+         mlp_biases_replicated + norms + experts + shared_experts + router + attn_extra;
 }
 
 // Parameters of one norm: RMSNorm has a gain only; LayerNorm a gain and (usually) a bias.
@@ -27,33 +33,39 @@ static int64_t norm_params(const ModelSpec& m) {
   return m.hidden * (has_bias ? 2 : 1);
 }
 
-static BlockParams count_block(const ModelSpec& m) {
-  const int64_t h = m.hidden, q = model_q_width(m), kv = model_kv_width(m), f = m.ffn_hidden;
+// One block; `moe` replaces the dense MLP by the experts and router (planner/moe.cpp).
+static BlockParams count_block(const ModelSpec& m, bool moe) {
+  const int64_t h = m.hidden, f = m.ffn_hidden;
   BlockParams b;
-  // Attention: W_q (h×q), W_k and W_v (h×kv each), W_o (q×h). GQA (Ainslie et al. 2023) shrinks K and V.
-  b.attn_weights = h * q + 2 * h * kv + q * h;
-  if (m.qkv_bias) b.attn_biases_split = q + 2 * kv;
-  if (m.out_bias) b.attn_biases_replicated = h;
-  // MLP: GELU has up (h×f) and down (f×h); SwiGLU (Shazeer 2020) adds a gate matrix (h×f).
-  const int64_t column_parallel = model_mlp_matrices(m) - 1;  // up (and gate)
-  b.mlp_weights = model_mlp_matrices(m) * h * f;
-  if (m.out_bias) {
-    b.mlp_biases_split = column_parallel * f;
-    b.mlp_biases_replicated = h;
+  count_attention(m, b);  // MHA/GQA or MLA, biases, Q/K norms, sinks
+  if (moe) {
+    count_moe_mlp(m, b);
+  } else {
+    // MLP: GELU has up (h×f) and down (f×h); SwiGLU (Shazeer 2020) adds a gate matrix (h×f).
+    const int64_t column_parallel = model_mlp_matrices(m) - 1;  // up (and gate)
+    b.mlp_weights = model_mlp_matrices(m) * h * f;
+    if (m.out_bias) {
+      b.mlp_biases_split = column_parallel * f;
+      b.mlp_biases_replicated = h;
+    }
   }
-  b.norms = 2 * norm_params(m);
+  b.norms = m.block_norms * norm_params(m);  // 2, or Gemma 2/3's 4
   return b;
 }
 
 ParamCounts count_params(const ModelSpec& m) {
   ParamCounts p;
-  p.block = count_block(m);
-  p.blocks = m.layers * p.block.total();
+  p.dense_block = count_block(m, false);
+  p.moe_layers = moe_layers_in(m, 0, m.layers);
+  p.block = p.moe_layers > 0 ? count_block(m, true) : p.dense_block;
+  p.blocks = (m.layers - p.moe_layers) * p.dense_block.total() + p.moe_layers * p.block.total();
   p.embedding = model_padded_vocab(m) * m.hidden;
   if (m.position == PositionKind::learned) p.position_embedding = m.seq * m.hidden;
   p.final_norm = norm_params(m);
   p.lm_head = m.tied_embeddings ? 0 : model_padded_vocab(m) * m.hidden;
   p.total = p.blocks + p.embedding + p.position_embedding + p.final_norm + p.lm_head;
+  p.mtp = mtp_params(m, p);
+  p.active = active_params(m, p);
   return p;
 }
 
@@ -95,6 +107,7 @@ void validate_model(const ModelSpec& m) {
     throw InputError(fmt::format("{}: vocab_pad_to {} is implausible (at most 1048576; Megatron pads to 128·tp); check "
                                  "the value",
                                  where, m.vocab_pad_to));
+  validate_moe(m, where);
 }
 
 std::string seq_refusal(const ModelSpec& m, int64_t seq) {

@@ -2,19 +2,17 @@
 
 #include <algorithm>
 
+#include "planner/moe.hpp"
 #include "planner/pipeline_layout.hpp"
 
 namespace shardplan {
 
 int64_t block_params_per_tp_rank(const ModelSpec& m, int64_t tp) {
   const BlockParams whole = count_params(m).block;
-  const int64_t h = m.hidden, d = model_head_dim(m);
-  const int64_t q = model_q_width(m) / tp;
-  const int64_t kv = std::max<int64_t>(m.kv_heads / tp, 1) * d;
-  // Megatron-LM (Shoeybi et al. 2019, §3): column-parallel Q/K/V and MLP up, row-parallel outputs.
-  int64_t n = h * q + 2 * h * kv + q * h;
-  if (m.qkv_bias) n += q + 2 * kv;
-  n += whole.attn_biases_replicated;
+  // Megatron-LM (Shoeybi et al. 2019, §3): column-parallel Q/K/V and MLP up, row-parallel outputs (moe.cpp: MLA,
+  // experts).
+  int64_t n = attention_params_per_tp_rank(m, tp);
+  if (model_is_moe(m)) n += moe_mlp_params_per_tp_rank(m, tp);
   n += whole.mlp_weights / tp + whole.mlp_biases_split / tp + whole.mlp_biases_replicated;
   n += whole.norms;
   return n;
@@ -39,6 +37,23 @@ StageParams stage_params(const ModelSpec& m, const Strategy& s, int64_t stage) {
   st.last = rank_holds_head(s, stage);
   st.block_params = block_params_per_tp_rank(m, s.tp);
   st.blocks = st.layers * st.block_params;
+  if (model_is_moe(m)) {
+    // Which of the rank's blocks are MoE: those of each virtual stage it runs, by their place in the model.
+    st.moe_layers = st.layers;
+    if (m.dense_layers > 0 || m.moe_layer_freq > 1) {
+      st.moe_layers = 0;
+      for (int64_t c = 0; c < chunks_per_rank(s); ++c) {
+        const int64_t k = virtual_stage_of(s, stage, c);
+        int64_t first = 0;
+        for (int64_t j = 0; j < k; ++j) first += virtual_stage_layers(m, s, j);
+        st.moe_layers += moe_layers_in(m, first, virtual_stage_layers(m, s, k));
+      }
+    }
+    const BlockParams& d = whole.dense_block;  // the same attention, the dense MLP
+    const int64_t dense_block = attention_params_per_tp_rank(m, s.tp) + d.mlp_weights / s.tp +
+                                d.mlp_biases_split / s.tp + d.mlp_biases_replicated + d.norms;
+    st.blocks = st.moe_layers * st.block_params + (st.layers - st.moe_layers) * dense_block;
+  }
   if (st.first) st.embedding = vocab_rows + whole.position_embedding;
   if (st.last) {
     st.final_norm = whole.final_norm;
@@ -46,6 +61,12 @@ StageParams stage_params(const ModelSpec& m, const Strategy& s, int64_t stage) {
     // last stage and all-reduces their gradients (Narayanan et al. 2021, §2.2 "embedding group").
     // A V-shaped schedule puts the embedding and the head on the same rank: a tied head needs no copy there.
     if (!m.tied_embeddings || (s.pp > 1 && !st.first)) st.lm_head = vocab_rows;
+    // MTP modules: their blocks split by TP like the others, the projection (2h×h, column-parallel in Megatron's
+    // eh_proj) too; norms whole.
+    if (m.mtp_layers > 0) {
+      const int64_t h = m.hidden, mtp_block = model_is_moe(m) ? st.block_params : block_params_per_tp_rank(m, s.tp);
+      st.mtp = m.mtp_layers * (2 * h * h / s.tp + 3 * whole.final_norm + mtp_block);
+    }
   }
   return st;
 }

@@ -15,14 +15,17 @@ struct StageParams {
   bool first = false;            // holds the token (and position) embedding
   bool last = false;             // holds the final norm and the LM head
   // Parameters per rank (after the TP split), by part.
-  int64_t block_params = 0;      // one block on one TP rank
-  int64_t blocks = 0;            // layers · block_params
+  int64_t block_params = 0;      // one block on one TP rank (an MoE model's MoE block: its largest FSDP unit)
+  int64_t blocks = 0;            // layers · block_params, dense blocks of an MoE model at their own size
+  int64_t moe_layers = 0;        // MoE blocks among `layers` (planner/moe.hpp)
   int64_t embedding = 0;         // token embedding (vocab-parallel) + learned positions (replicated)
   int64_t final_norm = 0;
   int64_t lm_head = 0;           // the output matrix, or its tied copy on the last stage when pp > 1
-  int64_t total() const { return blocks + embedding + final_norm + lm_head; }
-  // FSDP/ZeRO-3 units: each block is one; the root holds the rest (embedding, final norm, LM head).
-  int64_t root_unit() const { return embedding + final_norm + lm_head; }
+  int64_t mtp = 0;               // multi-token prediction modules, after the head on the last stage (Megatron-Core
+                                 // puts them there: multi_token_prediction.py, mtp_on_this_rank)
+  int64_t total() const { return blocks + embedding + final_norm + lm_head + mtp; }
+  // FSDP/ZeRO-3 units: each block is one; the root holds the rest (embedding, final norm, LM head, MTP).
+  int64_t root_unit() const { return embedding + final_norm + lm_head + mtp; }
 };
 
 // Parameters of one block on one TP rank. TP splits Q/K/V, the MLP up/gate (column-parallel) and the output

@@ -138,7 +138,7 @@ bool better_for_family(const Candidate& a, const Candidate& b, Objective o) {
 
 bool tp_is_valid(const ModelSpec& m, const ClusterSpec& c, int64_t tp) {
   return tp <= nvlink_domain_size(c) && m.heads % tp == 0 && (m.kv_heads % tp == 0 || tp % m.kv_heads == 0) &&
-         m.ffn_hidden % tp == 0;
+         m.ffn_hidden % tp == 0 && m.expert_ffn_hidden % tp == 0;  // MoE: experts split like the MLP
 }
 
 // The schedules worth pricing at this pp and chunk count that the framework runs (the fixed one if given): 1F1B and

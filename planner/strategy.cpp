@@ -48,6 +48,8 @@ static void validate_layout(const Strategy& s, const ModelSpec& m) {
     throw InputError(fmt::format("--tp {} must divide kv_heads ({}) or be a multiple of it", s.tp, m.kv_heads));
   if (m.ffn_hidden % s.tp != 0)
     throw InputError(fmt::format("--tp {} must divide the model's ffn_hidden ({})", s.tp, m.ffn_hidden));
+  if (m.expert_ffn_hidden % s.tp != 0)  // MoE (issue 17): each expert is split like a dense MLP
+    throw InputError(fmt::format("--tp {} must divide the model's expert_ffn_hidden ({})", s.tp, m.expert_ffn_hidden));
   if (m.layers < s.pp)
     throw InputError(fmt::format("--pp {} exceeds the model's {} layers; use at most {} stages", s.pp, m.layers,
                                  m.layers));
@@ -122,6 +124,7 @@ void validate_strategy(const Strategy& s, const ModelSpec& m, const ClusterSpec&
   validate_framework(s);
   validate_batch(s);
   validate_hardware(s, c);
+  if (const auto why = fp8_model_refusal(s, m)) throw InputError(*why);
 }
 
 // --- names -------------------------------------------------------------------------------------------------

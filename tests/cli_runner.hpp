@@ -53,4 +53,9 @@ inline bool is_one_error_line(const CliResult& r) {
   return first_newline == std::string::npos || first_newline == r.err.size() - 1;
 }
 
+// A bad-input failure (is_one_error_line) whose line names `names` (the flag, file or key at fault).
+inline bool refuses_naming(const CliResult& r, const std::string& names) {
+  return is_one_error_line(r) && r.err.find(names) != std::string::npos;
+}
+
 }  // namespace shardplan::test

@@ -38,9 +38,7 @@ void expect_usage_error(const std::string& args, const std::string& names) {
   const test::CliResult r = test::run_cli(args);
   CAPTURE(args);
   CAPTURE(r.err);
-  CHECK(r.exit_code == 2);
-  CHECK(test::is_one_error_line(r));
-  CHECK(r.err.find(names) != std::string::npos);
+  CHECK(test::refuses_naming(r, names));
 }
 
 }  // namespace
@@ -123,6 +121,9 @@ TEST_SUITE("fp8") {
     expect_usage_error("predict --preset llama3-8b --gpus 8 --cluster dgx-h100 --fp8 rowwise --fp8-all-gather",
                        "--fp8-all-gather");
     expect_usage_error("predict --preset llama3-8b --gpus 8 --cluster dgx-h100 --fp8 float4", "--fp8");
+    // FP8 grouped expert GEMMs are not modelled: a mixture-of-experts model is refused rather than half-priced.
+    expect_usage_error("predict --preset mixtral-8x7b --gpus 16 --cluster dgx-h100 --fp8 tensorwise", "mixture of experts");
+    expect_usage_error("plan --preset mixtral-8x7b --gpus 16 --cluster dgx-h100 --fp8 tensorwise", "mixture of experts");
     expect_usage_error("plan --preset llama3-8b --gpus 8 --cluster dgx-a100-80g --fp8 tensorwise", "FP8 tensor cores");
     // MXFP8 runs on Blackwell.
     const auto b200 = test::run_cli("predict --preset llama3-8b --gpus 8 --cluster dgx-b200 --framework megatron "

@@ -1,0 +1,82 @@
+#include "planner/moe_costs.hpp"
+
+#include <algorithm>
+
+#include "planner/moe.hpp"
+#include "planner/precision.hpp"
+
+namespace shardplan {
+
+namespace {
+
+// The launch gap compute_cost.cpp adds to every GEMM (kKernelOverheadS, ~2 µs between back-to-back kernels): a grouped
+// GEMM pays it once for all its groups.
+constexpr double kLaunchGapS = 2e-6;
+
+// One linear layer of `groups` experts over `rows` tokens each: forward Y = X·W (rows × n × k), backward dX (rows × k
+// × n) and dW (k × n × rows), each a grouped GEMM (Narayanan et al. 2021 §5.1: backward = two forward-sized GEMMs).
+MoeGemmTime grouped_linear(const GpuSpec& g, DType d, int64_t groups, int64_t rows, int64_t n, int64_t k) {
+  if (groups <= 0 || rows <= 0 || n <= 0) return {};
+  const double dw = grouped_gemm_time_s(g, d, groups, {k, n, rows});
+  return {grouped_gemm_time_s(g, d, groups, {rows, n, k}), grouped_gemm_time_s(g, d, groups, {rows, k, n}) + dw, dw};
+}
+
+MoeGemmTime plus(MoeGemmTime a, const MoeGemmTime& b) {
+  a.fwd += b.fwd, a.bwd += b.bwd, a.wgrad += b.wgrad;
+  return a;
+}
+
+}  // namespace
+
+double grouped_gemm_time_s(const GpuSpec& g, DType d, int64_t groups, const GemmShape& each) {
+  if (groups <= 0) return 0;
+  const double one = gemm_time_s(g, d, each);
+  if (!(one > 0)) return 0;
+  return static_cast<double>(groups) * std::max(one - kLaunchGapS, 0.0) + kLaunchGapS;
+}
+
+MoeMlpTime moe_mlp_time(const ModelSpec& m, const Strategy& s, const GpuSpec& g, DType d) {
+  MoeMlpTime out;
+  const int64_t T = s.micro_batch * s.seq, h = m.hidden, t = std::max<int64_t>(s.tp, 1);
+  const int64_t column = (model_mlp_matrices(m) - 1) * m.expert_ffn_hidden / t;  // gate + up on one TP rank
+  const int64_t row = m.expert_ffn_hidden / t;
+  // Balanced, dropless routing: T·k/E rows per expert, rounded up (the busiest expert sets the grouped kernel's end).
+  const int64_t rows = (T * m.experts_per_token + m.experts - 1) / m.experts;
+  out.up = grouped_linear(g, d, m.experts, rows, column, h);
+  out.down = grouped_linear(g, d, m.experts, rows, h, row);
+  // Shared experts see every token: one MLP of shared · f columns (DeepSeekMoE §3.2; Megatron SharedExpertMLP).
+  if (m.shared_experts > 0) {
+    out.up = plus(out.up, grouped_linear(g, d, 1, T, m.shared_experts * column, h));
+    out.down = plus(out.down, grouped_linear(g, d, 1, T, h, m.shared_experts * row));
+  }
+  // Router: T × E logits from T × h, whole on every TP rank (Megatron-Core moe/router.py TopKRouter.gating).
+  out.up = plus(out.up, grouped_linear(g, d, 1, T, m.experts, h));
+  return out;
+}
+
+double moe_dispatch_bytes_per_token(const ModelSpec& m, double a) {
+  const double h = static_cast<double>(m.hidden), k = static_cast<double>(m.experts_per_token);
+  const double e = static_cast<double>(m.experts);
+  // Router: logits written (a·E), read and written again in fp32 by the score function and top-k (8·E);
+  // permute: read h, write k·h; unpermute with the probabilities: read k·h, write h (Megatron moe_utils.py).
+  return a * e + 8 * e + a * 2 * (h + k * h);
+}
+
+void add_mtp_costs(const ModelSpec& m, const Strategy& s, const GpuSpec& g, MicrobatchCosts& out) {
+  if (m.mtp_layers <= 0) return;
+  const int64_t T = s.micro_batch * s.seq, h = m.hidden, t = std::max<int64_t>(s.tp, 1);
+  const DType d = precision_compute_dtype(s.precision);
+  // eh_proj: [T × 2h] · [2h × h/t] (Megatron-Core multi_token_prediction.py: column-parallel eh_proj).
+  const MoeGemmTime proj = grouped_linear(g, d, 1, T, h / t, 2 * h);
+  const double n = static_cast<double>(m.mtp_layers);
+  const double head_fwd = out.head_fwd_s, head_bwd = out.head_bwd_s;
+  out.head_fwd_s += n * (proj.fwd + out.block_fwd_s + out.block_tp_fwd_s + head_fwd);
+  out.head_bwd_s += n * (proj.bwd + out.block_bwd_s + out.block_recompute_s + out.block_tp_bwd_s + head_bwd);
+}
+
+double mlp_width_per_token(const ModelSpec& m) {
+  if (!model_is_moe(m)) return static_cast<double>(m.ffn_hidden);
+  return static_cast<double>((m.experts_per_token + m.shared_experts) * m.expert_ffn_hidden);
+}
+
+}  // namespace shardplan

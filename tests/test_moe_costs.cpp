@@ -1,0 +1,194 @@
+// Memory and time of MoE models without expert parallelism (issue 17, item 3): every expert's states in memory, only
+// the active experts' compute, grouped per-expert GEMMs, the router, k experts' saved activations, sliding windows.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <string>
+
+#include "io/preset_store.hpp"
+#include "planner/activations.hpp"
+#include "planner/compute_cost.hpp"
+#include "planner/error.hpp"
+#include "planner/framework.hpp"
+#include "planner/moe.hpp"
+#include "planner/moe_costs.hpp"
+#include "planner/partition.hpp"
+#include "planner/precision.hpp"
+#include "planner/predict.hpp"
+#include "planner/step_time.hpp"
+#include "sim/simulate.hpp"
+#include "tests/cli_runner.hpp"
+
+using namespace shardplan;
+
+namespace {
+const PresetStore& store() {
+  static const PresetStore s = PresetStore::builtin();
+  return s;
+}
+Strategy fsdp_on(int64_t gpus, int64_t seq) {
+  Strategy s;
+  s.gpus = gpus;
+  s.dp = gpus;
+  s.zero = 3;
+  s.micro_batch = 1;
+  s.global_batch = gpus;
+  s.seq = seq;
+  return s;
+}
+// The same model with its MoE MLP replaced by a dense one of the active width k · expert_ffn_hidden: equal FLOPs.
+ModelSpec dense_twin(ModelSpec m) {
+  m.ffn_hidden = (m.experts_per_token + m.shared_experts) * m.expert_ffn_hidden;
+  m.experts = m.experts_per_token = m.shared_experts = m.expert_ffn_hidden = 0;
+  m.dense_layers = 0;
+  m.router_bias = false;
+  return m;
+}
+}  // namespace
+
+TEST_SUITE("moe costs") {
+  TEST_CASE("memory holds every expert's states: Mixtral on 16 GPUs under ZeRO-3, amp-bf16") {
+    const ModelSpec m = store().model("mixtral-8x7b");
+    const Prediction p = predict(m, fsdp_on(16, 4096), store().cluster("dgx-h100"));
+    // fp32 master 4 B and Adam 8 B of each of the 46,702,792,704 parameters, sharded over 16:
+    // 4 × 46,702,792,704 / 16 = 11,675,698,176 and 8 × … / 16 = 23,351,396,352.
+    CHECK(p.memory.peak_stage().peak.master == doctest::Approx(11'675'698'176.0).epsilon(1e-6));
+    CHECK(p.memory.peak_stage().peak.optimizer == doctest::Approx(23'351'396'352.0).epsilon(1e-6));
+    CHECK(p.memory.peak_stage().params_per_rank == 46'702'792'704);
+  }
+
+  TEST_CASE("expert shards sum to the whole under TP; the router stays whole") {
+    const ModelSpec m = store().model("mixtral-8x7b");
+    // TP 4: attention 41,943,040 / 4; 8 experts × 176,160,768 / 4; router 32,768 and norms 8192 whole.
+    CHECK(block_params_per_tp_rank(m, 4) == 41'943'040 / 4 + 8 * 176'160'768 / 4 + 32'768 + 8192);
+    CHECK(4 * (block_params_per_tp_rank(m, 4) - 32'768 - 8192) + 32'768 + 8192 == count_params(m).block.total());
+  }
+
+  TEST_CASE("saved activations: k experts' intermediates, the dispatched copies and the router") {
+    const ModelSpec moe = store().model("mixtral-8x7b");
+    const ModelSpec dense = dense_twin(moe);  // ffn 2 × 14336: the same SwiGLU intermediates per token
+    Strategy s = fsdp_on(8, 4096);
+    const FrameworkTraits fw = framework_traits(s.framework);
+    const double extra = block_activation_bytes(moe, s, fw) - block_activation_bytes(dense, s, fw);
+    // Per token: router fp32 4·(8 + 2) = 40 B; dispatched copies 2·2·4096 = 16,384 B; expert outputs 16,384 B.
+    CHECK(extra == doctest::Approx(4096.0 * (40 + 16'384 + 16'384)));
+  }
+
+  TEST_CASE("Gemma's two extra norms per block save their inputs") {
+    ModelSpec m = store().model("llama3-8b");
+    Strategy s = fsdp_on(8, 4096);
+    const FrameworkTraits fw = framework_traits(s.framework);
+    const double two = block_activation_bytes(m, s, fw);
+    m.block_norms = 4;
+    // Two more norm inputs per token: what the framework's RMSNorm keeps of a 4096-wide bf16 input.
+    CHECK(block_activation_bytes(m, s, fw) - two == doctest::Approx(4096.0 * 2 * norm_saved_bytes(m, fw, 2)));
+  }
+
+  TEST_CASE("grouped GEMM: one launch for the group; per-expert shapes lose efficiency as experts shrink") {
+    const GpuSpec g = store().gpu("h100-sxm");
+    const GemmShape each{1024, 28672, 4096};
+    CHECK(grouped_gemm_time_s(g, DType::bf16, 8, each) ==
+          doctest::Approx(8 * (gemm_time_s(g, DType::bf16, each) - 2e-6) + 2e-6));
+    // Mixtral, T = 4096: 1024 rows per expert — close to the dense twin's 4096-row GEMMs of the same FLOPs.
+    Strategy s = fsdp_on(8, 4096);
+    const ClusterSpec c = store().cluster("dgx-h100");
+    const ModelSpec mix = store().model("mixtral-8x7b");
+    const double moe_t = microbatch_costs(mix, s, c).block_fwd_s, dense_t = microbatch_costs(dense_twin(mix), s, c).block_fwd_s;
+    CHECK(moe_t > dense_t);
+    CHECK(moe_t < 1.25 * dense_t);
+    // DeepSeek-V3's 256 experts of 2048 at T = 4096, top-8: 128 rows each, far from the dense GEMM's efficiency.
+    const ModelSpec ds = store().model("deepseek-v3");
+    const MoeMlpTime e = moe_mlp_time(ds, s, g, DType::bf16);
+    const double flops = 4096.0 * 2 * 8 * 3 * 7168 * 2048;  // routed experts' forward only
+    const double routed_s = e.up.fwd + e.down.fwd;          // + shared expert and router: less efficient still
+    CHECK(flops / routed_s < 0.8 * gemm_base_efficiency(g, DType::bf16) * peak_flops(g, DType::bf16));
+  }
+
+  TEST_CASE("sliding windows cut flash-attention time: GPT-OSS at 4096 tokens") {
+    // Work fraction: 12 windowed layers at (4096·128 − 128²/2)/(4096²/2) = 0.0615, 12 global → 0.5308.
+    const ModelSpec m = store().model("gpt-oss-20b");
+    CHECK(attention_work_fraction(m, 4096) == doctest::Approx((12 * (4096.0 * 128 - 8192) / (4096.0 * 2048) + 12) / 24));
+    ModelSpec full = m;
+    full.sliding_window = 0;
+    full.sliding_window_pattern = 1;
+    const Strategy s = fsdp_on(8, 4096);
+    const ClusterSpec c = store().cluster("dgx-h100");
+    CHECK(microbatch_costs(m, s, c).block_fwd_s < microbatch_costs(full, s, c).block_fwd_s);
+  }
+
+  TEST_CASE("multi-token prediction: one more block, its projection and the head on the last stage") {
+    ModelSpec with = store().model("deepseek-v3");
+    ModelSpec without = with;
+    without.mtp_layers = 0;
+    Strategy s = fsdp_on(8, 4096);
+    const ClusterSpec c = store().cluster("h800x8");
+    const MicrobatchCosts a = microbatch_costs(with, s, c), b = microbatch_costs(without, s, c);
+    // head_fwd(with) = 2 × head_fwd(without) + block_fwd + eh_proj (a [4096 × 14336] · [14336 × 7168] GEMM).
+    const double proj = gemm_time_s(training_device(c.gpu), DType::bf16, {4096, 7168, 2 * 7168});
+    CHECK(a.head_fwd_s == doctest::Approx(2 * b.head_fwd_s + b.block_fwd_s + proj));
+    CHECK(a.block_fwd_s == b.block_fwd_s);
+    const FrameworkTraits fw = framework_traits(s.framework);
+    // Saved for the module: its block, plus 6 tensors of h per token (2 bytes each).
+    CHECK(last_stage_extra_bytes(with, s, fw) - last_stage_extra_bytes(without, s, fw) ==
+          doctest::Approx(block_activation_bytes(with, s, fw) + 4096.0 * 6 * 2 * 7168));
+  }
+
+  TEST_CASE("the simulator plays an MoE step as the analytic model prices it (EP = 1)") {
+    const ModelSpec m = store().model("mixtral-8x7b");
+    const ClusterSpec c = store().cluster("dgx-h100");
+    // Megatron TP 8, no data parallelism: compute and TP collectives in series, as for dense models (test_sim.cpp).
+    Strategy tp = fsdp_on(8, 4096);
+    tp.tp = 8;
+    tp.dp = 1;
+    tp.zero = 0;
+    tp.global_batch = 1;
+    tp.framework = Framework::megatron;
+    tp.precision = Precision::megatron_bf16;
+    const sim::SimResult r = sim::simulate(m, tp, c);
+    CHECK(r.step_s == doctest::Approx(r.analytic.time.step_s).epsilon(1e-4));
+    // FSDP over one node. Dense cases agree within 3 % (test_sim.cpp; Llama 3 70B here: −0.2 %). Mixtral's blocks are
+    // 1.45 B parameters: each block's gradient reduce-scatter (5.8 GB fp32) is about as long as its backward, and the
+    // analytic exposure of that near-bound traffic (94 ms) is above what the simulator's overlap leaves (33 ms):
+    // −4.5 % measured on the issue-17 branch, −5.1 % once merged with the NVLink-domain pricing (issue 18); same
+    // compute to 0.3 %. A known gap of the analytic exposure for units this large, not a tolerance to widen further.
+    Strategy fsdp = fsdp_on(8, 4096);
+    fsdp.recompute = Recompute::full;
+    const sim::SimResult f = sim::simulate(m, fsdp, c);
+    CHECK(f.step_s < f.analytic.time.step_s);
+    CHECK(f.step_s / f.analytic.time.step_s > 0.94);
+    CHECK(std::fabs(f.critical_stage().busy_compute_s / f.analytic.time.compute_s - 1) < 0.01);
+  }
+
+  TEST_CASE("CLI: predict and plan Mixtral 8x7B on two DGX H100 nodes") {
+    using shardplan::test::run_cli;
+    // Without recomputation 31 blocks of saved activations (1.43 GB each at seq 4096: two experts' SwiGLU
+    // intermediates of 3 × 14336 each, the dispatched copies) overflow HBM; full recomputation keeps the block inputs.
+    const auto pred = run_cli("predict --preset mixtral-8x7b --gpus 16 --cluster dgx-h100 --format json");
+    REQUIRE(pred.exit_code == 0);
+    CHECK(pred.out.find("\"fits\": false") != std::string::npos);
+    const auto full = run_cli("predict --preset mixtral-8x7b --gpus 16 --cluster dgx-h100 --recompute full --format json");
+    REQUIRE(full.exit_code == 0);
+    CHECK(full.out.find("\"fits\": true") != std::string::npos);
+    const auto plan = run_cli("plan --preset mixtral-8x7b --gpus 16 --cluster dgx-h100 --format json");
+    CHECK(plan.exit_code == 0);
+    CHECK(plan.out.find("\"recommended\"") != std::string::npos);
+    // The reference loop and the launch files build dense models: they refuse an MoE model by its key.
+    const auto val = run_cli("validate --preset mixtral-8x7b --gpus 1 --quiet");
+    CHECK(shardplan::test::is_one_error_line(val));
+    CHECK(val.err.find("'experts'") != std::string::npos);
+    const std::string dir = (std::filesystem::temp_directory_path() / "shardplan_moe_emit").string();
+    std::filesystem::remove_all(dir);
+    const auto emit = run_cli("plan --preset mixtral-8x7b --gpus 16 --cluster dgx-h100 --emit " + dir);
+    CHECK(shardplan::test::is_one_error_line(emit));
+    CHECK(emit.err.find("'experts'") != std::string::npos);
+    CHECK(!std::filesystem::exists(std::filesystem::path(dir) / "README.md"));
+    // An expert width TP does not divide is refused naming it.
+    ModelSpec odd = store().model("mixtral-8x7b");
+    odd.expert_ffn_hidden = 14340;  // 4 · 3585: tp 8 does not divide it
+    Strategy s = fsdp_on(16, 4096);
+    s.tp = 8;
+    s.dp = 2;
+    CHECK_THROWS_WITH_AS(predict(odd, s, store().cluster("dgx-h100")), doctest::Contains("expert_ffn_hidden"), InputError);
+  }
+}
