@@ -71,7 +71,9 @@ void search_rate(const PresetStore& store, const char* model, const char* cluste
   SearchSpace space;
   space.base.gpus = gpus;
   space.base.seq = m.seq;
-  space.base.global_batch = default_global_batch(m.seq, gpus);
+  // As plan without --global-batch: each layout at the default rule's batch for its dp (planner/batch.hpp).
+  space.batch_default = default_batch_target(m.seq, gpus);
+  space.base.global_batch = space.batch_default->sequences;
   std::vector<double> times;
   SearchResult r;
   for (int i = 0; i < 21; ++i) {

@@ -261,7 +261,7 @@ std::string summary_text(const Profile& p, const std::string& out, const std::st
   std::string s = fmt::format("wrote {} (raw measurements: {})\n", out, raw);
   if (!p.collectives.empty()) {
     s += fmt::format("{:<15} {:<10} {:>5} {:>9} {:>11} {:>13} {:>9} {:>9} {:>6}\n", "collective", "scope", "ranks",
-                     "alpha_us", "breakpoint", "busbw_gbps", "rms_err%", "max_err%", "wrong");
+                     "alpha us", "breakpoint", "busbw GB/s", "rms err%", "max err%", "wrong");
     for (const CollectiveSummary& c : p.collectives) {
       if (c.fit.segments.empty()) continue;
       const RawRecord& big = c.points.back();

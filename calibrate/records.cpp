@@ -157,4 +157,26 @@ double busbw_gbps(const std::string& op, int64_t ranks, double bytes, double sec
   return bus_bandwidth_gbps(c, ranks, bytes, seconds);
 }
 
+std::string nccl_tests_table(const std::vector<RawRecord>& records, const std::string& dtype, int64_t dtype_bytes) {
+  std::string out;
+  std::string group;
+  for (const RawRecord& r : records) {
+    if (r.kind != "collective") continue;
+    const std::string this_group = fmt::format("{} {} {}", r.op, r.scope, r.ranks);
+    if (this_group != group) {
+      group = this_group;
+      out += fmt::format("#\n# {}, {} ({} ranks, {} per node)\n", r.op, r.scope, r.ranks, r.ranks_per_node);
+      out += fmt::format("# {:>12} {:>12} {:>6} {:>10} {:>8} {:>8} {:>7}\n", "size", "count", "type", "time", "algbw",
+                         "busbw", "#wrong");
+      out += fmt::format("# {:>12} {:>12} {:>6} {:>10} {:>8} {:>8} {:>7}\n", "(B)", "(elements)", "", "(us)", "(GB/s)",
+                         "(GB/s)", "");
+    }
+    const double bytes = static_cast<double>(r.bytes);
+    out += fmt::format("  {:>12} {:>12} {:>6} {:>10.2f} {:>8.2f} {:>8.2f} {:>7}\n", r.bytes,
+                       r.bytes / std::max<int64_t>(dtype_bytes, 1), dtype, r.median_s * 1e6,
+                       algbw_gbps(bytes, r.median_s), busbw_gbps(r.op, r.ranks, bytes, r.median_s), r.wrong);
+  }
+  return out;
+}
+
 }  // namespace shardplan::calibrate

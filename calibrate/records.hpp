@@ -39,4 +39,9 @@ double quantile(std::vector<double> v, double q);
 double algbw_gbps(double bytes, double seconds);
 double busbw_gbps(const std::string& op, int64_t ranks, double bytes, double seconds);
 
+// The collectives as nccl-tests prints them (nccl-tests/src/common.cu, out-of-place columns): one block per op, scope
+// and group, one row per size: size (B), count (elements of `dtype_bytes`), type, time (us, the slowest rank's
+// median), algbw and busbw (GB/s = 10^9 bytes per second; busbw by nccl-tests' PERFORMANCE.md factors), #wrong.
+std::string nccl_tests_table(const std::vector<RawRecord>& records, const std::string& dtype, int64_t dtype_bytes);
+
 }  // namespace shardplan::calibrate

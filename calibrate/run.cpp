@@ -403,6 +403,11 @@ int run_calibrate(const CalibrateFlags& flags, const PresetStore& store, const s
                                                e.what(), plan.out, plan.raw));
         }
         io::write_file_atomically(plan.out, text, "--out");
+        // The measurements as nccl-tests would print them, then the fit's summary.
+        std::fputs(nccl_tests_table(records, comm::to_string(device->dtype()),
+                                    static_cast<int64_t>(comm::element_bytes(device->dtype())))
+                       .c_str(),
+                   stdout);
         std::fputs(summary_text(profile, plan.out, plan.raw).c_str(), stdout);
         std::fflush(stdout);
         if (profile.wrong > 0)

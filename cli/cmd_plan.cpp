@@ -1,6 +1,8 @@
 // `shardplan plan`: search every valid strategy, recommend one, and say why the others lose.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 
@@ -15,6 +17,7 @@
 #include "cli/terminal.hpp"
 #include "planner/error.hpp"
 #include "planner/fp8.hpp"
+#include "planner/plan_advice.hpp"
 #include "sim/rerank.hpp"
 
 namespace shardplan::cli {
@@ -86,7 +89,10 @@ SearchSpace search_space(const PlanOptions& o, const ModelSpec& m, const Cluster
                      "--tp-comm-overlap");
   b.gpus = f.gpus.value_or(c.gpus_per_node);
   b.seq = f.seq.value_or(m.seq);
-  b.global_batch = f.global_batch.value_or(default_global_batch(b.seq, b.gpus));
+  // Without --global-batch every layout gets the shared default for its own dp (planner/batch.hpp); base's batch
+  // is then only the target, for the checks below.
+  if (!f.global_batch) sp.batch_default = default_batch_target(b.seq, b.gpus);
+  b.global_batch = f.global_batch.value_or(sp.batch_default ? sp.batch_default->sequences : 1);
   for (auto [flag, v] : {std::pair{"--gpus", b.gpus}, {"--seq", b.seq}, {"--global-batch", b.global_batch}})
     if (v < 1) throw InputError(fmt::format("{} must be at least 1, got {}", flag, v));
   if (const std::string why = seq_refusal(m, b.seq); !why.empty()) throw InputError(why);  // learned positions
@@ -118,15 +124,45 @@ SearchSpace search_space(const PlanOptions& o, const ModelSpec& m, const Cluster
   return sp;
 }
 
-// Nothing fits under the safety line: one line naming the closest family and what would help.
-[[noreturn]] void nothing_fits(const SearchResult& r, const SearchSpace& sp) {
+// Nothing fits under the safety line: one line naming the closest family and the changes that do fit, each found by
+// searching again (planner/plan_advice.hpp); exit 3 (valid input, no feasible plan).
+// One row per family and layout (tp, pp, sp): the vpp, schedule, HSDP group, micro-batch and recompute variants of
+// one strategy fold into their best, which names its own vpp and group. Without it the top 5 was often one strategy
+// at five vpp values, and the recommendation row 6. Returns how many candidates were folded away.
+size_t fold_variants(std::vector<Candidate>& ranked, size_t top) {
+  std::vector<Candidate> kept;
+  size_t folded = 0;
+  for (const Candidate& c : ranked) {
+    const auto same = [&](const Candidate& k) {
+      return family_of(k.strategy) == family_of(c.strategy) && k.strategy.tp == c.strategy.tp &&
+             k.strategy.pp == c.strategy.pp && k.strategy.sp == c.strategy.sp;
+    };
+    if (std::any_of(kept.begin(), kept.end(), same)) {
+      ++folded;
+      continue;
+    }
+    if (kept.size() < top) kept.push_back(c);
+  }
+  ranked = std::move(kept);
+  return folded;
+}
+
+[[noreturn]] void nothing_fits(const PlanReport& pr) {
+  const SearchResult& r = pr.result;
+  const SearchSpace& sp = pr.space;
   std::string closest;
   if (!r.families.empty()) closest = fmt::format("; closest: {} — {}", family_of(r.families.front().strategy),
                                                  why_not_fit(r.families.front()));
-  throw InputError(fmt::format("no configuration of {} GPUs fits under {:.0f} % of HBM ({} evaluated{}); use more GPUs, a "
-                               "shorter --seq, a smaller --global-batch, --offload-optimizer, or a higher "
-                               "--max-hbm-fraction",
-                               sp.base.gpus, sp.max_hbm_fraction * 100, r.evaluated, closest));
+  std::string fixes = describe_fixes(fixes_that_fit(pr.model, pr.cluster, sp));
+  if (!r.tight.empty())
+    fixes += fmt::format("{}--max-hbm-fraction {:.2f} admits {} (it fits the capacity, above the planning line)",
+                         fixes.empty() ? "" : "; ",
+                         std::ceil(100 * r.tight.front().peak_total() /
+                                   static_cast<double>(r.tight.front().capacity_bytes)) / 100,
+                         family_of(r.tight.front().strategy));
+  if (fixes.empty()) fixes = "no single change among precision, recompute, offload, TP and up to 64× the GPUs fits";
+  throw NoFeasiblePlan(fmt::format("no configuration of {} GPUs fits under {:.0f} % of HBM ({} evaluated{}); {}",
+                                   sp.base.gpus, sp.max_hbm_fraction * 100, r.evaluated, closest, fixes));
 }
 
 }  // namespace
@@ -134,6 +170,8 @@ SearchSpace search_space(const PlanOptions& o, const ModelSpec& m, const Cluster
 void add_plan_command(CLI::App& app, const GlobalOptions& global) {
   auto opts = std::make_shared<PlanOptions>();
   CLI::App* cmd = app.add_subcommand("plan", "Search every valid strategy and recommend one, with reasons");
+  cmd->footer("Exit 3 when the input is valid but no configuration fits: the error line names the changes that do "
+              "(--precision, --recompute, --offload-optimizer, --tp, --gpus), each found by searching again.");
   add_config_flags(*cmd, opts->config);
   cmd->add_option("--format", opts->format, "table | json | yaml | csv | markdown (default table)");
   cmd->add_option("--objective", opts->objective,
@@ -152,7 +190,8 @@ void add_plan_command(CLI::App& app, const GlobalOptions& global) {
   cmd->callback([opts, &global] {
     const PresetStore store = load_presets(global);
     PlanReport r;
-    r.model = resolve_model(opts->config, store);
+    std::vector<std::string> model_notes;
+    r.model = resolve_model(opts->config, store, &model_notes);
     r.cluster = resolve_cluster(opts->config, store, r.cluster_defaulted);
     r.space = search_space(*opts, r.model, r.cluster);
     r.training = resolve_training_goal(opts->config);
@@ -160,9 +199,11 @@ void add_plan_command(CLI::App& app, const GlobalOptions& global) {
       throw InputError("--objective cost needs --tokens (the training budget to price, e.g. --tokens 2T)");
     r.show_all = opts->all;
     const auto start = std::chrono::steady_clock::now();
-    r.result = search_strategies(r.model, r.cluster, r.space, opts->top);
+    // Kept deep enough that folding the variants of one family and layout still leaves --top rows.
+    r.result = search_strategies(r.model, r.cluster, r.space, std::min<size_t>(opts->top * 16, 4000));
     r.search_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    if (r.result.ranked.empty()) nothing_fits(r.result, r.space);
+    if (r.result.ranked.empty()) nothing_fits(r);
+    r.folded = fold_variants(r.result.ranked, opts->top);
     for (const Candidate& c : r.result.ranked) r.top.push_back(predict(r.model, c.strategy, r.cluster));
     const Strategy& chosen = r.result.recommended->strategy;
     auto it = std::find_if(r.top.begin(), r.top.end(), [&](const Prediction& p) { return p.strategy == chosen; });
@@ -177,9 +218,31 @@ void add_plan_command(CLI::App& app, const GlobalOptions& global) {
     if (!opts->emit_dir.empty()) {
       LaunchPlan launch{r.top[r.recommended], std::nullopt, prediction_training(r.top[r.recommended], r.training)};
       if (!opts->config.hf_config.empty()) launch.hf = load_hf_config(opts->config.hf_config);
+      // Absolute: slurm.sbatch runs from Slurm's spool folder, and the README's commands from anywhere.
+      std::filesystem::path dir = std::filesystem::absolute(opts->emit_dir).lexically_normal();
+      if (!dir.has_filename()) dir = dir.parent_path();  // "launch/" → ".../launch"
+      launch.emit_dir = dir.string();
+      // The hardware as given, so the README's validate command resolves the same cluster from any folder.
+      const ConfigFlags& f = opts->config;
+      if (!f.cluster.empty())
+        launch.cluster_args = "--cluster " + shell_quoted(std::filesystem::exists(f.cluster)
+                                                              ? std::filesystem::absolute(f.cluster).lexically_normal().string()
+                                                              : f.cluster);
+      else if (!f.gpu.empty())
+        launch.cluster_args = "--gpu " + shell_quoted(f.gpu);
+      if (!launch.cluster_args.empty() && f.gpus_per_node) launch.cluster_args += fmt::format(" --gpus-per-node {}", *f.gpus_per_node);
+      if (!launch.cluster_args.empty() && f.inter_node_gbps) launch.cluster_args += fmt::format(" --inter-node-gbps {}", *f.inter_node_gbps);
       const std::vector<EmittedFile> files = launch_files(launch);
       write_files_atomically(opts->emit_dir, files);
       emitted = fmt::format("wrote {} launch files for the recommendation to {}", files.size(), opts->emit_dir);
+    }
+    // Notes go to stderr, so that stdout stays the answer a script parses; only on success, so that a failure stays
+    // the one error line.
+    // With --format table and markdown only: a document says the cluster in its fields, and a script reading stderr
+    // for the one error line is not handed notes.
+    if (opts->format == "table" || opts->format == "markdown") {
+      print_config_notes(opts->config, model_notes, r.cluster, opts->config.tp.value_or(1));
+      if (r.cluster_defaulted) std::cerr << "note: no --cluster or --gpu given; using the " << kDefaultCluster << " preset\n";
     }
     std::cout << text;
     if (!emitted.empty()) (opts->format == "table" ? std::cout : std::cerr) << "\n" << emitted << "\n";

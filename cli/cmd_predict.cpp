@@ -30,10 +30,24 @@ void add_predict_command(CLI::App& app, const GlobalOptions& global) {
     Prediction p = predict(cfg.model, cfg.strategy, cfg.cluster);
     p.memory.max_hbm_fraction = resolve_max_hbm_fraction(opts->config);
     const Terminal term = opts->format == "table" ? stdout_terminal(opts->terminal) : kPlainTerminal;
-    std::string text = render_prediction(p, opts->format, resolve_training_goal(opts->config), term);
-    if (cfg.cluster_defaulted && opts->format == "table")
-      text = fit_lines("note: no --cluster or --gpu given; using " + std::string(kDefaultCluster) + "\n", term.width) + text;
-    write_report_option(opts->report, prediction_json(p, resolve_training_goal(opts->config)));
+    const auto goal = resolve_training_goal(opts->config);
+    // The default batch's rule travels with the answer: a line under the table, a field in the documents.
+    nlohmann::json doc = prediction_json(p, goal);
+    if (!cfg.batch_note.empty()) doc["config"]["global_batch_rule"] = cfg.batch_note;
+    std::string text = opts->format == "json"   ? doc.dump(2) + "\n"
+                       : opts->format == "yaml" ? json_to_yaml(doc)
+                       : opts->format == "csv"  ? json_to_csv(doc)
+                                                : render_prediction(p, opts->format, goal, term);
+    if ((opts->format == "table" || opts->format == "markdown") && !cfg.batch_note.empty())
+      text += fit_lines("\n" + cfg.batch_note + "\n", term.width);
+    write_report_option(opts->report, doc);
+    // Notes go to stderr (stdout stays the answer a script parses), only on success (a failure is one error line).
+    // With --format table only: a document (json, yaml, csv) says the cluster and batch in its fields, and a script
+    // that reads stderr for the one error line is not handed notes.
+    if (opts->format == "table") {
+      print_config_notes(opts->config, cfg.model_notes, cfg.cluster, cfg.strategy.tp);
+      if (cfg.cluster_defaulted) std::cerr << "note: no --cluster or --gpu given; using " << kDefaultCluster << "\n";
+    }
     std::cout << text;
   });
 }

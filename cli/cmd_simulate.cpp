@@ -80,9 +80,15 @@ void add_simulate_command(CLI::App& app, const GlobalOptions& global) {
     }
     const Terminal term = opts->format == "table" ? stdout_terminal(opts->terminal) : kPlainTerminal;
     std::string text = render_simulation(r, opts->format, term);
-    if (cfg.cluster_defaulted && opts->format == "table")
-      text = fit_lines("note: no --cluster or --gpu given; using " + std::string(kDefaultCluster) + "\n", term.width) + text;
+    if (!cfg.batch_note.empty() && opts->format == "table") text += fit_lines(cfg.batch_note + "\n", term.width);
     if (!opts->trace.empty() && opts->format == "table") text += "Trace written to " + opts->trace + ".\n";
+    // Notes go to stderr (stdout stays the answer a script parses), only on success (a failure is one error line).
+    // With --format table only: a document (json, yaml, csv) says the cluster and batch in its fields, and a script
+    // that reads stderr for the one error line is not handed notes.
+    if (opts->format == "table") {
+      print_config_notes(opts->config, cfg.model_notes, cfg.cluster, cfg.strategy.tp);
+      if (cfg.cluster_defaulted) std::cerr << "note: no --cluster or --gpu given; using " << kDefaultCluster << "\n";
+    }
     std::cout << text;
   });
 }

@@ -154,13 +154,38 @@ nlohmann::json step_json(const reference::StepRecord& r) {
           {"rss_bytes", r.rss_bytes}};
 }
 
-void print_progress(const reference::StepRecord& r, int64_t total) {
-  std::fprintf(stderr, "\rvalidate: step %lld/%lld %s loss %.4f  %.3f s  peak %.1f MB   ", static_cast<long long>(r.step + 1),
-               static_cast<long long>(total), r.warmup ? "(warm-up)" : "         ", r.loss, r.step_s,
-               static_cast<double>(r.peak_bytes) / 1e6);
-  if (r.step + 1 == total) std::fputc('\n', stderr);
-  std::fflush(stderr);
-}
+// Rank 0's progress: a line redrawn in place on a terminal; under mpirun or into a log (stderr is no TTY) a plain
+// line with the ETA at most every kPlainProgressEvery seconds, and for the first and last steps.
+constexpr double kPlainProgressEvery = 5.0;
+
+class StepProgress {
+ public:
+  StepProgress(int64_t total, bool tty) : total_(total), tty_(tty) {}
+  void print(const reference::StepRecord& r) {
+    const auto now = std::chrono::steady_clock::now();
+    const double elapsed = std::chrono::duration<double>(now - start_).count();
+    const int64_t done = r.step + 1;
+    const double eta = elapsed / static_cast<double>(done) * static_cast<double>(total_ - done);
+    if (tty_) {
+      std::fprintf(stderr, "\rvalidate: step %lld/%lld %s loss %.4f  %.3f s  peak %.1f MB  ETA %.0f s   ",
+                   static_cast<long long>(done), static_cast<long long>(total_), r.warmup ? "(warm-up)" : "         ",
+                   r.loss, r.step_s, static_cast<double>(r.peak_bytes) / 1e6, eta);
+      if (done == total_) std::fputc('\n', stderr);
+    } else {
+      if (done != 1 && done != total_ && std::chrono::duration<double>(now - last_).count() < kPlainProgressEvery) return;
+      std::fprintf(stderr, "validate: step %lld/%lld%s, loss %.4f, %.3f s, peak %.1f MB, ETA %.0f s\n",
+                   static_cast<long long>(done), static_cast<long long>(total_), r.warmup ? " (warm-up)" : "", r.loss,
+                   r.step_s, static_cast<double>(r.peak_bytes) / 1e6, eta);
+      last_ = now;
+    }
+    std::fflush(stderr);
+  }
+
+ private:
+  int64_t total_;
+  bool tty_;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now(), last_ = start_;
+};
 
 // The prediction for the reference loop on CPU ranks: its memory needs no calibration; its time needs a profile
 // measured on CPU ranks (calibrate --backend mpi), else it is not predicted. On GPUs (--backend cuda) the cluster
@@ -209,6 +234,8 @@ void validate_from_log(const ValidateOptions& o, const GlobalOptions& global) {
   src.what = "measurements " + o.measurements;
   src.steps_timed = m.steps_timed;
   if (cfg.cluster_defaulted) src.notes.push_back(std::string("no --cluster or --gpu given; predicted on ") + kDefaultCluster);
+  // The batch the prediction is for, when --global-batch did not say (give the run's own to compare like with like).
+  if (!cfg.batch_note.empty()) src.notes.push_back(cfg.batch_note);
   const MeasuredFigures figures{m.step_s, m.peak_bytes, m.components};
   emit(p, compare_with_measurement(p, figures, true), src, o);
 }
@@ -261,12 +288,15 @@ Resolved resolve_on_every_rank(const ValidateOptions& o, const GlobalOptions& gl
   std::string problem;
   try {
     const PresetStore store = load_presets(global);
-    r.cfg = resolve_config(o.config, store);
+    ConfigFlags flags = o.config;
+    flags.one_micro_batch_default = true;
+    r.cfg = resolve_config(flags, store);
     check_reference_strategy(r.cfg.strategy);
     if (const std::string feature = first_extended_feature(r.cfg.model); !feature.empty())  // issue 17
       throw InputError(fmt::format("validate: the reference loop trains a dense GPT; model '{}' uses '{}', which it "
                                    "does not implement (predict and plan model it; validate --measurements compares "
                                    "a run of your own)", r.cfg.model.name, feature));
+    if (!r.cfg.batch_note.empty()) r.src.notes.push_back(r.cfg.batch_note);
     r.time_predicted = prepare_prediction(r.cfg, o, r.src.notes);
     r.p = predict(r.cfg.model, r.cfg.strategy, r.cfg.cluster);  // before, and apart from, the run
     r.rc = run_config_of(r.cfg, o);
@@ -288,10 +318,10 @@ Resolved resolve_on_every_rank(const ValidateOptions& o, const GlobalOptions& gl
     const int64_t need = reference::bytes_needed(r.rc, world_info.size);
     const int64_t available = comm::min_over_ranks(reference::make_backend("cpu")->device_memory_available());
     if (available > 0 && need > available)
-      throw InputError(fmt::format("the reference run needs about {:.2f} GiB per rank but this machine has {:.2f} GiB "
+      throw InputError(fmt::format("the reference run needs about {:.2f} GB per rank but this machine has {:.2f} GB "
                                    "available: lower --micro-batch or --seq, use more ranks, a higher --zero, "
                                    "--recompute full, or a smaller model",
-                                   static_cast<double>(need) / (1 << 30), static_cast<double>(available) / (1 << 30)));
+                                   static_cast<double>(need) / 1e9, static_cast<double>(available) / 1e9));
   }
   return r;
 }
@@ -314,7 +344,8 @@ void train_and_compare(ValidateOptions o, const GlobalOptions& global, const com
   const reference::RunConfig& rc = resolved.rc;
 
   const bool leader = world_info.rank == 0;
-  const bool progress = leader && !o.quiet && isatty(STDERR_FILENO);
+  const bool progress = leader && !o.quiet;
+  StepProgress bar(o.steps + o.warmup, isatty(STDERR_FILENO) != 0);
   nlohmann::json steps = nlohmann::json::array();
   reference::RunResult result;
   try {
@@ -322,7 +353,7 @@ void train_and_compare(ValidateOptions o, const GlobalOptions& global, const com
     result = reference::run_training(rc, *world, [&](const reference::StepRecord& r) {
       inject_fault(world_info.rank, r.step);
       steps.push_back(step_json(r));
-      if (progress) print_progress(r, o.steps + o.warmup);
+      if (progress) bar.print(r);
     });
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: rank %d, during training: %s\n", world_info.rank, io::escape_for_line(e.what()).c_str());

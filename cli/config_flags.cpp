@@ -1,11 +1,13 @@
 #include "cli/config_flags.hpp"
 
 #include <cmath>
+#include <iostream>
 #include <tuple>
 
 #include <fmt/format.h>
 
 #include "io/hf_config.hpp"
+#include "planner/batch.hpp"
 #include "planner/error.hpp"
 #include "planner/framework_support.hpp"
 #include "planner/memory.hpp"
@@ -50,9 +52,14 @@ void add_config_flags(CLI::App& cmd, ConfigFlags& f) {
                  "default 3 (1 for megatron: its distributed optimizer)");
   cmd.add_option("--hsdp", f.hsdp, "Hybrid sharding: shard within groups of N data-parallel ranks");
   cmd.add_option("--recompute", f.recompute, "Activation recomputation: none | selective | full");
-  cmd.add_flag("--flash-attn,!--no-flash-attn", f.flash_attn, "Flash attention (default) or not");
+  // Two flags rather than CLI11's "--flash-attn,!--no-flash-attn", which help prints as
+  // "--flash-attn,--no-flash-attn{false}".
+  cmd.add_flag_callback("--flash-attn", [&f] { f.flash_attn = true; }, "Flash attention (the default)");
+  cmd.add_flag_callback("--no-flash-attn", [&f] { f.flash_attn = false; }, "Unfused attention (materialised scores)");
   cmd.add_option("--micro-batch", f.micro_batch, "Sequences per micro-batch per replica (default 1)");
-  cmd.add_option("--global-batch", f.global_batch, "Sequences per optimizer step (default micro-batch * dp)");
+  cmd.add_option("--global-batch", f.global_batch,
+                 "Sequences per optimizer step (default: dp x micro-batch x the accumulation nearest to 4 M tokens, "
+                 "1 K tokens per GPU past 4 K GPUs, at most 32 K tokens per GPU)");
   cmd.add_option("--seq", f.seq, "Sequence length in tokens (default: the model's)");
   cmd.add_option("--max-hbm-fraction", f.max_hbm_fraction,
                  "Share of HBM a planned peak may take, in (0, 1] (default 0.80): the margin for what the memory model "
@@ -76,18 +83,18 @@ void add_config_flags(CLI::App& cmd, ConfigFlags& f) {
   cmd.add_option("--grad-sync", f.grad_sync,
                  "Gradient reduction under accumulation: step (no_sync) | micro (every micro-batch); "
                  "default: the framework's");
-  cmd.add_flag_function(
-      "--overlap-grad-reduce,!--no-overlap-grad-reduce",
-      [&f](int64_t count) { f.overlap_grad_reduce = count > 0; },
-      "DDP/ZeRO-1/2 gradient reduction during backward (default: the framework's; Megatron-Core on, DeepSpeed off)");
-  cmd.add_flag_function(
-      "--overlap-param-gather,!--no-overlap-param-gather",
-      [&f](int64_t count) { f.overlap_param_gather = count > 0; },
-      "ZeRO-1/2 all-gather of the updated parameters during the next forward (default: the framework's; Megatron-Core "
-      "on)");
-  cmd.add_flag_function(
-      "--tp-comm-overlap,!--no-tp-comm-overlap", [&f](int64_t count) { f.tp_comm_overlap = count > 0; },
-      "TP collectives pipelined with their GEMMs, with --sp (default: the framework's; Megatron-Core on)");
+  // Each on/off pair as two flags: CLI11's "--x,!--no-x" prints as "--x,--no-x{false}" in help.
+  auto on_off = [&cmd](const std::string& name, std::optional<bool>& target, const std::string& help) {
+    cmd.add_flag_callback("--" + name, [&target] { target = true; }, help);
+    cmd.add_flag_callback("--no-" + name, [&target] { target = false; }, "Turn off --" + name);
+  };
+  on_off("overlap-grad-reduce", f.overlap_grad_reduce,
+         "DDP/ZeRO-1/2 gradient reduction during backward (default: the framework's; Megatron-Core on, DeepSpeed off)");
+  on_off("overlap-param-gather", f.overlap_param_gather,
+         "ZeRO-1/2 all-gather of the updated parameters during the next forward (default: the framework's; "
+         "Megatron-Core on)");
+  on_off("tp-comm-overlap", f.tp_comm_overlap,
+         "TP collectives pipelined with their GEMMs, with --sp (default: the framework's; Megatron-Core on)");
   cmd.add_option("--tokens", f.tokens, "Training tokens to price: adds days, GPU-hours (and cost) (e.g. 2T, 300B)");
   cmd.add_option("--gpu-hour-price", f.gpu_hour_price, "Price of one GPU-hour, for the cost of --tokens");
 }
@@ -134,12 +141,16 @@ GradSync parse_grad_sync_flag(const std::string& v) {
   return parse_choice<GradSync>("--grad-sync", v, parse_grad_sync, "step, micro");
 }
 
-ModelSpec resolve_model(const ConfigFlags& f, const PresetStore& store) {
+ModelSpec resolve_model(const ConfigFlags& f, const PresetStore& store, std::vector<std::string>* notes) {
   if (!f.preset.empty() + !f.model_file.empty() + !f.hf_config.empty() > 1)
     throw InputError("give only one of --preset, --model and --hf-config");
   if (!f.preset.empty()) return store.model(f.preset);
   if (!f.model_file.empty()) return store.model_file(f.model_file);
-  if (!f.hf_config.empty()) return load_hf_config(f.hf_config).spec;
+  if (!f.hf_config.empty()) {
+    HfModel hf = load_hf_config(f.hf_config);
+    if (notes != nullptr) *notes = hf.notes;
+    return hf.spec;
+  }
   throw InputError("no model given: pass --preset NAME (see `shardplan presets models`), --model FILE.yaml or "
                    "--hf-config config.json");
 }
@@ -222,7 +233,7 @@ std::optional<PipelineSplit> resolve_pipeline_split(const ConfigFlags& f) {
 
 ResolvedConfig resolve_config(const ConfigFlags& f, const PresetStore& store) {
   ResolvedConfig r;
-  r.model = resolve_model(f, store);
+  r.model = resolve_model(f, store, &r.model_notes);
   r.cluster = resolve_cluster(f, store, r.cluster_defaulted);
   Strategy& s = r.strategy;
   s.framework = parse_framework_flag(f.framework);
@@ -273,8 +284,42 @@ ResolvedConfig resolve_config(const ConfigFlags& f, const PresetStore& store) {
   s.offload_optimizer = f.offload_optimizer;
   s.micro_batch = positive("--micro-batch", f.micro_batch, 1);
   s.seq = positive("--seq", f.seq, r.model.seq);
-  s.global_batch = positive("--global-batch", f.global_batch, s.micro_batch * s.dp);
+  if (f.global_batch) {
+    s.global_batch = positive("--global-batch", f.global_batch, 1);
+  } else if (f.one_micro_batch_default) {
+    s.global_batch = s.micro_batch * s.dp;
+    r.batch_note = fmt::format("global batch {} sequences = {} ranks × micro-batch {}, one accumulation step: the "
+                               "reference loop's default (give --global-batch to accumulate)",
+                               s.global_batch, s.dp, s.micro_batch);
+  } else {
+    const BatchTarget t = default_batch_target(s.seq, s.gpus);
+    s.global_batch = default_global_batch(t, s.dp, s.micro_batch);
+    r.batch_note = describe_default_batch(t, s.dp, s.micro_batch);
+  }
   return r;
+}
+
+std::vector<std::string> config_notes(const ConfigFlags& f, const std::vector<std::string>& model_notes,
+                                      const ClusterSpec& c, int64_t tp) {
+  std::vector<std::string> out;
+  if (!f.hf_config.empty())
+    for (const std::string& n : model_notes)
+      if (!(f.seq && n.find("--seq is capped") != std::string::npos)) out.push_back(f.hf_config + ": " + n);
+  // TP all-reduces twice per layer forward and backward (Megatron-LM, Shoeybi et al. 2019 §3): over the network
+  // instead of NVLink that is usually the step's largest cost.
+  // The limit is the NVLink domain (hardware.hpp nvlink_domain_size): one host, or an NVL72 rack.
+  const int64_t domain = std::max<int64_t>(nvlink_domain_size(c), 1);
+  if (tp > domain)
+    out.push_back(fmt::format("--tp {} spans {} {} ({} GPUs {}): its collectives, several per layer, cross the network; "
+                              "keep tp at most {}",
+                              tp, (tp + domain - 1) / domain, domain == c.gpus_per_node ? "nodes" : "NVLink domains",
+                              domain, domain == c.gpus_per_node ? "per node" : "each", domain));
+  return out;
+}
+
+void print_config_notes(const ConfigFlags& f, const std::vector<std::string>& model_notes, const ClusterSpec& c,
+                        int64_t tp) {
+  for (const std::string& n : config_notes(f, model_notes, c, tp)) std::cerr << "note: " << n << "\n";
 }
 
 double resolve_max_hbm_fraction(const ConfigFlags& f) {

@@ -3,6 +3,7 @@
 // into a model, a cluster and a strategy.
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -33,6 +34,9 @@ struct ConfigFlags {
   std::string grad_sync;
   std::optional<bool> overlap_grad_reduce, overlap_param_gather, tp_comm_overlap;
   bool sp = false, flash_attn = true, offload_optimizer = false, compile = false;
+  // validate's live reference loop: an unset --global-batch means one micro-batch per rank (a measurement, not a
+  // recipe), instead of the shared default (planner/batch.hpp), which would run hundreds of accumulation steps.
+  bool one_micro_batch_default = false;
   std::optional<double> max_hbm_fraction;  // --max-hbm-fraction (planner/memory.hpp kSafeFractionOfCapacity)
 };
 
@@ -41,6 +45,9 @@ struct ResolvedConfig {
   ClusterSpec cluster;
   Strategy strategy;
   bool cluster_defaulted = false;  // neither --cluster nor --gpu was given
+  // --global-batch not given: what the default rule chose for this layout and why (planner/batch.hpp); "" otherwise.
+  std::string batch_note;
+  std::vector<std::string> model_notes;  // the Hugging Face reader's approximations and caps (io/hf_config.hpp)
 };
 
 // Name of the cluster used when neither --cluster nor --gpu is given.
@@ -52,10 +59,19 @@ void add_config_flags(CLI::App& cmd, ConfigFlags& flags);
 ResolvedConfig resolve_config(const ConfigFlags& flags, const PresetStore& store);
 
 // The model and the cluster only (plan resolves the strategy itself); `cluster_defaulted` as in ResolvedConfig.
-ModelSpec resolve_model(const ConfigFlags& flags, const PresetStore& store);
+ModelSpec resolve_model(const ConfigFlags& flags, const PresetStore& store, std::vector<std::string>* notes = nullptr);
 ClusterSpec resolve_cluster(const ConfigFlags& flags, const PresetStore& store, bool& cluster_defaulted);
 // --tokens and --gpu-hour-price; nullopt without --tokens (a price alone is an InputError).
 std::optional<TrainingGoal> resolve_training_goal(const ConfigFlags& flags);
+
+// What the defaults decided that the flags did not say, one line each for stderr as "note: ...": the Hugging Face
+// reader's approximations and caps (a capped default --seq), and a --tp wider than a node.
+// `model_notes` as resolve_model gave them (an --hf-config pipe can be read once only).
+std::vector<std::string> config_notes(const ConfigFlags& flags, const std::vector<std::string>& model_notes,
+                                      const ClusterSpec& cluster, int64_t tp);
+// Prints them on stderr (stdout stays the answer a script parses).
+void print_config_notes(const ConfigFlags& flags, const std::vector<std::string>& model_notes,
+                        const ClusterSpec& cluster, int64_t tp);
 
 // --max-hbm-fraction, checked (InputError naming it), or the default 0.80.
 double resolve_max_hbm_fraction(const ConfigFlags& flags);

@@ -29,13 +29,11 @@ LaunchFacts launch_facts(const LaunchPlan& plan) {
   const Strategy& s = p.strategy;
   LaunchFacts f;
   f.model_name = p.model.name;
-  if (plan.hf) {
-    const fs::path config(plan.hf->source_path);
-    f.model_ref = fs::absolute(config).parent_path().lexically_normal().string();
-    f.block_class = plan.hf->block_class;
-  } else {
-    f.model_ref = p.model.name;
-  }
+  // With a config.json beside the launch files the model is the emit folder itself (AutoConfig reads
+  // folder/config.json); without one, the model's name, which the README says to replace.
+  f.config_json = emits_model_config(plan);
+  f.model_ref = f.config_json ? plan.emit_dir : p.model.name;
+  if (plan.hf) f.block_class = plan.hf->block_class;
   f.gpus = s.gpus;
   f.procs_per_node = std::min(s.gpus, p.cluster.gpus_per_node);
   f.nodes = (s.gpus + f.procs_per_node - 1) / f.procs_per_node;
@@ -83,17 +81,23 @@ std::string validate_command(const LaunchPlan& plan, const LaunchFacts& f) {
   const Prediction& p = plan.prediction;
   const Strategy& s = p.strategy;
   std::string cmd = "shardplan validate ";
-  cmd += plan.hf ? "--hf-config " + shell_quoted(plan.hf->source_path) : "--preset " + shell_quoted(f.model_name);
+  // Absolute paths (or the emit folder's): the command works from any folder, not only where plan ran.
+  cmd += plan.hf ? "--hf-config " + shell_quoted(fs::absolute(plan.hf->source_path).lexically_normal().string())
+                 : "--preset " + shell_quoted(f.model_name);
   // A calibration profile is named by its file (ClusterSpec::source), a preset by its name.
   const bool profile = p.cluster.comm_calibration || p.cluster.gpu.gemm_calibration;
-  cmd += fmt::format(" --cluster {} --gpus {} --tp {} --pp {} --zero {}",
-                     shell_quoted(profile ? p.cluster.source : p.cluster.name), s.gpus, s.tp, s.pp, s.zero);
+  const std::string hardware =
+      !plan.cluster_args.empty()
+          ? plan.cluster_args
+          : "--cluster " +
+                shell_quoted(profile ? fs::absolute(p.cluster.source).lexically_normal().string() : p.cluster.name);
+  cmd += fmt::format(" {} --gpus {} --tp {} --pp {} --zero {}", hardware, s.gpus, s.tp, s.pp, s.zero);
   if (s.hsdp > 0) cmd += fmt::format(" --hsdp {}", s.hsdp);
   cmd += fmt::format(" --micro-batch {} --global-batch {} --seq {} --recompute {} --precision {} --framework fsdp",
                      s.micro_batch, s.global_batch, s.seq, to_string(s.recompute), to_string(s.precision));
   if (!s.flash_attn) cmd += " --no-flash-attn";
   if (s.offload_optimizer) cmd += " --offload-optimizer";
-  cmd += " --measurements shardplan_steps.jsonl";
+  cmd += " --measurements " + shell_quoted((fs::path(plan.emit_dir) / "shardplan_steps.jsonl").string());
   return cmd;
 }
 
@@ -103,7 +107,7 @@ std::string readme(const LaunchPlan& plan, const LaunchFacts& f, const std::vect
   std::string out = fmt::format("# Launch files for {} on {} × {}\n\n", f.model_name, f.gpus, p.cluster.gpu.name);
   out += fmt::format("Written by `shardplan plan --emit` for the recommended configuration ({} modelled):\n\n",
                      to_string(s.framework));
-  out += fmt::format("- {:.2f} B parameters; {} node(s) × {} GPUs (cluster {})\n", p.params.total / 1e9, f.nodes,
+  out += fmt::format("- {} parameters; {} node(s) × {} GPUs (cluster {})\n", format_param_count(static_cast<double>(p.params.total)), f.nodes,
                      f.procs_per_node, p.cluster.name);
   out += fmt::format("- tp {} · pp {}{} · dp {} (ZeRO-{}, model states sharded over {}, {} replica(s)){}{}\n", f.tp,
                      f.pp, f.vpp > 1 ? fmt::format(" (vpp {})", f.vpp) : "", f.dp, f.zero, f.shard, f.replicate,
@@ -118,24 +122,44 @@ std::string readme(const LaunchPlan& plan, const LaunchFacts& f, const std::vect
                        static_cast<double>(p.peak_bytes()) / kGB);
   if (plan.training)
     out += fmt::format("- training {} ({} optimizer steps)\n", training_line(*plan.training), plan.training->steps);
-  out += fmt::format("\nModel: `{}`{}.\n", f.model_ref,
-                     plan.hf ? " (the folder of the config.json given to --hf-config)"
-                             : " — not from --hf-config: point MODEL (train_fsdp2.py) and the other files at a Hugging "
-                               "Face model id or folder with this architecture");
+  if (f.config_json)
+    out += fmt::format("\nModel: `config.json` in this folder ({}); MODEL (torchrun.sh, train_fsdp2.py) is this folder "
+                       "unless set.\n",
+                       plan.hf ? "a copy of the --hf-config file" : "written from the preset");
+  else
+    out += fmt::format("\nModel: `{}` — no Hugging Face class matches this architecture without guessing, so no "
+                       "config.json is written: set MODEL to a Hugging Face model id or folder with this architecture.\n",
+                       f.model_ref);
   out += "\n## Files\n\n";
   for (const EmittedFile& file : files) {
     out += fmt::format("- `{}`\n", file.name);
     for (const std::string& note : file.notes) out += fmt::format("  - note: {}\n", note);
   }
   out += "\n## Run\n\n";
-  out += "- PyTorch FSDP2: on every node `NODE_RANK=<i> MASTER_ADDR=<node 0> ./torchrun.sh`\n";
-  out += "- Accelerate: `accelerate launch --config_file accelerate_config.yaml your_train.py`\n";
-  out += "- DeepSpeed: `deepspeed --num_nodes N --num_gpus G your_train.py --deepspeed ds_config.json`\n";
-  out += "- Megatron-LM: `source megatron_args.sh; torchrun ... pretrain_gpt.py \"${MEGATRON_ARGS[@]}\"` (add data, "
-         "tokenizer and optimizer arguments)\n";
-  out += "- torchtitan: `CONFIG_FILE=torchtitan.toml ./run_train.sh`\n";
+  if (f.nodes == 1) {
+    out += fmt::format("- PyTorch FSDP2: `{}/torchrun.sh`\n", plan.emit_dir);
+  } else {
+    out += fmt::format("- PyTorch FSDP2 under Slurm: `sbatch {}/slurm.sbatch` ({} nodes, one torchrun each).\n",
+                       plan.emit_dir, f.nodes);
+    out += fmt::format("- PyTorch FSDP2 by hand: on each of the {} nodes `NODE_RANK=<0..{}> MASTER_ADDR=<node 0> "
+                       "{}/torchrun.sh`\n", f.nodes, f.nodes - 1, plan.emit_dir);
+  }
+  out += fmt::format("- Accelerate: `accelerate launch --config_file {}/accelerate_config.yaml{} your_train.py`\n",
+                     plan.emit_dir,
+                     f.nodes == 1 ? "" : " --machine_rank <0..nodes-1> --main_process_ip <node 0>");
+  out += fmt::format("- DeepSpeed: `deepspeed --hostfile {0}/hostfile --num_nodes {1} --num_gpus {2} your_train.py "
+                     "--deepspeed --deepspeed_config {0}/ds_config.json`\n",
+                     plan.emit_dir, f.nodes, f.procs_per_node);
+  out += fmt::format("- Megatron-LM: `source {}/megatron_args.sh; torchrun ... pretrain_gpt.py \"${{MEGATRON_ARGS[@]}}\"` "
+                     "(add data, tokenizer and optimizer arguments)\n",
+                     plan.emit_dir);
+  out += fmt::format("- torchtitan: `CONFIG_FILE={}/torchtitan.toml ./run_train.sh` from a torchtitan checkout{}\n",
+                     plan.emit_dir,
+                     f.nodes == 1 ? "" : fmt::format(" (run_train.sh starts one node: on {} nodes launch it with "
+                                                     "torchrun's --nnodes/--node-rank/--rdzv-* as torchrun.sh does)",
+                                                     f.nodes));
   out += "\n## Check the prediction\n\n";
-  out += "`train_fsdp2.py` writes one JSON line per step to `shardplan_steps.jsonl` (or `$SHARDPLAN_STEPS`): the "
+  out += "`train_fsdp2.py` writes one JSON line per step to `shardplan_steps.jsonl` in this folder (or `$SHARDPLAN_STEPS`): the "
          "slowest rank's step time and the most device memory in use. Compare them with this plan's prediction:\n\n";
   out += "```sh\n" + validate_command(plan, f) + "\n```\n";
   return out;
@@ -150,7 +174,9 @@ std::vector<EmittedFile> launch_files(const LaunchPlan& plan) {
                                  "a different model; plan without --emit", feature, plan.prediction.model.name));
   const LaunchFacts f = launch_facts(plan);
   std::vector<EmittedFile> files = {emit_torchrun(plan, f),    emit_fsdp2_script(plan, f), emit_accelerate(plan, f),
-                                    emit_deepspeed(plan, f),   emit_megatron(plan, f),     emit_torchtitan(plan, f)};
+                                    emit_deepspeed(plan, f),   emit_hostfile(f),           emit_megatron(plan, f),
+                                    emit_torchtitan(plan, f),  emit_slurm(plan, f)};
+  if (auto config = emit_model_config(plan)) files.push_back(std::move(*config));
   EmittedFile doc{"README.md", readme(plan, f, files), false, {}};
   files.push_back(std::move(doc));
   return files;

@@ -198,6 +198,9 @@ EmittedFile emit_megatron(const LaunchPlan& plan, const LaunchFacts& f) {
   arg2("--position-embedding-type", m.position == PositionKind::learned ? "learned_absolute"
                                     : m.position == PositionKind::rotary  ? "rope"
                                                                           : "none");
+  // Megatron's defaults are 10000 and 1e-5 (megatron/training/arguments.py); Llama 3 needs 500000.
+  if (m.position == PositionKind::rotary) arg2("--rotary-base", fmt::format("{:g}", m.rotary_base));
+  arg2("--norm-epsilon", fmt::format("{:g}", m.norm_eps));
   if (!m.tied_embeddings) arg("--untie-embeddings-and-output-weights");
   if (!m.qkv_bias && !m.out_bias) arg("--disable-bias-linear");
   if (m.qkv_bias && !m.out_bias) {

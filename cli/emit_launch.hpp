@@ -6,6 +6,8 @@
 //   ds_config.json           DeepSpeed: ZeRO stage, offload, micro-batch, gradient accumulation, bf16
 //   megatron_args.sh         Megatron-LM arguments: TP, PP, virtual stages, SP, recompute, batches, distributed optimizer
 //   torchtitan.toml          torchtitan job config
+//   config.json              the model for transformers' AutoConfig (the --hf-config file, or a Llama/Qwen2 preset)
+//   hostfile                 DeepSpeed's host list; slurm.sbatch: one srun task per node running torchrun.sh
 //   README.md                the plan, and what each file could not express (notes)
 // All are written atomically (emit_files.cpp): every file to a temporary name first, then renamed; on failure
 // nothing is left behind.
@@ -23,12 +25,17 @@ struct LaunchPlan {
   Prediction prediction;                     // the recommended candidate
   std::optional<HfModel> hf;                 // when the model came from --hf-config
   std::optional<TrainingEstimate> training;  // when --tokens was given (sets the step count)
+  std::string emit_dir = ".";                // --emit DIR, absolute: the Slurm script and the README name it
+  // The hardware flags as plan was given them ("--gpu 'h100-sxm'", "--cluster '/abs/profile.yaml'"), for the README's
+  // validate command; empty: the cluster's preset name (or a profile's file).
+  std::string cluster_args;
 };
 
 // The plan's numbers as every writer needs them.
 struct LaunchFacts {
   std::string model_name;
-  std::string model_ref;    // the folder holding config.json (--hf-config), else the model's name
+  std::string model_ref;    // the model's name when no config.json is written (else MODEL is the emit folder)
+  bool config_json = false; // config.json is written beside the launch files (emit_model_config)
   std::string block_class;  // HF decoder layer class, "" when unknown (not from --hf-config)
   int64_t gpus = 1, nodes = 1, procs_per_node = 1;
   int64_t tp = 1, pp = 1, dp = 1, vpp = 1;
@@ -58,6 +65,12 @@ struct EmittedFile {
 
 // Every file of the plan, in memory (nothing is written).
 std::vector<EmittedFile> launch_files(const LaunchPlan& plan);
+
+// config.json, the DeepSpeed hostfile and the Slurm script (emit_cluster.cpp).
+bool emits_model_config(const LaunchPlan& plan);
+std::optional<EmittedFile> emit_model_config(const LaunchPlan& plan);
+EmittedFile emit_hostfile(const LaunchFacts& f);
+EmittedFile emit_slurm(const LaunchPlan& plan, const LaunchFacts& f);
 
 // One writer per runtime (emit_torch.cpp, emit_frameworks.cpp).
 EmittedFile emit_torchrun(const LaunchPlan& plan, const LaunchFacts& f);

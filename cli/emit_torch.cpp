@@ -17,14 +17,19 @@ EmittedFile emit_torchrun(const LaunchPlan& plan, const LaunchFacts& f) {
   out += "set -euo pipefail\n";
   out += "HERE=\"$(cd \"$(dirname \"${BASH_SOURCE[0]}\")\" && pwd)\"\n";
   out += "export PYTORCH_CUDA_ALLOC_CONF=\"${PYTORCH_CUDA_ALLOC_CONF:-expandable_segments:True}\"\n";
-  out += fmt::format("export MODEL=\"${{MODEL:-{}}}\"\n", f.model_ref);
+  // The model is this folder's config.json when one was written: relative to the script, wherever it is run from.
+  out += f.config_json ? "export MODEL=\"${MODEL:-${HERE}}\"\n"
+                       : fmt::format("export MODEL=\"${{MODEL:-{}}}\"  # set to a Hugging Face id or folder\n", f.model_ref);
+  out += "export SHARDPLAN_STEPS=\"${SHARDPLAN_STEPS:-${HERE}/shardplan_steps.jsonl}\"\n";
   if (f.nodes == 1) {
     out += fmt::format("torchrun --standalone --nnodes 1 --nproc-per-node {} \\\n", f.procs_per_node);
   } else {
+    // A c10d rendezvous on node 0 (torchrun docs, "Usage: multi-node"); Slurm's node index when under srun.
     out += fmt::format("torchrun --nnodes {} --nproc-per-node {} \\\n", f.nodes, f.procs_per_node);
-    out += "  --node-rank \"${NODE_RANK:?set NODE_RANK to this node's index}\" \\\n";
-    out += "  --master-addr \"${MASTER_ADDR:?set MASTER_ADDR to node 0's address}\" \\\n";
-    out += "  --master-port \"${MASTER_PORT:-29500}\" \\\n";
+    out += "  --node-rank \"${NODE_RANK:-${SLURM_NODEID:?set NODE_RANK to the index of this node, 0 to nodes-1}}\" \\\n";
+    out += "  --rdzv-backend c10d \\\n";
+    out += "  --rdzv-endpoint \"${MASTER_ADDR:?set MASTER_ADDR to the address of node 0}:${MASTER_PORT:-29500}\" \\\n";
+    out += "  --rdzv-id \"${RDZV_ID:-shardplan}\" \\\n";
   }
   out += "  \"${HERE}/train_fsdp2.py\" \"$@\"\n";
   if (f.gpus % f.procs_per_node != 0)
@@ -93,7 +98,7 @@ def reset_rotary_buffers(model):
             module.original_inv_freq = inv_freq
 
 
-def build_model(mesh):
+def build_model(mesh, device):
     config = AutoConfig.from_pretrained(MODEL)
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(config, torch_dtype=MODEL_DTYPE)
@@ -110,10 +115,27 @@ def build_model(mesh):
                     offload_policy=offload)
     fully_shard(model, mesh=dp_mesh, mp_policy=mp_policy, reshard_after_forward=RESHARD_AFTER_FORWARD,
                 offload_policy=offload)
-    model.to_empty(device="cpu" if OFFLOAD else "cuda")
+    model.to_empty(device="cpu" if OFFLOAD else device)
     model.init_weights()
     reset_rotary_buffers(model)
     return model
+
+
+def device_type():
+    """cuda when a GPU is there; cpu (gloo) otherwise or with SHARDPLAN_DEVICE=cpu, e.g. to try the loop first."""
+    if os.environ.get("SHARDPLAN_DEVICE", "") == "cpu" or not torch.cuda.is_available():
+        return "cpu"
+    return "cuda"
+
+
+def peak_memory(device):
+    """(in use, max allocated, max reserved) bytes on this rank. On CPU the process's peak resident set, as
+    getrusage reports it (Linux: KiB), stands for all three."""
+    if device == "cpu":
+        rss = float(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+        return rss, rss, rss
+    free, total = torch.cuda.mem_get_info()
+    return float(total - free), float(torch.cuda.max_memory_allocated()), float(torch.cuda.max_memory_reserved())
 
 
 def batches(vocab_size, device):
@@ -124,20 +146,22 @@ def batches(vocab_size, device):
 
 
 def main():
-    dist.init_process_group("nccl")
-    torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+    device = device_type()
+    dist.init_process_group("nccl" if device == "cuda" else "gloo")
+    if device == "cuda":
+        torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
     if dist.get_world_size() != GPUS:
         raise SystemExit(f"this plan needs {GPUS} ranks, torchrun started {dist.get_world_size()}")
     if PP > 1:
         raise SystemExit("this plan pipelines the layers (pp > 1), which this FSDP2 loop does not do; "
                          "launch torchtitan.toml or megatron_args.sh instead")
-    mesh = init_device_mesh("cuda", (REPLICATE, SHARD, TP), mesh_dim_names=("replicate", "shard", "tp"))
-    model = build_model(mesh)
+    mesh = init_device_mesh(device, (REPLICATE, SHARD, TP), mesh_dim_names=("replicate", "shard", "tp"))
+    model = build_model(mesh, device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4, betas=(0.9, 0.95), weight_decay=0.1)
-    data = batches(model.config.vocab_size, "cuda")
+    data = batches(model.config.vocab_size, device)
     rank = dist.get_rank()
     # One JSON line per step for `shardplan validate --measurements` (io/measurements.hpp schema).
-    log = open(os.environ.get("SHARDPLAN_STEPS", "shardplan_steps.jsonl"), "w") if rank == 0 else None
+    log = open(os.environ.get("SHARDPLAN_STEPS", os.path.join(HERE, "shardplan_steps.jsonl")), "w") if rank == 0 else None
     for step in range(STEPS):
         start = time.perf_counter()
         for micro in range(GRAD_ACCUM):
@@ -151,13 +175,12 @@ def main():
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
-        torch.cuda.synchronize()
+        if device == "cuda":
+            torch.cuda.synchronize()
         seconds = time.perf_counter() - start
         # The busiest rank's step: the slowest time, and the most device memory in use (CUDA context, NCCL
         # buffers and the caching allocator's pool, which keeps the step's peak reserved).
-        free, total = torch.cuda.mem_get_info()
-        figures = torch.tensor([seconds, float(total - free), float(torch.cuda.max_memory_allocated()),
-                                float(torch.cuda.max_memory_reserved())], device="cuda", dtype=torch.float64)
+        figures = torch.tensor([seconds, *peak_memory(device)], device=device, dtype=torch.float64)
         dist.all_reduce(figures, op=dist.ReduceOp.MAX)
         if rank == 0:
             seconds, used, allocated, reserved = figures.tolist()
@@ -188,7 +211,7 @@ EmittedFile emit_fsdp2_script(const LaunchPlan& plan, const LaunchFacts& f) {
   out += "Launched by torchrun.sh. Needs torch >= 2.6 and transformers >= 4.45; the model is built from MODEL's\n"
          "config.json with random weights, and the data are synthetic tokens: swap in your loader and checkpoint.\n"
          "\"\"\"\n";
-  out += "import functools\nimport json\nimport os\nimport time\n\n";
+  out += "import functools\nimport json\nimport os\nimport resource\nimport time\n\n";
   out += "import torch\nimport torch.distributed as dist\nfrom torch import nn\n";
   out += "from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper\n";
   out += "from torch.distributed.device_mesh import init_device_mesh\n";
@@ -197,8 +220,12 @@ EmittedFile emit_fsdp2_script(const LaunchPlan& plan, const LaunchFacts& f) {
   out += "from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts\n";
   out += "from transformers import AutoConfig, AutoModelForCausalLM\n\n";
   out += "# ---- the plan -------------------------------------------------------------------------------------\n";
-  out += fmt::format("MODEL = os.environ.get(\"MODEL\", {})  # Hugging Face model id or folder with config.json\n",
-                     double_quoted(f.model_ref));
+  out += "HERE = os.path.dirname(os.path.abspath(__file__))\n";
+  if (f.config_json)
+    out += "MODEL = os.environ.get(\"MODEL\", HERE)  # this folder's config.json, or a Hugging Face id or folder\n";
+  else
+    out += fmt::format("MODEL = os.environ.get(\"MODEL\", {})  # set to a Hugging Face model id or folder\n",
+                       double_quoted(f.model_ref));
   out += fmt::format("NUM_LAYERS = {}\n", f.layers);
   out += fmt::format("GPUS, TP, PP = {}, {}, {}\n", f.gpus, f.tp, f.pp);
   out += fmt::format("SHARD, REPLICATE = {}, {}  # data-parallel ranks sharding model states, and their replicas\n",
@@ -215,7 +242,7 @@ EmittedFile emit_fsdp2_script(const LaunchPlan& plan, const LaunchFacts& f) {
   out += fmt::format("MODEL_DTYPE = {}\n", f.fp32_master ? "torch.float32" : torch_dtype(f.bf16, f.fp16));
   out += fmt::format("PARAM_DTYPE = {}\n", torch_dtype(f.bf16, f.fp16));
   out += fmt::format("REDUCE_DTYPE = {}\n", f.fp32_master ? "torch.float32" : torch_dtype(f.bf16, f.fp16));
-  out += fmt::format("STEPS = {}\n", f.steps.value_or(100));
+  out += fmt::format("STEPS = int(os.environ.get(\"STEPS\", {}))\n", f.steps.value_or(100));
   out += kFsdp2Body;
   if (f.pp > 1) file.notes.push_back("pipeline parallelism is not in this loop: it stops and points to torchtitan/Megatron");
   if (f.tp > 1) {

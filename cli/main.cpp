@@ -12,6 +12,10 @@
 #include "cli/process_guard.hpp"
 #include "planner/error.hpp"
 
+#ifndef SHARDPLAN_VERSION
+#define SHARDPLAN_VERSION "unknown"
+#endif
+
 namespace {
 
 // Under mpirun every rank parses the same command line and fails the same way: rank 0 alone says so (the launcher's
@@ -39,6 +43,9 @@ int main(int argc, char** argv) {
   cli::guard_process();  // closed descriptors, SIGPIPE (cli/process_guard.hpp)
   CLI::App app{"shardplan — will it fit, with which strategy, how fast, and why", "shardplan"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("shardplan ") + SHARDPLAN_VERSION);
+  app.footer("Exit codes: 0 success; 1 runtime failure; 2 bad usage or bad input (one `error:` line naming the flag); "
+             "3 valid input but no feasible plan (plan: the line names the changes that fit).");
   cli::GlobalOptions global;
   app.add_option("--presets-dir", global.presets_dirs,
                  "Extra preset folder(s) with models/, gpus/, clusters/ (*.yaml); repeatable")
@@ -67,6 +74,8 @@ int main(int argc, char** argv) {
     return fail(2, std::string(e.what()) + " (see `shardplan " + "--help`)");
   } catch (const InputError& e) {
     return fail(2, e.what());
+  } catch (const NoFeasiblePlan& e) {
+    return fail(3, e.what());
   } catch (const std::bad_alloc&) {
     return fail(1, "out of memory: the input asks for more than this machine has (check the sizes and files given)");
   } catch (const std::exception& e) {

@@ -26,22 +26,33 @@ std::string layout(const Strategy& s) {
 
 double tokens_per_gpu(const Candidate& c) { return c.tokens_per_s / static_cast<double>(c.strategy.gpus); }
 
+// The recommendation's global batch and, when --global-batch was left out, the rule that chose it
+// (planner/batch.hpp): every candidate has the rule's batch for its own dp and micro-batch.
+std::string batch_line(const PlanReport& r) {
+  const Strategy& s = r.top.empty() ? r.space.base : r.top[r.recommended].strategy;
+  if (r.space.batch_default)
+    return describe_default_batch(*r.space.batch_default, s.dp, s.micro_batch) +
+           " (each candidate: the same rule for its dp and micro-batch)";
+  return fmt::format("global batch {} sequences × {} tokens = {:.2f} M tokens per step (--global-batch)", s.global_batch,
+                     s.seq, static_cast<double>(s.global_batch * s.seq) / 1e6);
+}
+
 std::string header(const PlanReport& r) {
   const Strategy& b = r.space.base;
   std::string out;
-  if (r.cluster_defaulted) out += "note: no --cluster or --gpu given; using the a800x8 preset\n";
-  out += fmt::format("plan: {} ({:.2f} B parameters) on {} × {} (cluster {}), {}, {}\n", r.model.name,
-                     count_params(r.model).total / 1e9, b.gpus, r.cluster.gpu.name, r.cluster.name,
+  out += fmt::format("plan: {} ({} parameters) on {} × {} (cluster {}), {}, {}\n", r.model.name,
+                     format_param_count(static_cast<double>(count_params(r.model).total)), b.gpus, r.cluster.gpu.name, r.cluster.name,
                      to_string(b.precision), to_string(b.framework));
-  out += fmt::format("  global batch {} sequences × {} tokens = {:.2f} M tokens per step; objective: {}\n",
-                     b.global_batch, b.seq, static_cast<double>(b.global_batch * b.seq) / 1e6,
-                     to_string(r.space.objective));
+  out += "  " + batch_line(r) + fmt::format("; objective: {}\n", to_string(r.space.objective));
   const std::string simulated =
       r.simulation ? fmt::format(" simulated the top {} in {:.1f} ms;", r.simulation->window, r.simulation->wall_ms) : "";
   out += fmt::format("  searched {} configurations in {:.1f} ms;{} {} fit under {:.0f} % of HBM\n", r.result.evaluated,
                      r.search_ms, simulated, r.result.fitting, r.space.max_hbm_fraction * 100);
-  out += "  " + memory_fit_rule(r.space.max_hbm_fraction) + "\n\n";
-  return out;
+  out += "  " + memory_fit_rule(r.space.max_hbm_fraction) + "\n";
+  if (r.folded > 0)
+    out += fmt::format("  one row per family and layout: {} variant{} (other vpp, schedule, HSDP group, micro-batch or "
+                       "recompute) folded into the best of each\n", r.folded, r.folded == 1 ? "" : "s");
+  return out + "\n";
 }
 
 const sim::SimulatedCandidate* simulated_at(const PlanReport& r, size_t i) {
@@ -58,7 +69,10 @@ double best_tokens_per_s(const PlanReport& r, size_t i) {
 // The ranked candidates. Fitted to a narrow terminal, the columns go in this order: HBM%, recompute, mb, MFU,
 // tok/s/GPU, days; strategy and layout are cut last.
 std::string ranked_table(const PlanReport& r, const Terminal& term) {
-  std::vector<TableColumn> cols = {{"#", 3, false, 0, false},         {"strategy", 24, false, 0, true},
+  // The strategy column as wide as its longest name ("ZeRO-1 + TP + PP + offload" is 26): names ran into the layout.
+  size_t strategy_width = 24;
+  for (const Prediction& p : r.top) strategy_width = std::max(strategy_width, family_of(p.strategy).size() + 1);
+  std::vector<TableColumn> cols = {{"#", 3, false, 0, false},         {"strategy", strategy_width, false, 0, true},
                                    {"layout", 34, false, 0, true},    {"mb", 4, true, 4},
                                    {"recompute", 11, true, 5},        {"peak GB", 9, true, 0},
                                    {"HBM%", 6, true, 6},              {"step s", 9, true, 0}};
@@ -318,7 +332,20 @@ json plan_json(const PlanReport& r) {
           {"evaluated", r.result.evaluated},
           {"fitting", r.result.fitting},
           {"search_ms", r.search_ms},
-          {"objective", to_string(r.space.objective)}};
+          {"objective", to_string(r.space.objective)},
+          {"folded_variants", r.folded}};
+  {
+    const Strategy& s = r.top.empty() ? r.space.base : r.top[r.recommended].strategy;
+    json batch = {{"given", !r.space.batch_default.has_value()}, {"sequences", s.global_batch},
+                  {"tokens", s.global_batch * s.seq}, {"accumulation_steps", grad_accum_steps(s)},
+                  {"rule", batch_line(r)}};
+    if (r.space.batch_default) {
+      batch["target_tokens"] = r.space.batch_default->tokens;
+      batch["target_sequences"] = r.space.batch_default->sequences;
+      batch["basis"] = r.space.batch_default->basis;
+    }
+    out["global_batch"] = batch;
+  }
   if (r.simulation) {
     const PlanSimulation& sim = *r.simulation;
     out["simulate_top"] = {{"k", sim.k},
@@ -336,12 +363,102 @@ std::string render_plan_table(const PlanReport& r, const Terminal& term) {
          fit_lines(tie_line(r) + rerank_lines(r) + recommendation(r, term) + why_others_lose(r, term), term.width);
 }
 
+namespace {
+
+std::string csv_cell(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
+// One row per shown candidate, in the table's order: the columns of the terminal table, unrounded, plus the layout's
+// parts as their own columns for a spreadsheet or pandas.
+std::vector<std::vector<std::string>> candidate_rows(const PlanReport& r, bool with_header) {
+  std::vector<std::vector<std::string>> rows;
+  if (with_header)
+    rows.push_back({"rank", "recommended", "strategy", "layout", "tp", "pp", "dp", "vpp", "schedule", "sp", "zero",
+                    "hsdp", "offload_optimizer", "micro_batch", "grad_accum", "global_batch", "seq", "recompute",
+                    "precision", "framework", "peak_bytes", "capacity_bytes", "hbm_fraction", "step_s", "sim_step_s",
+                    "analytic_rank", "tokens_per_s_per_gpu", "mfu"});
+  for (size_t i = 0; i < r.top.size(); ++i) {
+    const Prediction& p = r.top[i];
+    const Strategy& s = p.strategy;
+    const sim::SimulatedCandidate* sim = simulated_at(r, i);
+    rows.push_back({std::to_string(i + 1), i == r.recommended ? "yes" : "no", family_of(s), layout(s),
+                    std::to_string(s.tp), std::to_string(s.pp), std::to_string(s.dp), std::to_string(s.vpp),
+                    to_string(s.schedule), s.sp ? "yes" : "no", std::to_string(s.zero), std::to_string(s.hsdp),
+                    s.offload_optimizer ? "yes" : "no", std::to_string(s.micro_batch),
+                    std::to_string(grad_accum_steps(s)), std::to_string(s.global_batch), std::to_string(s.seq),
+                    to_string(s.recompute), to_string(s.precision), to_string(s.framework),
+                    std::to_string(p.peak_bytes()), std::to_string(p.memory.capacity_bytes),
+                    fmt::format("{:.4f}", static_cast<double>(p.peak_bytes()) / static_cast<double>(p.memory.capacity_bytes)),
+                    fmt::format("{:.6g}", p.time.step_s), sim ? fmt::format("{:.6g}", sim->step_s) : "",
+                    r.simulation && i < r.simulation->analytic_rank.size() ? std::to_string(r.simulation->analytic_rank[i]) : "",
+                    fmt::format("{:.6g}", p.throughput.tokens_per_s_per_gpu), fmt::format("{:.4f}", p.throughput.mfu)});
+  }
+  return rows;
+}
+
+std::string plan_csv(const PlanReport& r) {
+  std::string out;
+  for (const auto& row : candidate_rows(r, true)) {
+    for (size_t c = 0; c < row.size(); ++c) out += (c ? "," : "") + csv_cell(row[c]);
+    out += "\n";
+  }
+  return out;
+}
+
+std::string md_cell(std::string s) {
+  std::string out;
+  for (char c : s) out += c == '|' ? std::string("\\|") : std::string(1, c);
+  return out;
+}
+
+// GitHub-flavoured Markdown: the ranked table as a real table (GB = 10^9 bytes, as the terminal), then the prose.
+std::string plan_markdown(const PlanReport& r) {
+  std::string out = fmt::format("## plan: {} on {} × {} (cluster {})\n\n", r.model.name, r.space.base.gpus,
+                                r.cluster.gpu.name, r.cluster.name);
+  out += batch_line(r) + ".\n\n";
+  out += "| # | strategy | layout | mb | recompute | peak GB | HBM | step s |";
+  if (r.simulation) out += " sim s |";
+  out += " tok/s/GPU | MFU |\n|---:|---|---|---:|---|---:|---:|---:|";
+  if (r.simulation) out += "---:|";
+  out += "---:|---:|\n";
+  for (size_t i = 0; i < r.top.size(); ++i) {
+    const Prediction& p = r.top[i];
+    const Strategy& s = p.strategy;
+    const bool rec = i == r.recommended;
+    out += fmt::format("| {}{} | {} | {} | {} | {} | {:.1f} | {:.0f} % | {:.2f} |", i + 1, rec ? " →" : "",
+                       md_cell(rec ? "**" + family_of(s) + "**" : family_of(s)), md_cell(layout(s)), s.micro_batch,
+                       to_string(s.recompute), p.peak_bytes() / kGB,
+                       100.0 * static_cast<double>(p.peak_bytes()) / static_cast<double>(p.memory.capacity_bytes),
+                       p.time.step_s);
+    if (r.simulation) {
+      const sim::SimulatedCandidate* sim = simulated_at(r, i);
+      out += sim ? fmt::format(" {:.2f} |", sim->step_s) : " — |";
+    }
+    out += fmt::format(" {:.0f} | {:.1f} % |\n", p.throughput.tokens_per_s_per_gpu, 100 * p.throughput.mfu);
+  }
+  // The prose as the terminal has it, unwrapped.
+  out += "\n" + tie_line(r) + rerank_lines(r) + recommendation(r, kPlainTerminal);
+  const Candidate& best = *r.result.recommended;
+  out += "\n| family | verdict |\n|---|---|\n";
+  for (const Candidate& c : r.result.families) {
+    if (family_of(c.strategy) == family_of(best.strategy)) continue;
+    out += fmt::format("| {} | {} |\n", md_cell(family_of(c.strategy)), md_cell(family_verdict(c, best, kPlainTerminal)));
+  }
+  return out;
+}
+
+}  // namespace
+
 std::string render_plan(const PlanReport& r, const std::string& format, const Terminal& term) {
   if (format == "table") return render_plan_table(r, term);
-  if (format == "markdown") return "```\n" + render_plan_table(r) + "```\n";
+  if (format == "markdown") return plan_markdown(r);
   if (format == "json") return plan_json(r).dump(2) + "\n";
   if (format == "yaml") return json_to_yaml(plan_json(r));
-  if (format == "csv") return json_to_csv(plan_json(r));
+  if (format == "csv") return plan_csv(r);
   throw InputError(fmt::format("--format '{}' is not one of: table, json, yaml, csv, markdown", format));
 }
 

@@ -40,6 +40,7 @@ struct PlanReport {
   bool cluster_defaulted = false;
   std::optional<TrainingGoal> training;  // --tokens (--gpu-hour-price): days, GPU-hours and cost per candidate
   std::optional<PlanSimulation> simulation;  // --simulate-top K > 0
+  size_t folded = 0;  // ranked candidates folded into a better variant of the same family and layout (cmd_plan.cpp)
 };
 
 // CONTRACT.md `plan --format json`: {"candidates": [predict objects], "recommended": 0, "rejected": [...]}.

@@ -112,10 +112,12 @@ json memory_json(const Prediction& p) {
     stages.push_back({{"stage", s.stage}, {"peak_bytes", peak_bytes(s.peak)}, {"phase", to_string(s.peak_phase)},
                       {"block", s.peak_block}});
   json by_zero = json::array();
-  for (int z = 0; z <= 3; ++z)
-    by_zero.push_back({{"zero", z},
-                       {"bytes", rounded(model_states(static_cast<double>(st.params_per_rank), p.strategy.precision, z,
-                                                      shard_degree(p.strategy)).model_states())}});
+  for (int z = 0; z <= 3; ++z) {
+    MemoryComponents c = model_states(static_cast<double>(st.params_per_rank), p.strategy.precision, z,
+                                      shard_degree(p.strategy));
+    if (p.strategy.offload_optimizer && z > 0) c.master = c.optimizer = 0;  // on the host (ZeRO-Offload)
+    by_zero.push_back({{"zero", z}, {"bytes", rounded(c.model_states())}});
+  }
   const int64_t peak = p.peak_bytes();
   return {{"peak_bytes", peak},
           {"capacity_bytes", m.capacity_bytes},
@@ -227,9 +229,11 @@ namespace {
 std::string headline(const Prediction& p) {
   const Strategy& s = p.strategy;
   const std::string active = p.params.active < p.params.total  // MoE (issue 17)
-                                 ? fmt::format(", {:.2f} B active", p.params.active / 1e9) : std::string();
-  std::string out = fmt::format("{} ({:.2f} B parameters{}) on {} × {} — cluster {}, {} node{}\n", p.model.name,
-                                p.params.total / 1e9, active, s.gpus, p.cluster.gpu.name, p.cluster.name, nodes(p),
+                                 ? fmt::format(", {} active", format_param_count(static_cast<double>(p.params.active)))
+                                 : std::string();
+  std::string out = fmt::format("{} ({} parameters{}) on {} × {} — cluster {}, {} node{}\n", p.model.name,
+                                format_param_count(static_cast<double>(p.params.total)), active, s.gpus,
+                                p.cluster.gpu.name, p.cluster.name, nodes(p),
                                 nodes(p) == 1 ? "" : "s");
   const std::string stages = describe_stage_layers(p.model, s);
   out += fmt::format("  tp {} · pp {}{} · dp {} · {}{} · {} · {}\n", s.tp, s.pp,
@@ -263,7 +267,10 @@ std::string memory_table(const Prediction& p, const Terminal& term) {
   }
   const int64_t peak = p.peak_bytes();
   table.add_row({"peak", gb(static_cast<double>(peak))}, "", false, 2);
-  table.add_row({fmt::format("capacity ({} GiB)", p.cluster.gpu.memory_gib), gb(static_cast<double>(m.capacity_bytes))}, "",
+  table.add_row({p.cluster.gpu.cpu_ranks
+                     ? fmt::format("capacity (the base preset's {} GiB; CPU ranks use host memory)", p.cluster.gpu.memory_gib)
+                     : fmt::format("capacity ({} GiB = {} GB)", p.cluster.gpu.memory_gib, gb(static_cast<double>(m.capacity_bytes))),
+                 gb(static_cast<double>(m.capacity_bytes))}, "",
                 false, 2);
   out += table.render(term);
   const double used = static_cast<double>(peak) / static_cast<double>(m.capacity_bytes);
@@ -296,8 +303,12 @@ std::string zero_comparison(const Prediction& p, const Terminal& term) {
   TextTable table("  ", {{"", 24, false, 0, true}, {"params", 9, true, 3}, {"grads", 9, true, 2}, {"master", 9, true, 2},
                          {"optimizer", 11, true, 1}, {"total", 9, true, 0}, {"", 0, false, 4}});
   table.add_header();
+  // ZeRO-Offload keeps the master copy and the optimizer states on the host (memory.host_*), not on the GPU.
+  const bool offloaded = p.strategy.offload_optimizer;
+  if (offloaded) out += "  (optimizer offloaded: master weights and optimizer states are on the host, 0 on the GPU)\n";
   for (int z = 0; z <= 3; ++z) {
-    const MemoryComponents c = model_states(psi, p.strategy.precision, z, n);
+    MemoryComponents c = model_states(psi, p.strategy.precision, z, n);
+    if (offloaded && z > 0) c.master = c.optimizer = 0;
     const bool over = c.model_states() > static_cast<double>(p.memory.capacity_bytes);
     table.add_row({zero_label(z), gb(c.params), gb(c.grads), gb(c.master), gb(c.optimizer), gb(c.model_states()),
                    over ? "  > capacity before activations" : ""});

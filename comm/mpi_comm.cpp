@@ -10,7 +10,7 @@
 
 #include "comm/comm.hpp"
 #include "comm/mpi_util.hpp"
-#include "reference/bf16.hpp"  // header-only bf16 rounding, shared with the kernels so that all round alike
+#include "numeric/bf16.hpp"  // header-only bf16 rounding, shared with the kernels so that all round alike
 
 namespace shardplan::comm {
 
@@ -24,9 +24,9 @@ MPI_Datatype mpi_type(DataType t) {
 // MPI user reduction for bf16: inout[i] = round(in[i] + inout[i]), each pairwise sum computed in fp32 and rounded
 // to bf16 (RNE), as NCCL's bf16 reductions round at every step.
 void bf16_sum(void* in, void* inout, int* len, MPI_Datatype*) {
-  const auto* a = static_cast<const reference::bf16*>(in);
-  auto* b = static_cast<reference::bf16*>(inout);
-  for (int i = 0; i < *len; ++i) b[i] = reference::bf16_from_float(reference::bf16_to_float(a[i]) + reference::bf16_to_float(b[i]));
+  const auto* a = static_cast<const numeric::bf16*>(in);
+  auto* b = static_cast<numeric::bf16*>(inout);
+  for (int i = 0; i < *len; ++i) b[i] = numeric::bf16_from_float(numeric::bf16_to_float(a[i]) + numeric::bf16_to_float(b[i]));
 }
 
 int as_int(std::size_t count) {

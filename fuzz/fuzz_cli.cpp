@@ -72,6 +72,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       std::cerr << "InputError message is not one line: '" << m << "'\n";
       std::abort();
     }
+  } catch (const NoFeasiblePlan& e) {  // valid input, nothing fits (exit 3): one line as well
+    const std::string m = e.what();
+    if (m.empty() || m.find('\n') != std::string::npos) {
+      std::cerr << "NoFeasiblePlan message is not one line: '" << m << "'\n";
+      std::abort();
+    }
   } catch (const std::exception& e) {
     std::cerr << "not an InputError: " << e.what() << "\n";
     std::abort();

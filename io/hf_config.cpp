@@ -164,6 +164,8 @@ void read_llama_like(const Fields& f, HfModel& out) {
       out.notes.push_back("mlp_bias without attention_bias: an o_proj bias (hidden per layer) is counted");
   }
   m.dropout = any_dropout(f, {"attention_dropout"}, 0);
+  m.rotary_base = f.number_or("rope_theta", m.rotary_base);  // carried to --emit's launch files
+  m.norm_eps = f.number_or("rms_norm_eps", m.norm_eps);
   read_sliding_window(f, out);  // last: gpt_oss rewrites this note (hf_config_moe.cpp)
 }
 

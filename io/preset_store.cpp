@@ -119,7 +119,8 @@ ModelSpec read_model(const std::string& text, const std::string& origin, const s
   yaml::MapReader r(yaml::load_document(text, origin), origin, "model");
   std::vector<std::string_view> keys = {"name", "description", "source", "layers", "hidden", "heads", "kv_heads",
                                         "head_dim", "ffn_hidden", "vocab", "vocab_pad_to", "seq", "mlp", "norm",
-                                        "position", "tied_embeddings", "qkv_bias", "out_bias", "norm_bias", "dropout"};
+                                        "position", "tied_embeddings", "qkv_bias", "out_bias", "norm_bias", "dropout",
+                                        "rotary_base", "norm_eps"};
   keys.insert(keys.end(), moe_model_keys().begin(), moe_model_keys().end());  // io/model_moe_keys.hpp
   r.check_keys(keys);
   ModelSpec m;
@@ -143,6 +144,8 @@ ModelSpec read_model(const std::string& text, const std::string& origin, const s
   m.out_bias = r.boolean_or("out_bias", false);
   m.norm_bias = r.boolean_or("norm_bias", true);
   m.dropout = r.boolean_or("dropout", false);
+  m.rotary_base = r.number_or("rotary_base", m.rotary_base, Bound::positive);  // for --emit (planner/model.hpp)
+  m.norm_eps = r.number_or("norm_eps", m.norm_eps, Bound::positive);
   read_moe_keys(r, m);
   validate_in_file(r, [&] { validate_model(m); });
   return m;
@@ -334,6 +337,8 @@ ClusterSpec read_profile(const std::string& text, const std::string& origin, con
   auto gemm = std::make_shared<GemmCalibration>();
   gemm->cpu = hw.string("device") == "cpu";
   c.gpu.cpu_ranks = gemm->cpu;
+  // Measured on CPU ranks: say so wherever the device is named ("2 × cpu-rank", not "2 × a800-80g").
+  if (gemm->cpu) c.gpu.name = "cpu-rank", c.gpu.description = "a CPU process (calibrated on CPU ranks)";
   gemm->dtype = hw.choice("dtype", parse_profile_dtype, "fp32, bf16");
   gemm->peak_flops_per_s = hw.number_or("peak_tflops", 0, Bound::non_negative) * 1e12;
   gemm->memory_bytes_per_s = hw.number_or("copy_gbps", 0, Bound::non_negative) * 1e9;

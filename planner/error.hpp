@@ -11,4 +11,11 @@ class InputError : public std::runtime_error {
   explicit InputError(const std::string& message) : std::runtime_error(message) {}
 };
 
+// Valid input for which no plan fits: the CLI prints `error: <message>` (the message says which changes fit) and
+// exits 3, apart from a typo's 2, so that a script can tell "fix the command" from "change the hardware or the plan".
+class NoFeasiblePlan : public std::runtime_error {
+ public:
+  explicit NoFeasiblePlan(const std::string& message) : std::runtime_error(message) {}
+};
+
 }  // namespace shardplan

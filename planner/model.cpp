@@ -117,6 +117,13 @@ std::string seq_refusal(const ModelSpec& m, int64_t seq) {
                      seq, m.name, m.seq, m.seq);
 }
 
+std::string format_param_count(double n) {
+  if (n >= 1e9) return fmt::format("{:.2f} B", n / 1e9);
+  if (n >= 1e6) return fmt::format("{:.2f} M", n / 1e6);
+  if (n >= 1e3) return fmt::format("{:.2f} K", n / 1e3);
+  return fmt::format("{:.0f}", n);
+}
+
 const char* to_string(MlpKind k) { return k == MlpKind::swiglu ? "swiglu" : "gelu"; }
 const char* to_string(NormKind k) { return k == NormKind::rmsnorm ? "rmsnorm" : "layernorm"; }
 const char* to_string(PositionKind k) {

@@ -30,6 +30,9 @@ struct ModelSpec {
   bool out_bias = false;    // biases on attention output and MLP matrices
   bool norm_bias = true;    // LayerNorm's beta (RMSNorm has none, whatever this says)
   bool dropout = false;     // dropout layers that store 1-byte masks (Megatron GPT: yes; Llama: no)
+  // Not priced (no effect on memory or time), but a launch file needs them to build the same model (cli/emit_*):
+  double rotary_base = 10000;  // RoPE θ: 10000 (Su et al. 2021 §3.4.2; Llama 2), 500000 for Llama 3 (HF rope_theta)
+  double norm_eps = 1e-5;      // epsilon of every norm (HF rms_norm_eps / layer_norm_eps; Llama 2 and 3: 1e-5)
 
   // ---- mixture of experts, MLA, MTP, sliding windows (CONTRACT.md optional keys; planner/moe.hpp counts them) ----
   int64_t experts = 0;             // routed experts per MoE layer; 0 = dense model
@@ -109,6 +112,9 @@ void validate_model(const ModelSpec& m);
 // Why `seq` tokens cannot run on `m`, or "": learned positions have exactly m.seq rows (GPT-2's wpe), so a longer
 // sequence has no position to look up (the reference loop refuses it too; issue 19, item 11).
 std::string seq_refusal(const ModelSpec& m, int64_t seq);
+
+// A parameter count readable from a tiny test model to a trillion: "8.03 B", "803.97 K" (not "0.00 B").
+std::string format_param_count(double n);
 
 const char* to_string(MlpKind k);
 const char* to_string(NormKind k);

@@ -39,7 +39,11 @@ Throughput throughput_of(const StepFlops& f, const StepTime& t, const Strategy& 
   out.tokens_per_s_per_gpu = out.tokens_per_s / gpus;
   out.model_tflops_per_gpu = f.model_flops / t.step_s / gpus / 1e12;
   out.hardware_tflops_per_gpu = f.hardware_flops / t.step_s / gpus / 1e12;
-  const double peak_tflops = peak_flops(g, precision_compute_dtype(s.precision)) / 1e12;
+  // CPU ranks (a calibration profile measured on CPUs): the measured GEMM peak is the device's peak, not the base
+  // preset GPU's (a CPU profile over a800x8 reported an A800 MFU).
+  const double peak_tflops = g.cpu_ranks && g.gemm_calibration && g.gemm_calibration->peak_flops_per_s > 0
+                                 ? g.gemm_calibration->peak_flops_per_s / 1e12
+                                 : peak_flops(g, precision_compute_dtype(s.precision)) / 1e12;
   out.mfu = out.model_tflops_per_gpu / peak_tflops;
   out.hfu = out.hardware_tflops_per_gpu / peak_tflops;
   return out;

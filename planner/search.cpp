@@ -31,18 +31,6 @@ const char* to_string(Objective o) {
   return "throughput";
 }
 
-int64_t default_global_batch(int64_t seq, int64_t gpus) {
-  // gpus is capped before the product (found by fuzz/fuzz_cli: --gpus 2^63-1 overflowed); validation refuses
-  // more than 2^24 ranks anyway.
-  const int64_t tokens = std::max<int64_t>(int64_t{1} << 22, std::min<int64_t>(gpus, int64_t{1} << 40) * 1024);
-  // seq < 1 is refused by the caller, but only after this default is taken: without the guard, seq 0 looped for
-  // ever (`plan --seq 0` hung; tests/test_bad_input.cpp). With seq ≥ 1 the product stays below 2·tokens ≤ 2^51.
-  const int64_t per_sequence = std::max<int64_t>(seq, 1);
-  int64_t sequences = 1;
-  while (sequences * per_sequence < tokens) sequences *= 2;
-  return sequences;
-}
-
 std::string family_of(const Strategy& s) {
   static const char* const zero[] = {"DDP", "ZeRO-1", "ZeRO-2", "ZeRO-3"};
   std::string f = zero[std::clamp(s.zero, 0, 3)];
@@ -266,6 +254,21 @@ SearchResult search_strategies(const ModelSpec& m, const ClusterSpec& c, const S
   std::string first_pipeline_refusal;  // why the first pipeline layout was left out (the answer when nothing is left)
   bool refusal_from_pipeline = false;   // ... and whether it came from a layout with pp > 1
 
+  // The default batch (planner/batch.hpp) is a target: a layout with more replicas than the target has sequences would
+  // train a larger batch than the rule asks for (8000 replicas of Llama 3 405B on 16 K GPUs against a 2000-sequence
+  // target: 4 × the tokens per step), and win on throughput for that reason alone. Such layouts are left out while
+  // another layout can meet the target.
+  int64_t max_dp = INT64_MAX;
+  if (space.batch_default) {
+    bool any_within = false;
+    for (int64_t tp : dims.tps)
+      for (int64_t pp : fixed_or(space.pp, divisors(base.gpus / tp, m.layers)))
+        if ((base.gpus / tp) % pp == 0 && base.gpus / (tp * pp) <= space.batch_default->sequences &&
+            (!space.dp || *space.dp == base.gpus / (tp * pp)) && (pp == 1 || framework_support(base.framework).pipeline))
+          any_within = true;
+    if (any_within) max_dp = space.batch_default->sequences;
+  }
+
   for (int64_t tp : dims.tps) {
     for (bool sp : fixed_or(space.sp, tp > 1 ? std::vector<bool>{false, true} : std::vector<bool>{false})) {
       if (sp && (tp < 2 || base.seq % tp != 0)) continue;
@@ -275,8 +278,14 @@ SearchResult search_strategies(const ModelSpec& m, const ClusterSpec& c, const S
         const int64_t dp = base.gpus / (tp * pp);
         if (space.dp && *space.dp != dp) continue;
         any_layout = true;
-        if (base.global_batch % dp != 0) continue;
-        const int64_t per_replica = base.global_batch / dp;
+        if (dp > max_dp) continue;
+        // A given batch must divide over dp; the default is made to (planner/batch.hpp): per replica, the target's
+        // sequences rounded to whole micro-batches, so a fixed --micro-batch keeps its own rounding.
+        if (!space.batch_default && base.global_batch % dp != 0) continue;
+        const int64_t per_replica =
+            !space.batch_default ? base.global_batch / dp
+            : space.micro_batch  ? default_global_batch(*space.batch_default, dp, *space.micro_batch) / dp
+                                 : default_global_batch(*space.batch_default, dp, 1) / dp;
         // Chunks per rank: up to 8, and beyond that where they divide the layers; which of them each runtime's split
         // rule accepts is decided per schedule and split below (planner/pipeline_layout.cpp).
         std::vector<int64_t> vpps{1};
@@ -285,8 +294,12 @@ SearchResult search_strategies(const ModelSpec& m, const ClusterSpec& c, const S
             if (v <= 8 || m.layers % (pp * v) == 0) vpps.push_back(v);
         const std::vector<int64_t> vpp_options = fixed_or(space.vpp, vpps);
         std::vector<int64_t> hsdps{0};
-        for (int64_t h = 2; h < dp; ++h)
-          if (dp % h == 0) hsdps.push_back(h);
+        // HSDP shards within a group and replicates across groups so that the sharding collectives stay on the fast
+        // links of a node (PyTorch FSDP ShardingStrategy.HYBRID_SHARD); inside one NVLink domain there is no slower
+        // link to keep them off, so it is searched only beyond one (a given --hsdp is still priced).
+        if (base.gpus > nvlink_domain_size(c))
+          for (int64_t h = 2; h < dp; ++h)
+            if (dp % h == 0) hsdps.push_back(h);
         const std::vector<int64_t> hsdp_options = fixed_or(space.hsdp, hsdps);
         const std::vector<int64_t> no_hsdp{0};
         for (int64_t mb : fixed_or(space.micro_batch, divisors(per_replica, per_replica))) {
@@ -297,6 +310,7 @@ SearchResult search_strategies(const ModelSpec& m, const ClusterSpec& c, const S
                 fw.selective_recompute_gemm_share == 0 && !fw.selective_recomputes_elementwise)
               continue;
             Strategy s = base;
+            s.global_batch = dp * per_replica;
             s.tp = tp;
             s.sp = sp;
             s.pp = pp;
@@ -378,7 +392,8 @@ SearchResult search_strategies(const ModelSpec& m, const ClusterSpec& c, const S
   if (result.evaluated == 0)
     throw InputError(fmt::format("no layout of {} GPUs has a data-parallel degree gpus/(tp·pp) that divides the global "
                                  "batch of {} sequences (tp ≤ {}, pp ≤ {}): more GPUs than this batch can use, or a "
-                                 "batch that does not split evenly; change --gpus or --global-batch",
+                                 "batch that does not split evenly; change --gpus or --global-batch, or leave "
+                                 "--global-batch out (the default divides over every dp)",
                                  base.gpus, base.global_batch, nvlink_domain_size(c), m.layers));
   result.not_run = not_run_by_framework(space, m);
   // Gaps inside the error band of comparable published runs are not differences the model can claim.

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "planner/batch.hpp"
 #include "planner/memory.hpp"
 #include "planner/step_time.hpp"
 #include "planner/strategy.hpp"
@@ -23,6 +24,9 @@ const char* to_string(Objective o);
 // What the search enumerates. A set optional fixes that dimension; an unset one is searched.
 struct SearchSpace {
   Strategy base;  // gpus, global_batch, seq, precision, framework, flash_attn, loss, grad_sync
+  // Set when --global-batch was not given: each layout then gets the default rule's batch for its dp and micro-batch
+  // (planner/batch.hpp), and base.global_batch is ignored.
+  std::optional<BatchTarget> batch_default;
   std::optional<int64_t> tp, pp, dp, vpp, micro_batch, hsdp;
   std::optional<int> zero;
   std::optional<Recompute> recompute;
@@ -85,10 +89,5 @@ SearchResult search_strategies(const ModelSpec& m, const ClusterSpec& c, const S
 // Why a candidate that does not fit fails: the largest part and the overshoot ("model states need 99.9 GB >
 // 85.9 GB"), in one line.
 std::string why_not_fit(const Candidate& c);
-
-// Default global batch when none is given, in sequences of `seq` tokens: 4 M tokens per step (Llama 2 pre-training,
-// Touvron et al. 2023 §2.2), or 1024 tokens per GPU on large clusters (Llama 3 405B: 16 M tokens on 16 K GPUs,
-// Dubey et al. 2024 §3.4), rounded up to a power of two.
-int64_t default_global_batch(int64_t seq, int64_t gpus);
 
 }  // namespace shardplan

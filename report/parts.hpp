@@ -7,6 +7,8 @@
 #include <vector>
 
 #include <fmt/format.h>
+
+#include "planner/model.hpp"
 #include <nlohmann/json.hpp>
 
 #include "planner/error.hpp"
@@ -94,6 +96,7 @@ inline std::string sub(const std::string& where, const char* field) { return whe
 
 // --- Formatting -------------------------------------------------------------------------------------------------
 
+inline std::string param_count(double n) { return format_param_count(n); }  // planner/model.hpp
 inline std::string gb(double bytes, int decimals = 1) { return fmt::format("{:.{}f}", bytes / 1e9, decimals); }
 inline std::string pct(double fraction, int decimals = 0) { return fmt::format("{:.{}f} %", 100 * fraction, decimals); }
 inline std::string secs(double s) {

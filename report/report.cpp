@@ -451,7 +451,7 @@ Document prediction_document(const json& doc, const Reader& r) {
   Document d;
   d.title = fmt::format("{}: {} on {} × {}", p.simulated ? "simulate" : "predict", p.config.model, p.config.gpus,
                         p.config.gpu);
-  d.subtitle = {p.params > 0 ? fmt::format("{} ({:.2f} B parameters) · {}", p.config.model, p.params / 1e9,
+  d.subtitle = {p.params > 0 ? fmt::format("{} ({} parameters) · {}", p.config.model, param_count(p.params),
                                            config_line(p.config))
                              : fmt::format("{} · {}", p.config.model, config_line(p.config)),
                 strategy_line(p.config)};

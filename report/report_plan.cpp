@@ -100,12 +100,17 @@ Document plan_document(const json& doc, const Reader& r) {
 
   Document d;
   d.title = fmt::format("plan: {} on {} × {}", bc.model, bc.gpus, bc.gpu);
-  d.subtitle = {fmt::format("{} ({:.2f} B parameters) · {}", bc.model, best.params / 1e9, config_line(bc))};
+  d.subtitle = {fmt::format("{} ({} parameters) · {}", bc.model, param_count(best.params), config_line(bc))};
   if (const json* ev = r.find(doc, "evaluated"); ev && ev->is_number())
     d.subtitle.push_back(fmt::format("searched {} configurations{}; {} fit under 80 % of HBM; objective {}",
                                      ev->get<int64_t>(),
                                      r.find(doc, "search_ms") ? fmt::format(" in {:.1f} ms", r.num(doc, "search_ms")) : "",
                                      static_cast<int64_t>(r.num_or(doc, "fitting", 0)), r.str_or(doc, "objective", "throughput")));
+  // The batch and, for a default one, the rule that chose it (planner/batch.hpp), as the terminal's header says.
+  if (const json* gb = r.find(doc, "global_batch"); gb && gb->is_object()) {
+    const std::string rule = r.str_or(*gb, "rule", "");
+    if (!rule.empty()) d.subtitle.push_back(rule);
+  }
   d.cards.push_back({"recommended", family(bc), layout(bc) + fmt::format(", mb {}, recompute {}", bc.micro_batch, bc.recompute), "accent"});
   for (Card& c : prediction_cards(best)) d.cards.push_back(std::move(c));
 
@@ -115,20 +120,60 @@ Document plan_document(const json& doc, const Reader& r) {
   if (rec != 0) {
     const Pred& fastest = preds.front();
     words += fmt::format(
-        " The fastest candidate, {} ({}), is only {:.2g} % faster and has more moving parts; within 2 % the simplest "
-        "strategy is recommended.",
-        family(fastest.config), layout(fastest.config), 100 * (fastest.rates.tokens_per_s / best.rates.tokens_per_s - 1));
+        " The fastest candidate, {} ({}), is only {:.2g} % faster and has more moving parts; within {:.0f} % the "
+        "simplest strategy is recommended.",
+        family(fastest.config), layout(fastest.config), 100 * (fastest.rates.tokens_per_s / best.rates.tokens_per_s - 1),
+        100 * r.num_or(doc, "tie_tolerance", 0.02));
   }
   recs.blocks.push_back(paragraph(words));
+  // The simulator's re-ranking (plan --simulate-top K): the terminal's "sim s" column and its reasons, so the report
+  // ranks as the terminal does and says why.
+  std::vector<std::string> sim_step(preds.size()), analytic_rank(preds.size());
+  bool any_simulated = false;
+  std::string moved;
+  for (size_t i = 0; i < cands.size(); ++i) {
+    const json* sim = r.find(cands[i], "simulated");
+    if (sim == nullptr || !sim->is_object()) continue;
+    any_simulated = true;
+    const std::string where = fmt::format("candidates[{}].simulated", i);
+    sim_step[i] = secs(r.num(*sim, "step_s", where));
+    analytic_rank[i] = std::to_string(static_cast<int64_t>(r.num_or(*sim, "analytic_rank", static_cast<double>(i + 1))));
+    const std::string note = r.str_or(cands[i], "rerank_note", "");
+    if (!note.empty()) moved += fmt::format(" #{} {} ({}): {}.", i + 1, family(preds[i].config), layout(preds[i].config), note);
+  }
+  if (const json* st = r.find(doc, "simulate_top"); st && st->is_object() && any_simulated) {
+    const bool changed = r.flag_or(*st, "order_changed", false);
+    std::string text = fmt::format(
+        "The best {} candidates were played through the event-driven simulator (plan --simulate-top {}); the table "
+        "is in the simulator's order: \"sim s\" is the simulated step, \"analytic #\" the rank the analytic model gave.",
+        static_cast<int64_t>(r.num_or(*st, "simulated", 0)), static_cast<int64_t>(r.num_or(*st, "k", 0)));
+    text += changed ? " The simulator changed the order:" + moved : " The simulator left the order as it was.";
+    const std::string rec_note = r.str_or(*st, "recommendation_note", "");
+    if (r.flag_or(*st, "recommendation_changed", false) && !rec_note.empty())
+      text += " It changed the recommendation: " + rec_note + ".";
+    recs.blocks.push_back(paragraph(text));
+  }
   Table ranked;
-  ranked.header = {"#", "strategy", "layout", "mb", "recompute", "peak GB", "HBM", "step s", "tok/s/GPU", "MFU"};
-  ranked.numeric = {true, false, false, true, false, true, true, true, true, true};
+  ranked.header = {"#", "strategy", "layout", "mb", "recompute", "peak GB", "HBM", "step s"};
+  ranked.numeric = {true, false, false, true, false, true, true, true};
+  if (any_simulated) {
+    ranked.header.insert(ranked.header.end(), {"sim s", "analytic #"});
+    ranked.numeric.insert(ranked.numeric.end(), {true, true});
+  }
+  ranked.header.insert(ranked.header.end(), {"tok/s/GPU", "MFU"});
+  ranked.numeric.insert(ranked.numeric.end(), {true, true});
   for (size_t i = 0; i < preds.size(); ++i) {
     const Pred& p = preds[i];
-    ranked.rows.push_back({std::to_string(i + 1), family(p.config) + (i == rec ? " ★" : ""), layout(p.config),
-                           std::to_string(p.config.micro_batch), p.config.recompute, gb(p.memory.peak),
-                           pct(p.memory.peak / p.memory.capacity), secs(p.time.step),
-                           fmt::format("{:.0f}", p.rates.per_gpu), pct(p.rates.mfu, 1)});
+    std::vector<std::string> row = {std::to_string(i + 1), family(p.config) + (i == rec ? " ★" : ""), layout(p.config),
+                                    std::to_string(p.config.micro_batch), p.config.recompute, gb(p.memory.peak),
+                                    pct(p.memory.peak / p.memory.capacity), secs(p.time.step)};
+    if (any_simulated) {
+      row.push_back(sim_step[i].empty() ? "—" : sim_step[i]);
+      row.push_back(analytic_rank[i].empty() ? "—" : analytic_rank[i]);
+    }
+    row.push_back(fmt::format("{:.0f}", p.rates.per_gpu));
+    row.push_back(pct(p.rates.mfu, 1));
+    ranked.rows.push_back(std::move(row));
     ranked.highlight.push_back(i == rec);
   }
   recs.blocks.push_back(table_block(std::move(ranked)));

@@ -30,8 +30,8 @@ void append_memory(std::string& out, const Engine& e) {
   for (int32_t r = 0; r < e.ranks(); ++r)
     for (const MemorySample& s : e.memory_timeline(r))
       fmt::format_to(std::back_inserter(out),
-                     ",\n{{\"name\":\"memory allocated (GiB)\",\"ph\":\"C\",\"ts\":{:.3f},\"pid\":{},\"args\":{{\"GiB\":{:.6f}}}}}",
-                     s.t * 1e6, r, s.bytes / (1024.0 * 1024.0 * 1024.0));
+                     ",\n{{\"name\":\"memory allocated (GB)\",\"ph\":\"C\",\"ts\":{:.3f},\"pid\":{},\"args\":{{\"GB\":{:.6f}}}}}",
+                     s.t * 1e6, r, s.bytes / 1e9);  // GB = 10^9 bytes, as every other output
 }
 
 std::string trace_text(const SimResult& r) {

@@ -249,7 +249,8 @@ TEST_SUITE("bad input") {
         {"plan --preset 8b --gpus 16777217", {"--gpus", "implausibly large"}},
         {"plan --preset 8b --tp 0", {"--tp"}},
         {"plan --preset 8b --zero 4", {"--zero"}},
-        {"plan --preset 8b --gpus 1", {"no configuration"}},
+        // Valid input with no feasible plan: exit 3 (cli/main.cpp), still one line, naming a GPU count that fits.
+        {"plan --preset 8b --gpus 1", {"no configuration", "changes that fit", "--gpus "}, 3},
         {"plan --preset nosuch", {"nosuch"}},
         {"plan --model /dev/zero", {"/dev/zero"}},
         {"plan --preset 8b --gpus 8 --emit a-file", {"--emit a-file"}},

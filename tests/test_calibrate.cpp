@@ -186,7 +186,8 @@ TEST_SUITE("calibrate") {
     const ClusterSpec c = store.cluster(path);
     fs::remove_all(dir);
     CHECK(c.gpus_per_node == 2);
-    CHECK(c.gpu.name == store.cluster("a800x8").gpu.name);  // the base preset supplies the rest
+    CHECK(c.gpu.name == "cpu-rank");  // measured on CPU ranks, named so (issue 16)
+    CHECK(c.gpu.memory_gib == store.cluster("a800x8").gpu.memory_gib);  // the base preset supplies the rest
     REQUIRE(c.comm_calibration);
     REQUIRE(c.comm_calibration->collectives.size() == 1);
     const CollectiveCalibration& e = c.comm_calibration->collectives[0];
@@ -233,4 +234,24 @@ TEST_SUITE("calibrate") {
                                             "p.yaml", store),
                          doctest::Contains("gemm.table"), InputError);
   }
+}
+
+TEST_CASE("calibrate's nccl-tests table: size, count, time, algbw, busbw, #wrong as nccl-tests computes them") {
+  using namespace shardplan::calibrate;
+  RawRecord r;
+  r.kind = "collective";
+  r.op = "all_reduce";
+  r.scope = "world";
+  r.ranks = 4;
+  r.ranks_per_node = 4;
+  r.bytes = 1 << 20;
+  r.median_s = 1e-3;
+  RawRecord gemm;
+  gemm.kind = "gemm";  // not a collective: not in the table
+  const std::string t = nccl_tests_table({r, gemm}, "float", 4);
+  // 2^20 B / 1 ms = 1.048576 GB/s algbw; all-reduce busbw = algbw · 2(n−1)/n = 1.572864 on 4 ranks
+  // (nccl-tests PERFORMANCE.md); count = 2^20 / 4 B = 262144 floats; time 1000 us.
+  CHECK(t.find("# all_reduce, world (4 ranks, 4 per node)") != std::string::npos);
+  CHECK(t.find("1048576       262144  float    1000.00     1.05     1.57       0") != std::string::npos);
+  CHECK(t.find("gemm") == std::string::npos);
 }

@@ -75,10 +75,11 @@ TEST_SUITE("cli plan") {
       const double mfu = c["throughput"]["mfu"].get<double>();
       CHECK(mfu > 0);
       CHECK(mfu <= 1);
-      // 2048 sequences × 2048 tokens per step (the default global batch: about 4 M tokens).
-      CHECK(c["config"]["global_batch"] == 2048);
+      // 128 sequences × 2048 tokens per step: the default global batch on 8 GPUs is capped at 32 Ki tokens per GPU
+      // (planner/batch.hpp): 8 · 32768 / 2048 = 128, which every dp of 8 GPUs divides.
+      CHECK(c["config"]["global_batch"] == 128);
       CHECK(c["throughput"]["tokens_per_s"].get<double>() * c["time"]["step_s"].get<double>() ==
-            doctest::Approx(2048.0 * 2048));
+            doctest::Approx(128.0 * 2048));
       CHECK(c["config"]["tp"].get<int64_t>() * c["config"]["pp"].get<int64_t>() * c["config"]["dp"].get<int64_t>() == 8);
       // Best first: by the simulated step among the re-ranked (--simulate-top, default 3), analytic after them.
       if (c.contains("simulated")) continue;
@@ -116,10 +117,12 @@ TEST_SUITE("cli plan") {
     CHECK(ddp_rejected);
   }
 
-  TEST_CASE("nothing fits: one error line that says so") {
+  TEST_CASE("nothing fits: one error line that says so, exit 3") {
     const auto r = run_cli("plan --preset llama3-405b --gpus 8");
     CAPTURE(r.err);
-    CHECK(is_one_error_line(r));
+    CHECK(r.exit_code == 3);  // valid input, no feasible plan (a typo is 2)
+    CHECK(r.err.rfind("error: ", 0) == 0);
+    CHECK(r.err.find('\n') == r.err.size() - 1);
     CHECK(r.err.find("fits") != std::string::npos);
     CHECK(r.out.empty());
   }

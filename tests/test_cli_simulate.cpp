@@ -85,8 +85,9 @@ TEST_SUITE("cli simulate") {
   }
 
   TEST_CASE("configurations that cannot be scheduled are bad input") {
-    // Interleaving needs the micro-batches (here 1 per replica) in groups of pp.
-    CHECK(is_one_error_line(run_cli("simulate --preset 8b --gpus 8 --pp 4 --vpp 2 --schedule interleaved --zero 0 --framework megatron")));
+    // Interleaving needs the micro-batches (here 1 per replica: --global-batch 2 on dp 2) in groups of pp.
+    CHECK(is_one_error_line(run_cli("simulate --preset 8b --gpus 8 --pp 4 --vpp 2 --schedule interleaved --zero 0 "
+                                    "--framework megatron --global-batch 2")));
     CHECK(is_one_error_line(run_cli("simulate --preset 8b --gpus 8 --format xml")));
   }
 }

@@ -38,8 +38,17 @@ bool has_python() { return std::system("python3 -c 'import tomllib' >/dev/null 2
 
 int shell(const std::string& cmd) { return std::system((cmd + " >/dev/null 2>&1").c_str()); }
 
-const std::set<std::string> kFiles = {"README.md",       "accelerate_config.yaml", "ds_config.json", "megatron_args.sh",
-                                      "torchrun.sh",     "torchtitan.toml",        "train_fsdp2.py"};
+// config.json comes beside them when transformers has a class for the architecture (cli/emit_cluster.cpp).
+const std::set<std::string> kFiles = {"README.md",   "accelerate_config.yaml", "ds_config.json", "megatron_args.sh",
+                                      "torchrun.sh", "torchtitan.toml",        "train_fsdp2.py", "hostfile",
+                                      "slurm.sbatch"};
+
+std::set<std::string> without_config(std::set<std::string> names) {
+  names.erase("config.json");
+  return names;
+}
+
+std::string fmt_count(size_t n) { return "wrote " + std::to_string(n) + " launch files"; }
 
 // Runs plan with --emit into a fresh folder; returns the folder and the recommended candidate's JSON.
 nlohmann::json plan_and_emit(const std::string& args, const fs::path& dir) {
@@ -47,13 +56,17 @@ nlohmann::json plan_and_emit(const std::string& args, const fs::path& dir) {
   CAPTURE(r.err);
   REQUIRE(r.exit_code == 0);
   const auto j = nlohmann::json::parse(r.out);  // stdout stays pure JSON; the note goes to stderr
-  CHECK(r.err.find("wrote 7 launch files") != std::string::npos);
+  std::set<std::string> written = names_in(dir);
+  written.erase("keep.txt");  // the "existing folder" case's own file
+  CHECK(r.err.find(fmt_count(written.size())) != std::string::npos);
   return j["candidates"][j["recommended"].get<size_t>()];
 }
 
 void check_syntax(const fs::path& dir) {
-  CHECK(names_in(dir) == kFiles);
+  CHECK(without_config(names_in(dir)) == kFiles);
   CHECK(shell("bash -n '" + (dir / "torchrun.sh").string() + "'") == 0);
+  CHECK(shell("bash -n '" + (dir / "slurm.sbatch").string() + "'") == 0);
+  if (fs::exists(dir / "config.json")) CHECK_NOTHROW((void)nlohmann::json::parse(read_all(dir / "config.json")));
   CHECK(shell("bash -n '" + (dir / "megatron_args.sh").string() + "'") == 0);
   CHECK((fs::status(dir / "torchrun.sh").permissions() & fs::perms::owner_exec) != fs::perms::none);
   if (!has_python()) {
@@ -131,8 +144,65 @@ TEST_SUITE("emit") {
     const YAML::Node acc = YAML::LoadFile((dir / "accelerate_config.yaml").string());
     CHECK(acc["num_machines"].as<int>() == 8);
     CHECK(acc["fsdp_config"]["fsdp_transformer_layer_cls_to_wrap"].as<std::string>() == "LlamaDecoderLayer");
-    CHECK(read_all(dir / "torchrun.sh").find("--nnodes 8 --nproc-per-node 8") != std::string::npos);
-    CHECK(read_all(dir / "train_fsdp2.py").find(fs::absolute(config_dir).string()) != std::string::npos);
+    const std::string torchrun = read_all(dir / "torchrun.sh");
+    CHECK(torchrun.find("--nnodes 8 --nproc-per-node 8") != std::string::npos);
+    // Multi-node: each node's rank and a c10d rendezvous on node 0 (torchrun's multi-node usage).
+    CHECK(torchrun.find("--node-rank \"${NODE_RANK:-${SLURM_NODEID:?") != std::string::npos);
+    CHECK(torchrun.find("--rdzv-backend c10d") != std::string::npos);
+    CHECK(torchrun.find("--rdzv-endpoint \"${MASTER_ADDR:?") != std::string::npos);
+    // The model is this folder: its config.json is the --hf-config file, byte for byte.
+    CHECK(read_all(dir / "config.json") == read_all(config_dir / "config.json"));
+    CHECK(torchrun.find("export MODEL=\"${MODEL:-${HERE}}\"") != std::string::npos);
+    CHECK(read_all(dir / "train_fsdp2.py").find("MODEL = os.environ.get(\"MODEL\", HERE)") != std::string::npos);
+    // Slurm: 8 nodes, one task each, torchrun.sh found by the folder's absolute path; DeepSpeed's hostfile: 8 × 8.
+    const std::string slurm = read_all(dir / "slurm.sbatch");
+    CHECK(slurm.find("#SBATCH --nodes=8\n") != std::string::npos);
+    CHECK(slurm.find("#SBATCH --gpus-per-node=8\n") != std::string::npos);
+    CHECK(slurm.find("EMIT_DIR=${EMIT_DIR:-'" + fs::absolute(dir).string() + "'}") != std::string::npos);
+    const std::string hosts = read_all(dir / "hostfile");
+    CHECK(hosts.find("node-7 slots=8\n") != std::string::npos);
+    CHECK(hosts.find("node-8") == std::string::npos);
+    // The README's validate command uses absolute paths: it works from any folder.
+    const std::string readme = read_all(dir / "README.md");
+    CHECK(readme.find("--hf-config '" + fs::absolute(config_dir / "config.json").string() + "'") != std::string::npos);
+    CHECK(readme.find("--measurements '" + (fs::absolute(dir) / "shardplan_steps.jsonl").string() + "'") !=
+          std::string::npos);
+    CHECK(readme.find("sbatch " + fs::absolute(dir).string() + "/slurm.sbatch") != std::string::npos);
+    CHECK(readme.find("--num_nodes N") == std::string::npos);
+  }
+
+  TEST_CASE("a --hf-config file not named config.json still gives AutoConfig a config.json") {
+    const fs::path config_dir = fresh_dir("hf-named");
+    fs::create_directories(config_dir);
+    std::ofstream(config_dir / "x.json") << R"({"architectures": ["LlamaForCausalLM"], "model_type": "llama",
+      "hidden_size": 2048, "intermediate_size": 5632, "max_position_embeddings": 2048, "num_attention_heads": 32,
+      "num_hidden_layers": 22, "num_key_value_heads": 4, "vocab_size": 32000, "rope_theta": 10000.0})";
+    const fs::path dir = fresh_dir("hf-named-out");
+    plan_and_emit("--hf-config '" + (config_dir / "x.json").string() + "' --gpus 8 --cluster dgx-h100", dir);
+    CHECK(read_all(dir / "config.json") == read_all(config_dir / "x.json"));
+  }
+
+  TEST_CASE("a Llama 3 preset: config.json written, --rotary-base 500000 and the norm epsilon in megatron_args.sh") {
+    const fs::path dir = fresh_dir("llama3-preset");
+    plan_and_emit("--preset llama3-8b --gpus 16 --cluster dgx-h100", dir);
+    const auto cfg = nlohmann::json::parse(read_all(dir / "config.json"));
+    // meta-llama/Meta-Llama-3-8B config.json: these values.
+    CHECK(cfg["model_type"] == "llama");
+    CHECK(cfg["hidden_size"] == 4096);
+    CHECK(cfg["intermediate_size"] == 14336);
+    CHECK(cfg["num_hidden_layers"] == 32);
+    CHECK(cfg["num_key_value_heads"] == 8);
+    CHECK(cfg["vocab_size"] == 128256);
+    CHECK(cfg["rope_theta"].get<double>() == 500000.0);
+    CHECK(cfg["rms_norm_eps"].get<double>() == doctest::Approx(1e-5));
+    const std::string megatron = read_all(dir / "megatron_args.sh");
+    CHECK(megatron.find("--rotary-base 500000\n") != std::string::npos);
+    CHECK(megatron.find("--norm-epsilon 1e-05\n") != std::string::npos);
+    // The seed's 8b (GELU MLP, LayerNorm) has no transformers class to write: no config.json, and the README says so.
+    const fs::path seed = fresh_dir("seed-preset");
+    plan_and_emit("--preset 8b --gpus 8", seed);
+    CHECK_FALSE(fs::exists(seed / "config.json"));
+    CHECK(read_all(seed / "README.md").find("no config.json is written") != std::string::npos);
   }
 
   TEST_CASE("DDP (ZeRO-0): Accelerate's MULTI_GPU, DeepSpeed stage 0, every data-parallel rank a replica") {
@@ -155,7 +225,7 @@ TEST_SUITE("emit") {
     plan_and_emit("--preset llama3-8b --gpus 8", dir);
     std::set<std::string> expected = kFiles;
     expected.insert("keep.txt");
-    CHECK(names_in(dir) == expected);
+    CHECK(without_config(names_in(dir)) == expected);
     CHECK(read_all(dir / "ds_config.json") != "old");
   }
 

@@ -179,7 +179,7 @@ TEST_SUITE("hardening: inputs") {
              Case{"$B predict --model head-dim.yaml", {"head-dim.yaml:12", "head_dim"}},
              Case{"$B predict --model vocab-pad.yaml", {"vocab-pad.yaml:12", "vocab_pad_to"}},
              // Item 18 on one rank: the reference loop's memory is judged before training, as bad input.
-             Case{"$B validate --preset tiny --micro-batch 100000 --quiet", {"--micro-batch", "GiB"}},
+             Case{"$B validate --preset tiny --micro-batch 100000 --quiet", {"--micro-batch", "GB"}},
          }) {
       const std::string args = c.args;
       CAPTURE(args);

@@ -17,6 +17,11 @@ test -s "$work/cpu.yaml" || fail "no profile"
 test -s "$work/cpu.raw.csv" || fail "no raw CSV"
 ls "$work" | grep -q '\.tmp\.' && fail "a temporary file was left"
 grep -q '^kind: calibration-profile' "$work/cpu.yaml" || fail "not a profile"
+# The nccl-tests table on stdout (issue 16): its header, and a block per collective.
+grep -Eq '^# +size +count +type +time +algbw +busbw +#wrong$' "$work/stdout" || fail "no nccl-tests table header"
+for op in all_gather reduce_scatter all_reduce; do
+  grep -q "^# $op, world ($np ranks" "$work/stdout" || fail "no nccl-tests block for $op"
+done
 grep -q "^  ranks: $np\$" "$work/cpu.yaml" || fail "meta.ranks is not $np"
 grep -q '^  wrong: 0$' "$work/cpu.yaml" || fail "collectives came back wrong"
 "$check" "$work/cpu.yaml" 100 200 3 || fail "fits do not reproduce the medians"

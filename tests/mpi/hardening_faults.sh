@@ -69,7 +69,7 @@ timeout 60 "${mpi[@]}" -np 2 "$bin" validate --preset tiny --micro-batch 100000 
 code=$?
 no_rank_left "too large a run"
 [ "$code" = 2 ] || { cat "$work/err"; fail "too large a run: exit $code, expected 2"; }
-one_error "too large a run" "GiB"
+one_error "too large a run" "GB"
 echo "ok: too large a run: $(grep '^error: ' "$work/err")"
 
 # 6. A calibrate rank stopped mid-run (SIGSTOP): the error names it, within the timeout.

@@ -25,6 +25,12 @@ for run in "tiny 0" "tiny 1" "tiny 2" "tiny 3" "small 0" "small 3" "tiny 3 amp-b
   code=$?
   no_rank_left "$model zero $zero"
   [ "$code" = 0 ] || { cat "$work/err"; fail "$model zero $zero: exit $code"; }
+  # Progress under mpirun (stderr is no TTY): plain lines from rank 0 with the ETA, the first and the last step at
+  # least (issue 16).
+  grep -Eq '^validate: step 1/4 \(warm-up\), loss [0-9.]+, [0-9.]+ s, peak [0-9.]+ MB, ETA [0-9]+ s$' "$work/err" ||
+    { cat "$work/err"; fail "$model zero $zero: no progress line for step 1/4"; }
+  grep -Eq '^validate: step 4/4, loss .*, ETA 0 s$' "$work/err" || { cat "$work/err"; fail "$model zero $zero: no last progress line"; }
+  [ "$(grep -c '^validate: step' "$work/err")" -le 4 ] || fail "$model zero $zero: progress from more than rank 0"
   # The memory prediction of the reference loop must hold: every byte of it is designed, none is a guess.
   sed -n '/"error_pct"/,/}/p' "$work/v_${model}_$zero.json" > "$work/err_pct"
   peak_err=$(field "$work/err_pct" peak_bytes)
