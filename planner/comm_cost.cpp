@@ -1,6 +1,6 @@
 // Collective cost model: α + β·S per collective, NCCL-style.
 //
-// Sources (see /work/shared/REFERENCE-FACTS.md "Communication"):
+// Sources (see the shared REFERENCE-FACTS.md, "Communication"):
 //  - nccl-tests doc/PERFORMANCE.md: bus factors, busbw = algbw × factor.
 //  - NCCL src/graph/tuning.cc (ncclTopoTuneModel): latency = baseLat + per-step hop latencies; a ring takes
 //    2(n−1) steps for all-reduce and n−1 for all-gather / reduce-scatter, of which 2(nodes−1) / nodes−1 cross the

@@ -1,6 +1,6 @@
 // Compute cost model of one GPU: GEMM roofline with tile and wave quantisation, flash attention, memory-bound work.
 //
-// Sources (see /work/shared/REFERENCE-FACTS.md "Compute"):
+// Sources (see the shared REFERENCE-FACTS.md, "Compute"):
 //  - NVIDIA Deep Learning Performance guide, "Matrix Multiplication Background": a GEMM is split into output
 //    tiles, one per thread block; M, N not multiples of the tile waste the padded part (tile quantisation), and
 //    tiles run in waves of one per SM, the last wave partly idle (wave quantisation); small GEMMs are limited by
