@@ -266,6 +266,8 @@ std::string error_band_source(const std::vector<ErrorBandGroup>& groups) {
       case GpuGeneration::volta: return "GpuGeneration::volta";
       case GpuGeneration::ampere: return "GpuGeneration::ampere";
       case GpuGeneration::hopper: return "GpuGeneration::hopper";
+      case GpuGeneration::cdna3: return "GpuGeneration::cdna3";
+      case GpuGeneration::cdna4: return "GpuGeneration::cdna4";
       case GpuGeneration::blackwell: break;
     }
     return "GpuGeneration::blackwell";
