@@ -216,7 +216,7 @@ void add_plan_command(CLI::App& app, const GlobalOptions& global) {
     write_report_option(opts->report, plan_json(r));
     std::string emitted;
     if (!opts->emit_dir.empty()) {
-      LaunchPlan launch{r.top[r.recommended], std::nullopt, prediction_training(r.top[r.recommended], r.training)};
+      LaunchPlan launch{r.top[r.recommended], std::nullopt, prediction_training(r.top[r.recommended], r.training), ".", ""};
       if (!opts->config.hf_config.empty()) launch.hf = load_hf_config(opts->config.hf_config);
       // Absolute: slurm.sbatch runs from Slurm's spool folder, and the README's commands from anywhere.
       std::filesystem::path dir = std::filesystem::absolute(opts->emit_dir).lexically_normal();

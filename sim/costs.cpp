@@ -45,7 +45,7 @@ void add_static(StageCosts& sc, MemKind k, double bytes) {
 
 // The FSDP family: the parts of planner/memory_moments.cpp, which sim/schedule.cpp allocates where the runtime does
 // (shards and Adam states all step; gathered units, gradients, reduce-scatter inputs and logits at their ops).
-void use_moment_parts(StageCosts& sc, const MomentParts& mp, const FrameworkTraits& fw) {
+void use_moment_parts(StageCosts& sc, const MomentParts& mp, const FrameworkTraits& /*fw*/) {
   add_static(sc, MemKind::params, mp.shard_params);
   add_static(sc, MemKind::master, mp.shard_master);
   add_static(sc, MemKind::optimizer, mp.optimizer);
