@@ -121,9 +121,7 @@ int main(int argc, char** argv) {
                                           p.peak_bytes() / 1073741824.0, p.memory.capacity_bytes / 1073741824.0));
     }
     // The peak depends on the recomputation more than on anything else: compared only where the source gives it.
-    bool recompute_known = true;
-    for (const std::string& a : c.assumptions) recompute_known &= a.rfind("recompute not published", 0) != 0;
-    if (c.measured_peak_bytes > 0 && !c.historical && recompute_known) {
+    if (c.measured_peak_bytes > 0 && !c.historical && recompute_published(c)) {
       // What PyTorch's caching allocator reserves: the peak less the CUDA context, cuBLAS workspace and NCCL
       // buffers (the runtime component), which it does not count.
       const double reserved = p.peak_bytes() - p.memory.peak_stage().peak.runtime;

@@ -220,6 +220,12 @@ PublishedRuns load_published_runs(const std::string& csv_path, const PresetStore
   return out;
 }
 
+bool recompute_published(const PublishedRun& run) {
+  for (const std::string& a : run.assumptions)
+    if (a.rfind("recompute not published", 0) == 0) return false;
+  return true;
+}
+
 double predicted_metric(const PublishedRun& run, const Prediction& p) {
   switch (run.metric) {
     case Metric::hardware_tflops:

@@ -68,6 +68,8 @@ PublishedRuns load_published_runs(const std::string& csv_path, const PresetStore
 // The modern set's format (bench/data/README.md). Throws std::runtime_error when the file cannot be read, lacks a
 // column, or a row contradicts its preset (a data error, not a skip).
 PublishedRuns load_modern_runs(const std::string& csv_path, const PresetStore& store);
+// Whether the row's source gives its recomputation (the peak depends on it more than on anything else).
+bool recompute_published(const PublishedRun& run);
 // The prediction converted to the row's metric (N21 eq. 3 for hardware TFLOP/s, Megatron's count for model TFLOP/s).
 double predicted_metric(const PublishedRun& run, const Prediction& p);
 // Measured step time over predicted step time, from the row's metric (every metric is a step time or its inverse).

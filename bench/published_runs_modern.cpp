@@ -200,6 +200,7 @@ PublishedRuns load_modern_runs(const std::string& csv_path, const PresetStore& s
       out.presets.push_back({r.at("source"), r.at("model"), *model, parse_param_count(r.at("params")), r.at("params")});
     }
     // --compile exists now (the model's time under torch.compile); every other need is still a reason to skip.
+    const std::map<std::string, std::string> options = parse_options(r);
     std::string reasons;
     bool compiled = false;
     if (r.at("needs") != "-")
@@ -209,7 +210,7 @@ PublishedRuns load_modern_runs(const std::string& csv_path, const PresetStore& s
           continue;
         }
         // --fp8 exists now: a row that names its recipe (options fp8=...) is predicted with it.
-        if (token == "fp8" && parse_options(r).count("fp8")) continue;
+        if (token == "fp8" && options.count("fp8")) continue;
         reasons += (reasons.empty() ? "" : "; ") + need_reason(token);
       }
     if (reasons.empty() && !model) reasons = "no preset with its architecture";
@@ -226,7 +227,7 @@ PublishedRuns load_modern_runs(const std::string& csv_path, const PresetStore& s
     run.label = r.at("model");
     run.model = *model;
     run.cluster = store.cluster(r.at("cluster"));
-    run.strategy = strategy_of(r, parse_options(r), run.assumptions);
+    run.strategy = strategy_of(r, options, run.assumptions);
     run.strategy.compile = compiled;
     apply_framework_defaults(run.strategy);  // as the CLI: torchtitan's TP always with SP
     run.metric = parse_metric(r);

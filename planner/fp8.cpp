@@ -43,7 +43,7 @@ DType linear_gemm_dtype(const Strategy& s) {
   return fp8_on(s) ? DType::fp8 : precision_compute_dtype(s.precision);
 }
 
-Fp8CastBytes fp8_linear_cast_bytes(const Strategy& s, const FrameworkTraits&, double T, double k, double n,
+Fp8CastBytes fp8_linear_cast_bytes(const Strategy& s, double T, double k, double n,
                                    double microbatches) {
   if (!fp8_on(s)) return {};
   const double x = T * k, w = k * n, dy = T * n;

@@ -30,7 +30,7 @@ double fp8_gemm_time_factor(const Strategy& s);
 struct Fp8CastBytes {
   double fwd = 0, bwd = 0;
 };
-Fp8CastBytes fp8_linear_cast_bytes(const Strategy& s, const FrameworkTraits& fw, double T, double k, double n,
+Fp8CastBytes fp8_linear_cast_bytes(const Strategy& s, double T, double k, double n,
                                    double microbatches);
 
 // Bytes per block parameter of FP8 weight copies kept across the step (Transformer Engine: the weight's cast and

@@ -133,7 +133,7 @@ TpGemms block_compute(const ModelSpec& m, const Strategy& s, const GpuSpec& g, c
     const double Td = d.tokens, hd = static_cast<double>(h), fd = static_cast<double>(f_r);
     for (const auto& [k, n] : {std::pair{hd, static_cast<double>(d.q_r + 2 * d.kv_r)}, {static_cast<double>(d.q_r), hd},
                                {hd, static_cast<double>(up_n)}, {fd, hd}}) {
-      const Fp8CastBytes c = fp8_linear_cast_bytes(s, fw, Td, k, n, mb);
+      const Fp8CastBytes c = fp8_linear_cast_bytes(s, Td, k, n, mb);
       casts.fwd += c.fwd;
       casts.bwd += c.bwd;
     }

@@ -2,6 +2,8 @@
 // Runs the real `shardplan` executable for CLI tests: exit code, stdout and stderr.
 #include <sys/wait.h>
 
+#include <doctest/doctest.h>
+
 #include <array>
 #include <cstdio>
 #include <filesystem>
@@ -56,6 +58,14 @@ inline bool is_one_error_line(const CliResult& r) {
 // A bad-input failure (is_one_error_line) whose line names `names` (the flag, file or key at fault).
 inline bool refuses_naming(const CliResult& r, const std::string& names) {
   return is_one_error_line(r) && r.err.find(names) != std::string::npos;
+}
+
+// Runs `args` and checks it is refused that way, reporting the command and its stderr when it is not.
+inline void check_refused(const std::string& args, const std::string& names) {
+  const CliResult r = run_cli(args);
+  CAPTURE(args);
+  CAPTURE(r.err);
+  CHECK(refuses_naming(r, names));
 }
 
 }  // namespace shardplan::test

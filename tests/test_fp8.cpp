@@ -34,13 +34,6 @@ Strategy llama8b(Framework fw, Fp8Recipe fp8) {
   return s;
 }
 
-void expect_usage_error(const std::string& args, const std::string& names) {
-  const test::CliResult r = test::run_cli(args);
-  CAPTURE(args);
-  CAPTURE(r.err);
-  CHECK(test::refuses_naming(r, names));
-}
-
 }  // namespace
 
 TEST_SUITE("fp8") {
@@ -57,22 +50,21 @@ TEST_SUITE("fp8") {
     // X [T×k] = 8192 × 4096 = 33,554,432 elements; W [k×n] = 4096 × 4096 = 16,777,216; dY [T×n] = 33,554,432.
     const double T = 8192, k = 4096, n = 4096, x = T * k, w = k * n, dy = T * n;
     Strategy s = llama8b(Framework::torchtitan, Fp8Recipe::tensorwise);
-    const FrameworkTraits fw = framework_traits(s.framework);
     s.compile = true;  // torchao under Inductor: 5 B per cast element; six casts (X, W forward; dY twice, W, X backward)
-    Fp8CastBytes c = fp8_linear_cast_bytes(s, fw, T, k, n, 4);
+    Fp8CastBytes c = fp8_linear_cast_bytes(s, T, k, n, 4);
     CHECK(c.fwd == doctest::Approx(5 * (x + w)));
     CHECK(c.bwd == doctest::Approx(5 * (2 * dy + x + w)));
     s.compile = false;  // eager: abs, amax, mul, clamp, cast as five kernels, 17 B
-    c = fp8_linear_cast_bytes(s, fw, T, k, n, 4);
+    c = fp8_linear_cast_bytes(s, T, k, n, 4);
     CHECK(c.fwd == doctest::Approx(17 * (x + w)));
     s.compile = true;
     s.fp8_all_gather = true;  // the gathered weight is FP8 already: no weight casts in either pass
-    c = fp8_linear_cast_bytes(s, fw, T, k, n, 4);
+    c = fp8_linear_cast_bytes(s, T, k, n, 4);
     CHECK(c.fwd == doctest::Approx(5 * x));
     CHECK(c.bwd == doctest::Approx(5 * (2 * dy + x)));
     // Transformer Engine: fused cast-transpose once per operand (6 B), the weight's cast once per step of 4 micro-batches.
     const Strategy te = llama8b(Framework::megatron, Fp8Recipe::tensorwise);
-    c = fp8_linear_cast_bytes(te, framework_traits(te.framework), T, k, n, 4);
+    c = fp8_linear_cast_bytes(te, T, k, n, 4);
     CHECK(c.fwd == doctest::Approx(6 * (x + w / 4)));
     CHECK(c.bwd == doctest::Approx(6 * dy));
     CHECK(fp8_cached_weight_bytes_per_param(te) == 2);
@@ -112,19 +104,19 @@ TEST_SUITE("fp8") {
   }
 
   TEST_CASE("refused with one line: no FP8 on the GPU, MXFP8 before Blackwell, a recipe the runtime lacks") {
-    expect_usage_error("predict --preset llama3-8b --gpus 8 --cluster dgx-a100-80g --fp8 tensorwise", "FP8 tensor cores");
-    expect_usage_error("predict --preset llama3-8b --gpus 8 --cluster dgx-h100 --fp8 mxfp8", "mxfp8");
-    expect_usage_error("predict --preset llama3-8b --gpus 8 --cluster dgx-h100 --framework megatron --fp8 rowwise",
+    test::check_refused("predict --preset llama3-8b --gpus 8 --cluster dgx-a100-80g --fp8 tensorwise", "FP8 tensor cores");
+    test::check_refused("predict --preset llama3-8b --gpus 8 --cluster dgx-h100 --fp8 mxfp8", "mxfp8");
+    test::check_refused("predict --preset llama3-8b --gpus 8 --cluster dgx-h100 --framework megatron --fp8 rowwise",
                        "rowwise");
-    expect_usage_error("predict --preset llama3-8b --gpus 8 --cluster dgx-h100 --framework fsdp1 --fp8 tensorwise",
+    test::check_refused("predict --preset llama3-8b --gpus 8 --cluster dgx-h100 --framework fsdp1 --fp8 tensorwise",
                        "--fp8 tensorwise");
-    expect_usage_error("predict --preset llama3-8b --gpus 8 --cluster dgx-h100 --fp8 rowwise --fp8-all-gather",
+    test::check_refused("predict --preset llama3-8b --gpus 8 --cluster dgx-h100 --fp8 rowwise --fp8-all-gather",
                        "--fp8-all-gather");
-    expect_usage_error("predict --preset llama3-8b --gpus 8 --cluster dgx-h100 --fp8 float4", "--fp8");
+    test::check_refused("predict --preset llama3-8b --gpus 8 --cluster dgx-h100 --fp8 float4", "--fp8");
     // FP8 grouped expert GEMMs are not modelled: a mixture-of-experts model is refused rather than half-priced.
-    expect_usage_error("predict --preset mixtral-8x7b --gpus 16 --cluster dgx-h100 --fp8 tensorwise", "mixture of experts");
-    expect_usage_error("plan --preset mixtral-8x7b --gpus 16 --cluster dgx-h100 --fp8 tensorwise", "mixture of experts");
-    expect_usage_error("plan --preset llama3-8b --gpus 8 --cluster dgx-a100-80g --fp8 tensorwise", "FP8 tensor cores");
+    test::check_refused("predict --preset mixtral-8x7b --gpus 16 --cluster dgx-h100 --fp8 tensorwise", "mixture of experts");
+    test::check_refused("plan --preset mixtral-8x7b --gpus 16 --cluster dgx-h100 --fp8 tensorwise", "mixture of experts");
+    test::check_refused("plan --preset llama3-8b --gpus 8 --cluster dgx-a100-80g --fp8 tensorwise", "FP8 tensor cores");
     // MXFP8 runs on Blackwell.
     const auto b200 = test::run_cli("predict --preset llama3-8b --gpus 8 --cluster dgx-b200 --framework megatron "
                                     "--fp8 mxfp8 --format json");

@@ -36,13 +36,6 @@ Strategy fsdp_8b(LossKind loss) {
   return s;
 }
 
-void expect_usage_error(const std::string& args, const std::string& names) {
-  const test::CliResult r = test::run_cli(args);
-  CAPTURE(args);
-  CAPTURE(r.err);
-  CHECK(test::refuses_naming(r, names));
-}
-
 }  // namespace
 
 TEST_SUITE("kernels") {
@@ -113,9 +106,9 @@ TEST_SUITE("kernels") {
   }
 
   TEST_CASE("--attention-kernel and --loss refuse what they cannot mean, with one line") {
-    expect_usage_error("predict --preset 8b --gpus 8 --attention-kernel triton --no-flash-attn", "--attention-kernel");
-    expect_usage_error("predict --preset 8b --gpus 8 --attention-kernel fa9", "--attention-kernel");
-    expect_usage_error("predict --preset 8b --gpus 8 --loss fast", "--loss");
+    test::check_refused("predict --preset 8b --gpus 8 --attention-kernel triton --no-flash-attn", "--attention-kernel");
+    test::check_refused("predict --preset 8b --gpus 8 --attention-kernel fa9", "--attention-kernel");
+    test::check_refused("predict --preset 8b --gpus 8 --loss fast", "--loss");
   }
 
   TEST_CASE("torchtitan's TP is always sequence-parallel: the CLI turns --sp on, a Strategy without it is refused") {

@@ -141,9 +141,7 @@ TEST_SUITE("published runs") {
       // Every torchtitan and llm-foundry row ran, so its peak must be within the GPU's memory (llm-foundry's fused
       // loss, torchtitan's sequence-parallel TP: the rows that were predicted beyond it before those traits).
       if (r.family != "megatron") CHECK(p.fits());
-      bool recompute_known = true;
-      for (const std::string& a : r.assumptions) recompute_known &= a.rfind("recompute not published", 0) != 0;
-      if (r.measured_peak_bytes > 0 && recompute_known) {
+      if (r.measured_peak_bytes > 0 && recompute_published(r)) {
         ++with_peak;
         const double reserved = p.peak_bytes() - p.memory.peak_stage().peak.runtime;
         const double err = std::fabs(reserved - r.measured_peak_bytes) / r.measured_peak_bytes;
