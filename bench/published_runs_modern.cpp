@@ -56,6 +56,10 @@ std::string need_reason(const std::string& token) {
       {"compile", "needs --compile (torch.compile)"},
       {"async-tp", "needs async tensor parallelism"},
       {"moe", "needs MoE"},
+      // torchao's rowwise recipe converted every linear then, and the small K/V projections under TP 8 ran ~40 %
+      // slower in FP8 than in bf16 (pytorch/ao#2410's root cause of pytorch/torchtitan#1207); shardplan has no
+      // per-shape cost of torchao's rowwise kernels and casts beyond one factor (planner/fp8.cpp).
+      {"fp8-rowwise-tp", "needs the per-shape cost of torchao's rowwise FP8 linears under TP (pytorch/ao#2410)"},
       {"b200", "no B200 preset"},
       {"block-ac", "needs activation checkpointing of every k-th block (k not published)"},
       {"unverified", "measurement read in a secondary source only"}};
@@ -202,11 +206,16 @@ PublishedRuns load_modern_runs(const std::string& csv_path, const PresetStore& s
     // --compile exists now (the model's time under torch.compile); every other need is still a reason to skip.
     const std::map<std::string, std::string> options = parse_options(r);
     std::string reasons;
-    bool compiled = false;
+    bool compiled = false, async_tp = false;
     if (r.at("needs") != "-")
       for (const std::string& token : split_fields(r.at("needs"), ';')) {
         if (token == "compile") {
           compiled = true;
+          continue;
+        }
+        // PyTorch's async TP is --tp-comm-overlap under fsdp/torchtitan with --compile (framework.hpp TpOverlapKind).
+        if (token == "async-tp") {
+          async_tp = true;
           continue;
         }
         // --fp8 exists now: a row that names its recipe (options fp8=...) is predicted with it.
@@ -229,6 +238,7 @@ PublishedRuns load_modern_runs(const std::string& csv_path, const PresetStore& s
     run.cluster = store.cluster(r.at("cluster"));
     run.strategy = strategy_of(r, options, run.assumptions);
     run.strategy.compile = compiled;
+    if (async_tp) run.strategy.tp_comm_overlap = true;
     apply_framework_defaults(run.strategy);  // as the CLI: torchtitan's TP always with SP
     run.metric = parse_metric(r);
     run.measured = measured_of(r, run.metric);

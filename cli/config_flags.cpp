@@ -94,7 +94,8 @@ void add_config_flags(CLI::App& cmd, ConfigFlags& f) {
          "ZeRO-1/2 all-gather of the updated parameters during the next forward (default: the framework's; "
          "Megatron-Core on)");
   on_off("tp-comm-overlap", f.tp_comm_overlap,
-         "TP collectives pipelined with their GEMMs, with --sp (default: the framework's; Megatron-Core on)");
+         "TP collectives pipelined with their GEMMs, with --sp (default: the framework's; Megatron-Core on; "
+         "fsdp/torchtitan: PyTorch's async TP, needs --compile)");
   cmd.add_option("--tokens", f.tokens, "Training tokens to price: adds days, GPU-hours (and cost) (e.g. 2T, 300B)");
   cmd.add_option("--gpu-hour-price", f.gpu_hour_price, "Price of one GPU-hour, for the cost of --tokens");
 }
@@ -268,9 +269,11 @@ ResolvedConfig resolve_config(const ConfigFlags& f, const PresetStore& store) {
   s.overlap_grad_reduce = f.overlap_grad_reduce;
   s.overlap_param_gather = f.overlap_param_gather;
   s.tp_comm_overlap = f.tp_comm_overlap;
-  if (s.tp_comm_overlap.value_or(false) && !(f.sp && s.tp > 1))
-    throw InputError("--tp-comm-overlap needs --sp and --tp of at least 2 (Megatron-LM requires sequence parallelism "
-                     "for it); add --sp or drop --tp-comm-overlap");
+  // Both overlaps pipeline all-gathers and reduce-scatters, the collectives of sequence parallelism (Megatron-LM
+  // requires --sequence-parallel for --tp-comm-overlap; Inductor's micro-pipeline pass matches only those).
+  if (s.tp_comm_overlap.value_or(false) && !(s.sp && s.tp > 1))
+    throw InputError("--tp-comm-overlap needs --sp and --tp of at least 2 (the overlapped collectives are sequence "
+                     "parallelism's all-gathers and reduce-scatters); add --sp or drop --tp-comm-overlap");
   // Megatron-Core runs the distributed optimizer (ZeRO-1) in its recipes (Megatron-Bridge recipes/common.py
   // use_distributed_optimizer=True); everything else defaults to FULL_SHARD.
   s.zero = f.zero.value_or(s.framework == Framework::megatron ? 1 : 3);

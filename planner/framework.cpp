@@ -38,6 +38,9 @@ FrameworkTraits pytorch_base() {
 FrameworkTraits fsdp2_traits() {
   FrameworkTraits t = pytorch_base();
   t.framework = Framework::fsdp;
+  // DTensor tensor parallelism under torch.compile can run PyTorch's async TP (torch._inductor.config.
+  // _micro_pipeline_tp; framework.hpp TpOverlapKind): off unless asked (--tp-comm-overlap on, with --compile).
+  t.tp_overlap_kind = TpOverlapKind::micro_pipeline;
   // FSDP prefetches one unit ahead in forward and BACKWARD_PRE (FSDP2 keeps two all-gather outputs alive:
   // current + prefetch; pytorch PR #98354 on limit_all_gathers).
   t.zero3_prefetch_units = 1;
@@ -103,6 +106,7 @@ FrameworkTraits fsdp2_traits() {
 FrameworkTraits fsdp1_traits() {
   FrameworkTraits t = fsdp2_traits();
   t.framework = Framework::fsdp1;
+  t.tp_overlap_kind = TpOverlapKind::none;  // async TP is a DTensor + FSDP2 path (torchtitan); not modelled for FSDP1
   // The all-gather writes straight into the unit's padded unsharded FlatParameter and the reduce-scatter reads the
   // flat gradient (torch/distributed/fsdp/_flat_param.py FlatParamHandle.unshard; _runtime_utils.py _reduce_grad):
   // no copy-out or copy-in.
@@ -200,6 +204,7 @@ FrameworkTraits megatron_traits() {
   // Megatron-Bridge recipes/llama/h100/llama3.py CommOverlapConfig; Megatron-LM requires --sequence-parallel for it,
   // megatron/training/arguments.py).
   t.tp_comm_overlap = true;
+  t.tp_overlap_kind = TpOverlapKind::userbuffers;
   return t;
 }
 
@@ -280,6 +285,10 @@ bool effective_overlap_param_gather(const Strategy& s, const FrameworkTraits& fw
 }
 
 bool effective_tp_comm_overlap(const Strategy& s, const FrameworkTraits& fw) {
+  if (fw.tp_overlap_kind == TpOverlapKind::none) return false;
+  // Inductor's pass runs only on compiled graphs (torchtitan/config/configs.py CompileConfig.__post_init__: "Async TP
+  // requires ... --compile.enable"); framework_support.cpp refuses the combination, the price never assumes it.
+  if (fw.tp_overlap_kind == TpOverlapKind::micro_pipeline && !s.compile) return false;
   return s.tp > 1 && s.sp && s.tp_comm_overlap.value_or(fw.tp_comm_overlap);
 }
 

@@ -13,6 +13,15 @@ namespace shardplan {
 // What a norm layer saves for backward (FrameworkTraits::norm_impl).
 enum class NormImpl : uint8_t { legacy, transformers_eager, fused };
 
+// How a runtime overlaps its tensor-parallel collectives with GEMMs (--tp-comm-overlap), if it can:
+//   userbuffers:    Transformer Engine's userbuffers under Megatron-Core (transformer_engine/pytorch/module/linear.py
+//                   ub_overlap_ag/rs, ub_bulk_dgrad/wgrad): every forward and backward collective (microbatch_costs.cpp);
+//   micro_pipeline: PyTorch's async TP, Inductor's micro-pipeline pass under torch.compile
+//                   (torch/_inductor/fx_passes/micro_pipeline_tp.py fuse_all_gather_matmul, fuse_matmul_reduce_scatter;
+//                   torchtitan compile.enable_async_tensor_parallel): an all-gather fused with the matmuls that consume
+//                   it, a reduce-scatter with the one matmul that produces it, decomposed into per-rank chunks.
+enum class TpOverlapKind { none, userbuffers, micro_pipeline };
+
 struct FrameworkTraits {
   Framework framework = Framework::fsdp;
 
@@ -61,8 +70,9 @@ struct FrameworkTraits {
 
   // --- tensor parallelism ------------------------------------------------------------------------------------
   // With sequence parallelism, the TP all-gathers and reduce-scatters are pipelined with the GEMMs that consume or
-  // produce them (Transformer Engine userbuffers), so only what a GEMM cannot cover is exposed.
+  // produce them, so only what a GEMM cannot cover is exposed: by default (Megatron-Core's recipes), and how.
   bool tp_comm_overlap = false;
+  TpOverlapKind tp_overlap_kind = TpOverlapKind::none;
 
   // --- data-parallel communication (framework.cpp gives the sources) --------------------------------------
   // amp-* policies: the gradient reduction (all-reduce, reduce-scatter) runs in fp32, 4 B per parameter on the

@@ -122,6 +122,19 @@ constexpr const char* kCompileRefusal =
     "CompileConfig); Megatron-Core fuses its kernels through Transformer Engine already: drop --compile or choose "
     "one of those";
 
+// --tp-comm-overlap, per runtime (framework.hpp TpOverlapKind): Megatron-Core's Transformer Engine userbuffers;
+// PyTorch's async TP for FSDP2 and torchtitan, under torch.compile only; none in the others.
+constexpr const char* kTpOverlapRefusal =
+    "TP comm overlap is Megatron-Core's (Transformer Engine userbuffers) or PyTorch's async TP under torch.compile "
+    "for --framework fsdp|torchtitan (torchtitan compile.enable_async_tensor_parallel); DeepSpeed, FSDP1 and the "
+    "reference loop run their TP collectives unoverlapped: drop --tp-comm-overlap or choose one of those";
+constexpr const char* kAsyncTpCompileRefusal =
+    "PyTorch's async TP is an Inductor pass (torch._inductor.config._micro_pipeline_tp): torchtitan refuses it "
+    "without torch.compile (torchtitan/config/configs.py CompileConfig.__post_init__); add --compile or drop "
+    "--tp-comm-overlap";
+bool overlaps_tp(Framework f) { return f == Framework::megatron || f == Framework::fsdp || f == Framework::torchtitan; }
+bool tp_overlap_needs_compile(Framework f) { return f == Framework::fsdp || f == Framework::torchtitan; }
+
 // FP8 recipes per runtime.
 //   PyTorch FSDP2 and torchtitan: torchao's Float8Linear, recipes "tensorwise" and "rowwise"
 //   (torchao/float8/config.py Float8LinearRecipeName; torchtitan/components/quantization/float8.py
@@ -183,6 +196,9 @@ bool framework_runs(const Strategy& s) {
     return false;
   if (s.pp > 1 && has(fs.multi_stage_schedules, s.schedule) && s.vpp < 2) return false;
   if (s.compile && !compiles(s.framework)) return false;
+  if (s.tp_comm_overlap.value_or(false) &&
+      (!overlaps_tp(s.framework) || (tp_overlap_needs_compile(s.framework) && !s.compile)))
+    return false;
   if (s.fp8 != Fp8Recipe::off && !has(fp8_support(s.framework).recipes, static_cast<int>(s.fp8))) return false;
   if (s.fp8_all_gather && !(s.fp8 == Fp8Recipe::tensorwise && s.zero >= 2 &&
                             (s.framework == Framework::fsdp || s.framework == Framework::torchtitan)))
@@ -212,6 +228,10 @@ std::optional<std::string> framework_refusal(const Strategy& s) {
   if (s.offload_optimizer && (!fs.offload_optimizer || !has(fs.offload_zero_stages, s.zero)))
     return refusal(s, fmt::format("--offload-optimizer with --zero {}", s.zero).c_str(), fs.offload_refusal);
   if (s.compile && !compiles(s.framework)) return refusal(s, "--compile", kCompileRefusal);
+  if (s.tp_comm_overlap.value_or(false) && !overlaps_tp(s.framework))
+    return refusal(s, "--tp-comm-overlap", kTpOverlapRefusal);
+  if (s.tp_comm_overlap.value_or(false) && tp_overlap_needs_compile(s.framework) && !s.compile)
+    return refusal(s, "--tp-comm-overlap without --compile", kAsyncTpCompileRefusal);
   if (s.fp8 != Fp8Recipe::off && !has(fp8_support(s.framework).recipes, static_cast<int>(s.fp8)))
     return refusal(s, fmt::format("--fp8 {}", to_string(s.fp8)).c_str(), fp8_support(s.framework).refusal);
   if (s.fp8_all_gather)

@@ -168,15 +168,47 @@ double pipelined_tp_collective(double comm, double gemm, int64_t chunks) {
 }
 double bulk_tp_collective(double comm, double gemm) { return hidden_cost(comm, std::max(0.0, comm - gemm)); }
 
+// PyTorch's async TP (framework.hpp TpOverlapKind::micro_pipeline): Inductor replaces an all-gather whose result
+// feeds matmuls as their left operand by fused_all_gather_matmul, and a reduce-scatter whose input is one matmul's
+// output (and nothing else's) by fused_matmul_reduce_scatter, each split into one chunk per TP rank
+// (torch/_inductor/fx_passes/micro_pipeline_tp.py fuse_all_gather_matmul, _find_consumer_matmuls,
+// fuse_matmul_reduce_scatter: `len(rs_input.users) != 1` and a non-matmul input return unfused). Per block:
+//   forward, and the forward that full recomputation repeats: the all-gathers before QKV and MLP-up and the
+//     reduce-scatters after the output projections all match (pipelined as with userbuffers);
+//   backward: a row-parallel layer's output-gradient all-gather feeds its dgrad matmul (fused); a column-parallel
+//     layer's input-gradient reduce-scatter sums the dgrads of every matmul reading that input — Q, K and V unless
+//     one fused projection (framework.hpp fused_qkv_projection), gate and up of a gated MLP — so it matches only
+//     for a single matmul; sequence parallelism's re-gathers for the weight gradients stay as they are.
+// The symmetric-memory copies run on copy engines, not SMs; the hidden part still shares HBM
+// (kOverlapComputeSlowdown).
+void async_tp_comm(const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw, const TpGemms& gemms,
+                   double gather, double scatter, MicrobatchCosts& out) {
+  auto piped = [&](double comm, double gemm) { return pipelined_tp_collective(comm, gemm, s.tp); };
+  const double forward = piped(gather, gemms.qkv.fwd) + piped(scatter, gemms.proj.fwd) + piped(gather, gemms.up.fwd) +
+                         piped(scatter, gemms.down.fwd);
+  auto dgrad = [](const LinearTime& l) { return l.bwd - l.wgrad; };
+  const bool qkv_one_matmul = fw.fused_qkv_projection;
+  const bool up_one_matmul = model_mlp_matrices(m) == 2;  // GELU: one up matmul; SwiGLU: gate and up
+  const double column = (qkv_one_matmul ? piped(scatter, dgrad(gemms.qkv)) : scatter) +
+                        (up_one_matmul ? piped(scatter, dgrad(gemms.up)) : scatter);
+  const double row = piped(gather, dgrad(gemms.proj)) + piped(gather, dgrad(gemms.down));
+  out.block_tp_fwd_s = forward;
+  out.block_tp_bwd_s = row + column + 2 * gather + (s.recompute == Recompute::full ? forward : 0);
+}
+
 // Tensor-parallel collectives of one block (Shoeybi et al. 2019, §3; Korthikanti §4.2.2): two all-reduces of
 // T·h activations in forward and two in backward; with sequence parallelism an all-gather and a reduce-scatter
 // in their place (same bytes). Full recomputation repeats the forward ones.
-void block_tp_comm(const Strategy& s, const ClusterSpec& c, const FrameworkTraits& fw, const Dims& d,
+void block_tp_comm(const ModelSpec& m, const Strategy& s, const ClusterSpec& c, const FrameworkTraits& fw, const Dims& d,
                    const TpGemms& gemms, MicrobatchCosts& out) {
   if (s.tp <= 1) return;
   const GroupLayout g = tp_group(s, c);
   const double bytes = d.tokens * d.h * d.a;
   const double gather = collective_time_s(c, Collective::all_gather, bytes, g);
+  if (effective_tp_comm_overlap(s, fw) && fw.tp_overlap_kind == TpOverlapKind::micro_pipeline) {
+    async_tp_comm(m, s, fw, gemms, gather, collective_time_s(c, Collective::reduce_scatter, bytes, g), out);
+    return;
+  }
   if (effective_tp_comm_overlap(s, fw)) {
     // Forward: the all-gathers pipelined with the QKV and MLP-up GEMMs that consume them, the reduce-scatters with
     // the output projections that produce them. Backward (each linear's backward is a dgrad and a wgrad GEMM of
@@ -237,7 +269,7 @@ MicrobatchCosts microbatch_costs(const ModelSpec& m, const Strategy& s, const Cl
   // GEMMs and attention at what a training run sustains (compute_cost.hpp training_device).
   const GpuSpec device = training_device(c.gpu);
   const TpGemms gemms = block_compute(m, s, device, fw, d, out);
-  block_tp_comm(s, c, fw, d, gemms, out);
+  block_tp_comm(m, s, c, fw, d, gemms, out);
   ends_compute(m, s, c, device, d, out);
   add_mtp_costs(m, s, device, out);  // DeepSeek-V3's MTP modules on the last stage (planner/moe_costs.hpp; issue 17)
   return out;
