@@ -16,6 +16,7 @@
 #include "cli/report_option.hpp"
 #include "cli/terminal.hpp"
 #include "planner/error.hpp"
+#include "planner/framework_support.hpp"
 #include "planner/fp8.hpp"
 #include "planner/plan_advice.hpp"
 #include "sim/rerank.hpp"
@@ -84,9 +85,10 @@ SearchSpace search_space(const PlanOptions& o, const ModelSpec& m, const Cluster
   b.overlap_grad_reduce = f.overlap_grad_reduce;
   b.overlap_param_gather = f.overlap_param_gather;
   b.tp_comm_overlap = f.tp_comm_overlap;
-  if (f.tp_comm_overlap.value_or(false) && !f.sp)
-    throw InputError("--tp-comm-overlap needs --sp (Megatron-LM requires sequence parallelism for it); add --sp or drop "
-                     "--tp-comm-overlap");
+  if (f.tp_comm_overlap.value_or(false) && !f.sp && !framework_support(b.framework).tp_always_sp)
+    throw InputError("--tp-comm-overlap needs --sp (the overlapped collectives are sequence parallelism's all-gathers "
+                     "and reduce-scatters); add --sp or drop --tp-comm-overlap");
+  if (const auto why = tp_comm_overlap_refusal(b)) throw InputError(*why);
   b.gpus = f.gpus.value_or(c.gpus_per_node);
   b.seq = f.seq.value_or(m.seq);
   // Without --global-batch every layout gets the shared default for its own dp (planner/batch.hpp); base's batch

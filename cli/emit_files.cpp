@@ -10,6 +10,7 @@
 #include "planner/moe.hpp"
 #include "planner/pipeline_layout.hpp"
 #include "planner/error.hpp"
+#include "planner/framework.hpp"
 #include "planner/precision.hpp"
 
 namespace shardplan::cli {
@@ -63,6 +64,8 @@ LaunchFacts launch_facts(const LaunchPlan& plan) {
   f.sp = s.sp;
   f.offload = s.offload_optimizer;
   f.flash = s.flash_attn;
+  f.compile = s.compile;
+  f.async_tp = s.framework != Framework::megatron && effective_tp_comm_overlap(s, framework_traits(s.framework));
   const DType compute = precision_compute_dtype(s.precision);
   f.bf16 = compute == DType::bf16;
   f.fp16 = compute == DType::fp16;

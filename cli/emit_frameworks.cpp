@@ -295,6 +295,11 @@ EmittedFile emit_torchtitan(const LaunchPlan& plan, const LaunchFacts& f) {
   out += "\n[activation_checkpoint]\n";
   out += fmt::format("mode = {}\n", double_quoted(to_string(f.recompute)));
   if (f.recompute == Recompute::selective) out += "selective_ac_option = \"op\"\n";
+  if (f.compile) {
+    // torchtitan/config/configs.py CompileConfig: async TP needs the model compiled.
+    out += "\n[compile]\nenable = true\ncomponents = [\"model\", \"loss\"]\n";
+    if (f.async_tp) out += "enable_async_tensor_parallel = true\n";
+  }
   out += "\n[checkpoint]\nenable = false\n";
   file.notes.push_back(fmt::format("torchtitan model flavor 'llama3/{}' is the nearest by size; {} needs its own "
                                    "flavor unless it is that model",

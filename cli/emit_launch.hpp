@@ -48,6 +48,7 @@ struct LaunchFacts {
   int64_t torchtitan_layers_per_stage = 1;
   int zero = 3;
   bool sp = false, offload = false, flash = true;
+  bool compile = false, async_tp = false;  // torch.compile; PyTorch's async TP (effective_tp_comm_overlap)
   bool bf16 = true, fp16 = false, fp32_master = true;
   Recompute recompute = Recompute::none;
   Schedule schedule = Schedule::one_f_one_b;

@@ -206,6 +206,14 @@ bool framework_runs(const Strategy& s) {
   return !s.offload_optimizer || (fs.offload_optimizer && has(fs.offload_zero_stages, s.zero));
 }
 
+std::optional<std::string> tp_comm_overlap_refusal(const Strategy& s) {
+  if (s.tp_comm_overlap.value_or(false) && !overlaps_tp(s.framework))
+    return refusal(s, "--tp-comm-overlap", kTpOverlapRefusal);
+  if (s.tp_comm_overlap.value_or(false) && tp_overlap_needs_compile(s.framework) && !s.compile)
+    return refusal(s, "--tp-comm-overlap without --compile", kAsyncTpCompileRefusal);
+  return std::nullopt;
+}
+
 std::optional<std::string> framework_refusal(const Strategy& s) {
   if (framework_runs(s)) return std::nullopt;
   const FrameworkSupport& fs = framework_support(s.framework);
@@ -228,10 +236,7 @@ std::optional<std::string> framework_refusal(const Strategy& s) {
   if (s.offload_optimizer && (!fs.offload_optimizer || !has(fs.offload_zero_stages, s.zero)))
     return refusal(s, fmt::format("--offload-optimizer with --zero {}", s.zero).c_str(), fs.offload_refusal);
   if (s.compile && !compiles(s.framework)) return refusal(s, "--compile", kCompileRefusal);
-  if (s.tp_comm_overlap.value_or(false) && !overlaps_tp(s.framework))
-    return refusal(s, "--tp-comm-overlap", kTpOverlapRefusal);
-  if (s.tp_comm_overlap.value_or(false) && tp_overlap_needs_compile(s.framework) && !s.compile)
-    return refusal(s, "--tp-comm-overlap without --compile", kAsyncTpCompileRefusal);
+  if (auto why = tp_comm_overlap_refusal(s)) return why;
   if (s.fp8 != Fp8Recipe::off && !has(fp8_support(s.framework).recipes, static_cast<int>(s.fp8)))
     return refusal(s, fmt::format("--fp8 {}", to_string(s.fp8)).c_str(), fp8_support(s.framework).refusal);
   if (s.fp8_all_gather)

@@ -42,6 +42,9 @@ const FrameworkSupport& framework_support(Framework f);
 // Why the strategy's runtime cannot run it (one line naming the flag, the runtime's reason and a way out), or
 // nothing when it can. Checks only what framework_support describes; validate_strategy checks the rest.
 std::optional<std::string> framework_refusal(const Strategy& s);
+// Why the runtime cannot overlap TP collectives as --tp-comm-overlap asks (no such overlap, or async TP without
+// --compile), or nothing; framework_refusal includes it, plan checks it before searching.
+std::optional<std::string> tp_comm_overlap_refusal(const Strategy& s);
 // The same test without the message, allocation-free: for the search's inner loop.
 bool framework_runs(const Strategy& s);
 // The FP8 recipes a runtime runs (bits of Fp8Recipe), and why the others are not: framework_support.cpp.

@@ -123,6 +123,21 @@ TEST_SUITE("emit") {
           std::string::npos);
   }
 
+  TEST_CASE("torchtitan's compile section carries async TP when the plan priced it") {
+    const fs::path dir = fresh_dir("async-tp");
+    const auto c = plan_and_emit("--preset llama3-70b --gpus 64 --cluster dgx-h100 --tp 8 --recompute full "
+                                 "--framework torchtitan --compile --tp-comm-overlap", dir);
+    check_syntax(dir);
+    CHECK(c["config"]["tp"] == 8);
+    const std::string toml = read_all(dir / "torchtitan.toml");
+    CHECK(toml.find("[compile]\nenable = true") != std::string::npos);
+    CHECK(toml.find("enable_async_tensor_parallel = true") != std::string::npos);
+    const fs::path plain = fresh_dir("no-async-tp");
+    plan_and_emit("--preset llama3-70b --gpus 64 --cluster dgx-h100 --tp 8 --recompute full --framework torchtitan "
+                  "--compile", plain);
+    CHECK(read_all(plain / "torchtitan.toml").find("enable_async_tensor_parallel") == std::string::npos);
+  }
+
   TEST_CASE("a pipelined multi-node plan and an HF model: schedule, virtual stages, layer class") {
     const fs::path config_dir = fresh_dir("hf-model");
     fs::create_directories(config_dir);
