@@ -15,6 +15,7 @@ constexpr double kMaskBytes = 1;  // dropout masks are stored as bytes (Korthika
 
 double split_divisor(const ActTerm& t, const Strategy& s) {
   if (t.split == ActSplit::tensor) return static_cast<double>(s.tp);
+  if (t.split == ActSplit::replicated) return 1.0;
   return s.sp ? static_cast<double>(s.tp) : 1.0;
 }
 
@@ -66,7 +67,7 @@ void add_attention_terms(TermList& out, const ModelSpec& m, const Strategy& s, c
   // transformers' eager RMSNorm keeps two large tensors (fp32 upcast, normalised bf16) and the small rsqrt.
   const int norm_tensors = fw.norm_impl == NormImpl::transformers_eager && m.norm == NormKind::rmsnorm ? 2 : 1;
   out.push_back({"norm1 input", norm_input_bytes(m, fw, a), ActSplit::sequence, false, norm_tensors});
-  out.push_back({"qkv input", a * h, ActSplit::sequence, false});
+  out.push_back({"qkv input", a * h, fw.tp_saves_gathered_inputs ? ActSplit::replicated : ActSplit::sequence, false});
   out.push_back({"q, k (for q·kᵀ)", a * (q + kv), ActSplit::tensor, false, 2});
   out.push_back({"v", a * kv, ActSplit::tensor, false});
   if (s.flash_attn) {
@@ -88,7 +89,7 @@ void add_mlp_terms(TermList& out, const ModelSpec& m, const FrameworkTraits& fw,
   // Korthikanti §4.1, MLP block: 19sbh for a 4h GELU MLP, plus its LayerNorm's 2sbh.
   const int norm_tensors = fw.norm_impl == NormImpl::transformers_eager && m.norm == NormKind::rmsnorm ? 2 : 1;
   out.push_back({"norm2 input", norm_input_bytes(m, fw, a), ActSplit::sequence, false, norm_tensors});
-  out.push_back({"mlp input", a * h, ActSplit::sequence, false});
+  out.push_back({"mlp input", a * h, fw.tp_saves_gathered_inputs ? ActSplit::replicated : ActSplit::sequence, false});
   if (m.mlp == MlpKind::gelu) {
     out.push_back({"GELU input", a * f, ActSplit::tensor, false});
     out.push_back({"GELU output (down-proj input)", a * f, ActSplit::tensor, false});

@@ -17,6 +17,8 @@ enum class ActSplit {
   tensor,    // inside the TP region (after a column-parallel GEMM): divided by tp
   sequence,  // at the TP region's boundary (norm inputs, dropout masks): replicated under TP, divided by
              // tp under sequence parallelism
+  replicated,  // whole on every TP rank, with or without SP (DTensor's all-gathered linear inputs: framework.hpp
+               // tp_saves_gathered_inputs)
 };
 
 // One saved tensor of a block, per token of one micro-batch on one rank before the split.

@@ -41,6 +41,13 @@ FrameworkTraits fsdp2_traits() {
   // DTensor tensor parallelism under torch.compile can run PyTorch's async TP (torch._inductor.config.
   // _micro_pipeline_tp; framework.hpp TpOverlapKind): off unless asked (--tp-comm-overlap on, with --compile).
   t.tp_overlap_kind = TpOverlapKind::micro_pipeline;
+  // torch.distributed.tensor.parallel: PrepareModuleInput / ColwiseParallel redistribute the sequence-sharded input to
+  // Replicate (an all-gather) and nn.Linear's autograd saves that whole input; backward redistributes only the
+  // gradients (torch/distributed/tensor/parallel/style.py). Measured on PyTorch 2.15's own allocations
+  // (bench/torch/fsdp2_mem.py --tp: 54.3 KB per token per block for Llama-3 8B at TP 4 without recompute, of which
+  // 2 × 8 KB are the two gathered inputs) and its collectives: without recompute no all-gather is repeated in backward,
+  // with full recompute only the recomputed forward's.
+  t.tp_saves_gathered_inputs = true;
   // FSDP prefetches one unit ahead in forward and BACKWARD_PRE (FSDP2 keeps two all-gather outputs alive:
   // current + prefetch; pytorch PR #98354 on limit_all_gathers).
   t.zero3_prefetch_units = 1;
@@ -137,6 +144,12 @@ FrameworkTraits torchtitan_traits() {
   t.norm_impl = NormImpl::fused;
   t.fused_qkv_projection = true;
   t.loss_inside_root_forward = false;
+  // Under TP the loss runs on vocabulary-sharded logits (train.py: loss_parallel unless
+  // parallelism.disable_loss_parallel): torch/distributed/tensor/parallel/loss.py's _log_softmax_backward_data
+  // handler computes exp(output) and its product with the summed gradient beside the saved output and
+  // nll_loss_backward's gradient: 16 B per local logit, measured on PyTorch 2.15 (bench/torch/fsdp2_mem.py --tp 4,
+  // derived.max_logit_bytes_per_element) against 12 without TP.
+  t.loss_parallel_backward_bytes_per_logit = 16;
   t.block_backward_h_tensors = 0;
   t.rope_cache_per_layer = true;
   return t;
@@ -282,6 +295,11 @@ bool effective_overlap_grad_reduce(const Strategy& s, const FrameworkTraits& fw)
 
 bool effective_overlap_param_gather(const Strategy& s, const FrameworkTraits& fw) {
   return s.overlap_param_gather.value_or(fw.overlap_param_gather);
+}
+
+double loss_backward_bytes_per_logit(const Strategy& s, const FrameworkTraits& fw) {
+  return s.tp > 1 && fw.loss_parallel_backward_bytes_per_logit > 0 ? fw.loss_parallel_backward_bytes_per_logit
+                                                                     : fw.loss_backward_bytes_per_logit;
 }
 
 bool effective_tp_comm_overlap(const Strategy& s, const FrameworkTraits& fw) {

@@ -73,6 +73,10 @@ struct FrameworkTraits {
   // produce them, so only what a GEMM cannot cover is exposed: by default (Megatron-Core's recipes), and how.
   bool tp_comm_overlap = false;
   TpOverlapKind tp_overlap_kind = TpOverlapKind::none;
+  // Sequence parallelism as DTensor runs it: the column-parallel linears save their all-gathered input (the whole
+  // sequence) for the weight gradient, so backward gathers nothing again; Megatron-Core saves the scattered input and
+  // re-gathers it beside the wgrad (Korthikanti §4.2.2). framework.cpp gives the sources.
+  bool tp_saves_gathered_inputs = false;
 
   // --- data-parallel communication (framework.cpp gives the sources) --------------------------------------
   // amp-* policies: the gradient reduction (all-reduce, reduce-scatter) runs in fp32, 4 B per parameter on the
@@ -133,6 +137,8 @@ struct FrameworkTraits {
   // Bytes per logit alive during the cross-entropy backward: fp32 log_softmax output, nll_loss_backward's [T, V]
   // gradient and _log_softmax_backward_data's result (the bf16 logits already freed).
   double loss_backward_bytes_per_logit = 0;
+  // The same under TP when the runtime computes the loss on vocabulary-sharded logits (loss_parallel); 0: it does not.
+  double loss_parallel_backward_bytes_per_logit = 0;
   // Gradients of a block's intermediates alive at its backward's peak, beyond its saved tensors, per token: f-wide
   // and h-wide tensors in the compute dtype (measured: reports/fsdp2-memory.md, block moments).
   double block_backward_f_tensors = 0;
@@ -156,5 +162,7 @@ GradSync effective_grad_sync(const Strategy& s, const FrameworkTraits& fw);
 bool effective_overlap_grad_reduce(const Strategy& s, const FrameworkTraits& fw);
 bool effective_overlap_param_gather(const Strategy& s, const FrameworkTraits& fw);
 bool effective_tp_comm_overlap(const Strategy& s, const FrameworkTraits& fw);
+// Bytes per logit element alive at the cross-entropy backward (loss_parallel's under TP where the runtime uses it).
+double loss_backward_bytes_per_logit(const Strategy& s, const FrameworkTraits& fw);
 
 }  // namespace shardplan

@@ -173,13 +173,13 @@ void loss_backward(Ledger& l, const StageInputs& in, const Sizes& z) {
   const double chunks = s.loss == LossKind::chunked ? static_cast<double>(in.fw.loss_chunks) : 1.0;
   const double elements = tokens(s) * static_cast<double>(model_padded_vocab(m)) / static_cast<double>(s.tp) / chunks;
   const bool fused = s.loss == LossKind::fused;
-  const double logits = elements * (fused ? 2 * z.a : in.fw.loss_backward_bytes_per_logit);
+  const double logits = elements * (fused ? 2 * z.a : loss_backward_bytes_per_logit(s, in.fw));
   if (fused)
     l.add(&MemoryComponents::logits, "logits", [&] { return fmt::format("fused cross-entropy backward: the logits and their gradient ({:g} B/element, compute dtype)", 2 * z.a); },
           logits);
   else
     l.add(&MemoryComponents::logits, "logits", [&] { return fmt::format("cross-entropy backward logits ({:g} B/element: fp32 log_softmax output, nll_loss_backward's gradient, _log_softmax_backward_data's result{})",
-                      in.fw.loss_backward_bytes_per_logit, s.loss == LossKind::chunked ? fmt::format("; 1/{} at a time", in.fw.loss_chunks) : ""); },
+                      loss_backward_bytes_per_logit(s, in.fw), s.loss == LossKind::chunked ? fmt::format("; 1/{} at a time", in.fw.loss_chunks) : ""); },
           logits);
   add_common(l, in, z);
   // The bf16 logits' block, freed before the loss's backward (torchtitan `del pred`; transformers drops the output):
@@ -339,7 +339,7 @@ MomentParts moment_parts(const ModelSpec& m, const Strategy& s, const FrameworkT
     // The forward holds the bf16 logits, the fp32 upcast and log_softmax's output (10 B, reports/fsdp2-memory.md);
     // fp32 logits need no upcast (.float() returns them) and their freed block serves the fp32 gradients.
     p.logits_forward = elements * (z.a + (z.a < 4 ? 4 : 0) + 4);
-    p.logits_backward = elements * fw.loss_backward_bytes_per_logit;
+    p.logits_backward = elements * loss_backward_bytes_per_logit(s, fw);
     p.logits_cached = z.a < 4 ? elements * z.a : 0;
     if (s.loss == LossKind::fused) {  // the logits alone forward; they and their gradient backward (strategy.hpp)
       p.logits_forward = elements * z.a;

@@ -168,6 +168,17 @@ double pipelined_tp_collective(double comm, double gemm, int64_t chunks) {
 }
 double bulk_tp_collective(double comm, double gemm) { return hidden_cost(comm, std::max(0.0, comm - gemm)); }
 
+// All-gathers of a block's two linear inputs that sequence parallelism repeats in backward for the weight
+// gradients: Megatron-Core re-gathers the scattered inputs it saved (Korthikanti §4.2.2); DTensor saved them whole
+// (framework.hpp tp_saves_gathered_inputs) unless selective recomputation recomputes them — torchtitan's op-level
+// policy saves matmuls, attention and reduce-scatters, not all-gathers (torchtitan/distributed/
+// activation_checkpoint.py _op_sac_save_list). Full recomputation's are in its repeated forward.
+double sp_regathers(const Strategy& s, const FrameworkTraits& fw) {
+  if (!s.sp) return 0;
+  if (!fw.tp_saves_gathered_inputs) return 2;
+  return s.recompute == Recompute::selective ? 2 : 0;
+}
+
 // PyTorch's async TP (framework.hpp TpOverlapKind::micro_pipeline): Inductor replaces an all-gather whose result
 // feeds matmuls as their left operand by fused_all_gather_matmul, and a reduce-scatter whose input is one matmul's
 // output (and nothing else's) by fused_matmul_reduce_scatter, each split into one chunk per TP rank
@@ -193,7 +204,7 @@ void async_tp_comm(const ModelSpec& m, const Strategy& s, const FrameworkTraits&
                         (up_one_matmul ? piped(scatter, dgrad(gemms.up)) : scatter);
   const double row = piped(gather, dgrad(gemms.proj)) + piped(gather, dgrad(gemms.down));
   out.block_tp_fwd_s = forward;
-  out.block_tp_bwd_s = row + column + 2 * gather + (s.recompute == Recompute::full ? forward : 0);
+  out.block_tp_bwd_s = row + column + sp_regathers(s, fw) * gather + (s.recompute == Recompute::full ? forward : 0);
 }
 
 // Tensor-parallel collectives of one block (Shoeybi et al. 2019, §3; Korthikanti §4.2.2): two all-reduces of
@@ -229,9 +240,9 @@ void block_tp_comm(const ModelSpec& m, const Strategy& s, const ClusterSpec& c, 
   const double one = s.sp ? gather + collective_time_s(c, Collective::reduce_scatter, bytes, g)
                           : collective_time_s(c, Collective::all_reduce, bytes, g);
   out.block_tp_fwd_s = 2 * one;
-  // Sequence parallelism keeps the layer inputs scattered and all-gathers them again for the weight gradients
-  // (Korthikanti §4.2.2).
-  out.block_tp_bwd_s = 2 * one + (s.sp ? 2 * gather : 0) + (s.recompute == Recompute::full ? 2 * one : 0);
+  // Sequence parallelism keeps the layer inputs scattered and (Megatron) all-gathers them again for the weight
+  // gradients (Korthikanti §4.2.2; sp_regathers).
+  out.block_tp_bwd_s = 2 * one + sp_regathers(s, fw) * gather + (s.recompute == Recompute::full ? 2 * one : 0);
 }
 
 // Final norm, LM head and cross-entropy on the last stage; token embedding on the first.

@@ -33,6 +33,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
 from torch.testing._internal.distributed.fake_pg import FakeStore  # noqa: E402
 
 import models  # noqa: E402
+import tp_plan  # noqa: E402
 
 # CUDACachingAllocator round_size(): every block is a multiple of kMinBlockSize = 512 bytes. mem_tracker applies it
 # to cuda tensors only (_WeakRefInfo._calculate_mem_consumed); ours are fake cpu tensors standing in for cuda ones.
@@ -118,6 +119,8 @@ class MomentTracker(FSDPMemTracker):
         return super().__torch_dispatch__(func, types, args, kwargs)
 
     def _track(self, reftype, t):
+        if tp_plan.in_sharding_propagation():
+            return  # DTensor's global-shape metadata inference, not an allocation (tp_plan.hide_sharding_propagation)
         if self.in_post_backward and reftype in (_FSDPRefType.TEMP, _FSDPRefType.ACT):
             # foreach_reduce allocates the reduce-scatter input (and output) before the collective that the
             # tracker keys "Reduce Scatter" on: name them at allocation so a peak inside shows them as such
@@ -328,6 +331,7 @@ def parse_args(argv):
     src.add_argument("--hf-config", help="HF config.json (Llama family or GPT-2)")
     p.add_argument("--impl", choices=["hf", "titan"], default="titan")
     p.add_argument("--ranks", type=int, default=8)
+    p.add_argument("--tp", type=int, default=1, help="tensor-parallel degree (titan only; torchtitan's plan, SP, loss_parallel)")
     p.add_argument("--zero", type=int, choices=[2, 3], default=3)
     p.add_argument("--recompute", choices=["none", "full", "selective"], default="none")
     p.add_argument("--seq", type=int, default=2048)
@@ -354,17 +358,30 @@ def run(args) -> dict:
         shape.layers = args.layers
     models.check_shape(shape)
     impl = models.Impl(args.impl, shape, args.seq)
+    tp = args.tp
+    if tp > 1:
+        if args.impl != "titan" or args.ranks % tp:
+            raise ValueError(f"--tp {tp} needs --impl titan and --ranks a multiple of it")
+        tp_plan.check_divisible(shape, tp)
+        tp_plan.allow_meshes_under_fake_mode()
+        tp_plan.hide_sharding_propagation()
     if not dist.is_initialized():
         dist.init_process_group("fake", rank=0, world_size=args.ranks, store=FakeStore())
     from torch.distributed.device_mesh import init_device_mesh
-    mesh = init_device_mesh("cpu", (args.ranks,))  # outside FakeTensorMode, as torchtitan's estimator notes
+    # Outside FakeTensorMode, as torchtitan's estimator notes; with TP a 2-D (dp, tp) mesh, FSDP over dp.
+    mesh2d = init_device_mesh("cpu", (args.ranks // tp, tp), mesh_dim_names=("dp", "tp")) if tp > 1 else None
+    mesh = mesh2d["dp"] if tp > 1 else init_device_mesh("cpu", (args.ranks,))
+    dp_ranks = args.ranks // tp
     torch.manual_seed(0)
     times = {}
-    with FakeTensorMode():
+    # With TP, DTensor's dispatch reads the meshes' real rank tables: those are the only non-fake inputs.
+    with FakeTensorMode(allow_non_fake_inputs=tp > 1):
         with torch.device("meta"):
             model = impl.build()
         n_params = models.count_params(model)
-        param_shapes = [tuple(p.shape) for p in {id(p): p for p in model.parameters()}.values()]
+        if tp > 1:
+            tp_plan.apply_tp(model, mesh2d["tp"])
+        param_shapes = tp_plan.local_shapes(model)
         apply_recompute(impl, model, args.recompute)
         n_units = apply_fsdp(impl, model, mesh, args.zero, args.wrap)
         model.to_empty(device="cpu")
@@ -372,7 +389,7 @@ def run(args) -> dict:
         optimizer = make_optimizer(model.parameters(), args.optimizer)
         tokens = torch.randint(0, shape.vocab, (args.micro_batch, args.seq), dtype=torch.int64)  # [B, S]
         labels = torch.randint(0, shape.vocab, (args.micro_batch, args.seq), dtype=torch.int64)  # [B, S]
-        tracker = MomentTracker(model, optimizer, shape.vocab)
+        tracker = MomentTracker(model, optimizer, shape.vocab // tp)  # logits are vocabulary-sharded under TP
         tracker.track_inputs((tokens, labels))
         mark_recompute(model, tracker)
         times["build_s"] = time.time() - t0
@@ -382,11 +399,12 @@ def run(args) -> dict:
             for step in range(2):
                 ts = time.time()
                 start = tracker.begin_step() if step == 1 else current_device_snapshot(tracker)
-                tracker.phase = "forward"
-                loss = impl.loss(model, tokens, labels)
-                tracker.phase = "backward"
-                loss.backward()
-                del loss
+                with tp_plan.loss_context(tp):
+                    tracker.phase = "forward"
+                    loss = impl.loss(model, tokens, labels)
+                    tracker.phase = "backward"
+                    loss.backward()
+                    del loss
                 tracker.phase = "optimizer"
                 optimizer.step()
                 tracker.phase = "zero_grad"
@@ -403,7 +421,7 @@ def run(args) -> dict:
     s2 = steps[1]
     moments = sorted(tracker.moments.items(), key=lambda kv: -kv[1]["total"])
     peak_moment = moment_json(tracker.peak_key, tracker.moments[tracker.peak_key]) if tracker.peak_key else None
-    shard_bytes = expected_shard_bytes(param_shapes, args.ranks, 4)
+    shard_bytes = expected_shard_bytes(param_shapes, dp_ranks, 4)
     checks = {
         "sharded_param_bytes": s2["start"].get("Sharded Param", 0),
         "expected_sharded_param_bytes": shard_bytes,
@@ -424,14 +442,14 @@ def run(args) -> dict:
     derived = {
         "activation_bytes_per_token_per_block": activation_per_token_per_block(unit_stats, blocks, tokens),
         "max_logit_bytes_per_element": max((m["logits"] for m in tracker.moments.values()), default=0)
-        / (tokens * shape.vocab),
+        / (tokens * shape.vocab / tp),
     }
     phase_peaks = {}  # each phase's largest moment
     for key, m in tracker.moments.items():
         if key[0] not in phase_peaks or m["total"] > phase_peaks[key[0]]["bytes"]:
             phase_peaks[key[0]] = moment_json(key, m)
     return {
-        "case": {"model": shape.name, "impl": args.impl, "ranks": args.ranks, "zero": args.zero,
+        "case": {"model": shape.name, "impl": args.impl, "ranks": args.ranks, "tp": tp, "zero": args.zero,
                  "recompute": args.recompute, "seq": args.seq, "micro_batch": args.micro_batch, "wrap": args.wrap,
                  "optimizer": args.optimizer, "layers": shape.layers},
         "versions": {"torch": torch.__version__, "transformers": _transformers_version()},

@@ -19,6 +19,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from torch._guards import active_fake_mode
+from torch.distributed.tensor import DTensor
 
 
 @dataclasses.dataclass
@@ -110,6 +111,11 @@ class RMSNorm(nn.RMSNorm):
     def forward(self, x):
         if active_fake_mode() is None:
             return super().forward(x)  # real tensors: the real op
+        if isinstance(x, DTensor):
+            # Sequence parallelism (fsdp2_mem.py --tp): the kernel runs on this rank's rows; the (replicated) weight's
+            # gradient is the local one, as the shapes FSDP reduce-scatters need.
+            out = FusedRMSNormFn.apply(x.to_local(), self.weight.to_local(), self.eps)
+            return DTensor.from_local(out, x.device_mesh, x.placements, run_check=False)
         return FusedRMSNormFn.apply(x, self.weight, self.eps)
 
 
@@ -139,7 +145,7 @@ class Attention(nn.Module):
 
     def forward(self, x):  # x: [B, S, D]
         b, t, hd = x.shape[0], x.shape[1], self.s.hd()
-        qkv = self.wqkv(x).view(b, t, self.s.kv_heads, self.r, hd)
+        qkv = self.wqkv(x).view(b, t, -1, self.r, hd)  # -1: the kv heads on this TP rank
         q, k, v = torch.split(qkv, [self.r - 2, 1, 1], dim=-2)
         q = q.reshape(b, t, -1, hd).contiguous()  # FusedQKVLinear._split materialises all three
         k = k.reshape(b, t, -1, hd).contiguous()

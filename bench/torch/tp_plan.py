@@ -1,0 +1,105 @@
+"""Tensor parallelism for the cross-check's torchtitan-style decoder (fsdp2_mem.py --tp N): torchtitan's plan, on
+fake tensors.
+
+The plan is torchtitan's apply_tp (torchtitan/models/llama3/infra/parallelize.py, read at the commit fsdp2_mem.py
+models): the token embedding row-wise with a sequence-sharded output, every norm SequenceParallel, each block's
+attention and feed-forward inputs all-gathered (PrepareModuleInput Shard(1) -> Replicate), QKV and w1/w3 column-wise,
+wo and w2 row-wise with sequence-sharded outputs, the LM head column-wise keeping the vocabulary sharded for
+loss_parallel. FSDP then shards over the data-parallel mesh dimension (the 2-D mesh's "dp"), as torchtitan's
+apply_fsdp does.
+"""
+import contextlib
+
+from torch._subclasses.fake_tensor import unset_fake_temporarily
+from torch.distributed import device_mesh as _device_mesh
+from torch.distributed.tensor import DTensor, Replicate, Shard
+from torch.distributed.tensor.parallel import (ColwiseParallel, PrepareModuleInput, RowwiseParallel,
+                                               SequenceParallel, loss_parallel, parallelize_module)
+
+
+def allow_meshes_under_fake_mode() -> None:
+    """FSDP2 over a TP-sharded parameter builds a joint mesh at its lazy init (_fsdp_param.py
+    _init_sharding_spec_tp -> DeviceMesh._concatenate), inside the fake mode, and DeviceMesh computes rank
+    coordinates with nonzero(), which fake tensors cannot answer. Meshes hold real rank tables: build them outside
+    the fake mode."""
+    if getattr(_device_mesh.DeviceMesh.__init__, "_outside_fake", False):
+        return
+    original = _device_mesh.DeviceMesh.__init__
+
+    def init(self, *args, **kwargs):
+        with unset_fake_temporarily():
+            original(self, *args, **kwargs)
+
+    init._outside_fake = True
+    _device_mesh.DeviceMesh.__init__ = init
+
+
+class _Propagation:
+    depth = 0  # > 0 while DTensor infers an op's output metadata
+
+
+def in_sharding_propagation() -> bool:
+    return _Propagation.depth > 0
+
+
+def hide_sharding_propagation() -> None:
+    """DTensor infers each op's output shape by running it on tensors of the *global* shape
+    (torch/distributed/tensor/_sharding_prop.py ShardingPropagator._propagate_tensor_meta_non_cached ->
+    _op_schema.py gen_fake_args). On a GPU those are meta tensors the tracker ignores; under our FakeTensorMode they
+    are fake CPU tensors, and the tracker would count a full-vocabulary fp32 logits tensor that never exists. The
+    tracker skips what is allocated while it runs (fsdp2_mem.py MomentTracker._track)."""
+    from torch.distributed.tensor._sharding_prop import ShardingPropagator
+    original = ShardingPropagator._propagate_tensor_meta_non_cached
+    if getattr(original, "_hidden", False):
+        return
+
+    def propagate(self, *args, **kwargs):
+        _Propagation.depth += 1
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            _Propagation.depth -= 1
+
+    propagate._hidden = True
+    ShardingPropagator._propagate_tensor_meta_non_cached = propagate
+
+
+def apply_tp(model, tp_mesh) -> None:
+    parallelize_module(model, tp_mesh, {
+        "tok_embeddings": RowwiseParallel(input_layouts=Replicate(), output_layouts=Shard(1)),
+        "norm": SequenceParallel(),
+        "lm_head": ColwiseParallel(input_layouts=Shard(1), output_layouts=Shard(-1), use_local_output=False),
+    })
+    for block in model.layers.values():
+        plan = {
+            "attention_norm": SequenceParallel(),
+            "attention": PrepareModuleInput(input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),)),
+            "attention.wqkv": ColwiseParallel(),
+            "attention.wo": RowwiseParallel(output_layouts=Shard(1)),
+            "ffn_norm": SequenceParallel(),
+            "feed_forward": PrepareModuleInput(input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),)),
+            "feed_forward.w1": ColwiseParallel(),
+            "feed_forward.w2": RowwiseParallel(output_layouts=Shard(1)),
+        }
+        if hasattr(block.feed_forward, "w3"):
+            plan["feed_forward.w3"] = ColwiseParallel()
+        parallelize_module(block, tp_mesh, plan)
+
+
+def loss_context(tp: int):
+    """torchtitan trains under loss_parallel() with TP (train.py maybe_enable_loss_parallel): the cross-entropy on
+    vocabulary-sharded logits."""
+    return loss_parallel() if tp > 1 else contextlib.nullcontext()
+
+
+def local_shapes(model) -> list:
+    """Each parameter's shape on this TP rank (before FSDP shards it over dp)."""
+    params = {id(p): p for p in model.parameters()}.values()
+    return [tuple(p.to_local().shape) if isinstance(p, DTensor) else tuple(p.shape) for p in params]
+
+
+def check_divisible(shape, tp: int) -> None:
+    for name, value in (("heads", shape.heads), ("kv_heads", shape.kv_heads), ("ffn_hidden", shape.ffn_hidden),
+                        ("vocab", shape.vocab)):
+        if value % tp:
+            raise ValueError(f"--tp {tp} must divide the model's {name} ({value})")
