@@ -56,6 +56,7 @@ json config_json(const Prediction& p) {
           {"inter_node_gbps", p.cluster.inter.node_gbps()},
           {"tp", s.tp},
           {"pp", s.pp},
+          {"ep", s.ep},
           {"dp", s.dp},
           {"vpp", s.vpp},
           {"schedule", to_string(s.schedule)},
@@ -203,7 +204,7 @@ json prediction_json(const Prediction& p, const std::optional<TrainingGoal>& goa
             {"exposed_comm_s", t.exposed_comm_s},
             {"bubble_s", t.bubble_s},
             {"optimizer_s", t.optimizer_s},
-            {"exposed_comm_by_group_s", {{"tp", t.exposed_tp_s}, {"pp", t.exposed_pp_s}, {"dp", t.exposed_dp_s}}},
+            {"exposed_comm_by_group_s", {{"tp", t.exposed_tp_s}, {"pp", t.exposed_pp_s}, {"dp", t.exposed_dp_s}, {"ep", t.exposed_ep_s}}},
             {"dp_comm_total_s", t.dp_comm_total_s},
             {"overlap_slowdown_s", t.overlap_slowdown_s}}},
           {"throughput",
@@ -236,10 +237,11 @@ std::string headline(const Prediction& p) {
                                 p.cluster.gpu.name, p.cluster.name, nodes(p),
                                 nodes(p) == 1 ? "" : "s");
   const std::string stages = describe_stage_layers(p.model, s);
-  out += fmt::format("  tp {} · pp {}{} · dp {} · {}{} · {} · {}\n", s.tp, s.pp,
+  out += fmt::format("  tp {} · pp {}{} · dp {}{} · {}{} · {} · {}\n", s.tp, s.pp,
                      (s.vpp > 1 ? fmt::format(" (vpp {})", s.vpp) : "") +
                          (s.pp > 1 ? fmt::format(" {} · blocks per stage {}", to_string(s.schedule), stages) : ""),
-                     s.dp, zero_label(s.zero),
+                     s.dp, s.ep > 1 ? fmt::format(" · ep {} (expert-DP {})", s.ep, expert_data_parallel(s)) : "",
+                     zero_label(s.zero),
                      s.hsdp > 0 ? fmt::format(" HSDP groups of {}", s.hsdp) : "",
                      std::string(to_string(s.precision)) +
                          (s.fp8 != Fp8Recipe::off ? fmt::format(" · FP8 GEMMs ({}{})", to_string(s.fp8),
@@ -333,6 +335,7 @@ std::string flops_and_time(const Prediction& p, const Terminal& term) {
   if (t.overlap_slowdown_s > 0) row("compute slowed by overlapped comm", t.overlap_slowdown_s);
   if (t.exposed_tp_s > 0) row("tensor-parallel comm (exposed)", t.exposed_tp_s);
   if (t.exposed_pp_s > 0) row("pipeline sends (exposed)", t.exposed_pp_s);
+  if (t.exposed_ep_s > 0) row("expert-parallel all-to-all (exposed)", t.exposed_ep_s);
   if (t.dp_comm_total_s > 0) row(fmt::format("data-parallel comm exposed (of {:.3f} s)", t.dp_comm_total_s), t.exposed_dp_s);
   if (t.bubble_s > 0) row("pipeline bubble", t.bubble_s);
   row("optimizer step", t.optimizer_s);

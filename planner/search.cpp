@@ -39,6 +39,7 @@ std::string family_of(const Strategy& s) {
   // A schedule that splits the backward into B and W passes is a family of its own, so that plan weighs it against
   // the plain schedule with the simplicity allowance (kSimplicityTolerance).
   if (s.pp > 1) f += schedule_splits_backward(s.schedule) ? " + ZB-PP" : " + PP";
+  if (s.ep > 1) f += " + EP";
   if (s.offload_optimizer) f += " + offload";
   return f;
 }
@@ -49,6 +50,7 @@ int complexity(const Strategy& s) {
   if (s.tp > 1) c += 2 + (s.sp ? 1 : 0);
   if (s.offload_optimizer) c += 3;
   if (s.hsdp > 0) c += 1;
+  if (s.ep > 1) c += 2;  // an all-to-all dispatcher and a second (expert) data-parallel group
   return c;
 }
 
@@ -122,11 +124,22 @@ class TopK {
   std::vector<Candidate> items_;
 };
 
-// Index of a family in a fixed table: zero (4) × hsdp × tp × pp × offload.
-constexpr size_t kFamilies = 4 * 2 * 2 * 2 * 2 * 2;
+// Index of a family in a fixed table: zero (4) × hsdp × tp × pp × zero-bubble × offload × ep.
+constexpr size_t kFamilies = 4 * 2 * 2 * 2 * 2 * 2 * 2;
 size_t family_index(const Strategy& s) {
-  return static_cast<size_t>(s.zero) * 32 + (s.hsdp > 0 ? 16 : 0) + (s.tp > 1 ? 8 : 0) + (s.pp > 1 ? 4 : 0) +
-         (s.pp > 1 && schedule_splits_backward(s.schedule) ? 2 : 0) + (s.offload_optimizer ? 1 : 0);
+  return static_cast<size_t>(s.zero) * 64 + (s.ep > 1 ? 32 : 0) + (s.hsdp > 0 ? 16 : 0) + (s.tp > 1 ? 8 : 0) +
+         (s.pp > 1 ? 4 : 0) + (s.pp > 1 && schedule_splits_backward(s.schedule) ? 2 : 0) + (s.offload_optimizer ? 1 : 0);
+}
+
+// Expert-parallel degrees worth pricing for a layout with `dp` data-parallel ranks (issue 17): 1, and for an MoE model
+// on a runtime with EP every divisor of the routed experts that divides dp (strategy.cpp validate_expert_parallel).
+std::vector<int64_t> ep_options(const ModelSpec& m, const SearchSpace& sp, int64_t dp) {
+  if (sp.ep) return dp % *sp.ep == 0 ? std::vector<int64_t>{*sp.ep} : std::vector<int64_t>{};
+  std::vector<int64_t> out{1};
+  if (m.experts == 0 || !ep_support(sp.base.framework).expert_parallel) return out;
+  for (int64_t e = 2; e <= std::min(m.experts, dp); ++e)
+    if (m.experts % e == 0 && dp % e == 0) out.push_back(e);
+  return out;
 }
 
 // The best of a family: fitting under the safety line beats not fitting; among non-fitting, the smallest peak.
@@ -216,6 +229,14 @@ void check_fixed_dimensions(const SearchSpace& sp) {
                                   ? 2
                                   : 1);
   probe.offload_optimizer = false;
+  probe.ep = sp.ep.value_or(1);
+  if (probe.ep > 1 && !has(ep_support(probe.framework).zero_stages, probe.zero)) {
+    for (int z = 0; z <= 3; ++z)  // a ZeRO stage the runtime runs with EP, unless --zero fixes one
+      if (!sp.zero && has(ep_support(probe.framework).zero_stages, z) && has(framework_support(probe.framework).zero_stages, z)) {
+        probe.zero = z;
+        break;
+      }
+  }
   if (!sp.sp) apply_framework_defaults(probe);  // torchtitan's TP comes with SP (the search tries it)
   if (const auto why = framework_refusal(probe)) throw InputError(*why);
 }
@@ -244,6 +265,15 @@ SearchResult search_strategies(const ModelSpec& m, const ClusterSpec& c, const S
     throw InputError(fmt::format("--precision {} needs bf16, which {} does not support; use amp-fp16",
                                  to_string(base.precision), c.gpu.name));
   check_fixed_dimensions(space);
+  if (space.ep && *space.ep > 1) {  // the model-side checks of strategy.cpp validate_expert_parallel
+    if (m.experts == 0)
+      throw InputError(fmt::format("--ep {}: model '{}' is dense (no 'experts'); expert parallelism needs a mixture of "
+                                   "experts: drop --ep or choose an MoE model",
+                                   *space.ep, m.name));
+    if (m.experts % *space.ep != 0)
+      throw InputError(fmt::format("--ep {} must divide the model's {} routed experts; choose a divisor of {}",
+                                   *space.ep, m.experts, m.experts));
+  }
   const FrameworkTraits fw = framework_traits(base.framework, c.gpu);
   const Dimensions dims = dimensions(m, c, space);
   const int64_t capacity = gpu_capacity_bytes(c.gpu);
@@ -309,7 +339,9 @@ SearchResult search_strategies(const ModelSpec& m, const ClusterSpec& c, const S
             if (rc == Recompute::selective && base.flash_attn && !space.recompute &&
                 fw.selective_recompute_gemm_share == 0 && !fw.selective_recomputes_elementwise)
               continue;
+           for (int64_t ep : ep_options(m, space, dp)) {
             Strategy s = base;
+            s.ep = ep;
             s.global_batch = dp * per_replica;
             s.tp = tp;
             s.sp = sp;
@@ -376,6 +408,7 @@ SearchResult search_strategies(const ModelSpec& m, const ClusterSpec& c, const S
                 }
               }
             }
+           }
           }
         }
       }
