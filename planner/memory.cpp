@@ -366,8 +366,10 @@ MemoryEstimate estimate_memory(const ModelSpec& m, const Strategy& s, const Clus
   if (s.offload_optimizer) {
     // ZeRO-Offload (Ren et al. 2021, §4): fp32 master, Adam m and v and an fp32 gradient copy on the host.
     const StateBytes b = precision_state_bytes(s.precision);
-    const double psi = static_cast<double>(est.peak_stage().params_per_rank);
-    est.host_bytes_per_rank = psi * (b.master + b.optimizer + 4.0) / static_cast<double>(shard_degree(s));
+    // The local shard (routed experts over the expert-DP group: stage_inputs).
+    const StageParams st = stage_params(m, s, est.peak_stage().stage);
+    const double local = stage_inputs(m, s, fw, st).local_psi;
+    est.host_bytes_per_rank = local * (b.master + b.optimizer + 4.0);
     est.host_bytes_per_node = est.host_bytes_per_rank * static_cast<double>(std::min(c.gpus_per_node, s.gpus));
   }
   est.host_capacity_bytes = c.host_memory_gib * kGiB;
