@@ -128,6 +128,7 @@ Strategy strategy_of(const ModernRow& r, const std::map<std::string, std::string
   s.dp = r.num("DP");
   s.zero = static_cast<int>(std::stol(opt.at("zero")));
   if (opt.count("hsdp")) s.hsdp = std::stol(opt.at("hsdp"));
+  if (opt.count("ep")) s.ep = std::stol(opt.at("ep"));  // expert parallelism (issue 17)
   s.sp = s.tp > 1 && opt.count("sp") && opt.at("sp") == "1";
   s.flash_attn = !opt.count("flash") || opt.at("flash") == "1";
   if (opt.count("fp8")) {

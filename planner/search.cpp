@@ -232,7 +232,8 @@ void check_fixed_dimensions(const SearchSpace& sp) {
   probe.ep = sp.ep.value_or(1);
   if (probe.ep > 1 && !has(ep_support(probe.framework).zero_stages, probe.zero)) {
     for (int z = 0; z <= 3; ++z)  // a ZeRO stage the runtime runs with EP, unless --zero fixes one
-      if (!sp.zero && has(ep_support(probe.framework).zero_stages, z) && has(framework_support(probe.framework).zero_stages, z)) {
+      if (!sp.zero && has(ep_support(probe.framework).zero_stages, z) &&
+          has(framework_support(probe.framework).zero_stages, z)) {
         probe.zero = z;
         break;
       }
@@ -339,76 +340,76 @@ SearchResult search_strategies(const ModelSpec& m, const ClusterSpec& c, const S
             if (rc == Recompute::selective && base.flash_attn && !space.recompute &&
                 fw.selective_recompute_gemm_share == 0 && !fw.selective_recomputes_elementwise)
               continue;
-           for (int64_t ep : ep_options(m, space, dp)) {
-            Strategy s = base;
-            s.ep = ep;
-            s.global_batch = dp * per_replica;
-            s.tp = tp;
-            s.sp = sp;
-            s.pp = pp;
-            s.dp = dp;
-            s.micro_batch = mb;
-            s.recompute = rc;
-            const MicrobatchCosts costs = microbatch_costs(m, s, c);
-            // One strategy with its schedule and split: every sharding choice the framework runs.
-            auto evaluate = [&](Strategy& s) {
-              for (int zero : dims.zeros) {
-                // One data-parallel rank shards nothing: every ZeRO stage is DDP.
-                if (dp == 1 && zero > 0 && !space.zero) continue;
-                s.zero = zero;
-                for (int64_t hsdp : zero >= 2 ? hsdp_options : no_hsdp) {
-                  if (hsdp > 0 && (zero < 2 || dp % hsdp != 0 || hsdp >= dp)) continue;
-                  s.hsdp = hsdp;
-                  for (bool offload : dims.offloads) {
-                    if (offload && zero == 0) continue;
-                    s.offload_optimizer = offload;
-                    if (!framework_runs(s)) continue;
-                    Candidate cand{s, estimate_peak_memory(m, s, fw), step_time_from_costs(m, s, c, fw, costs), 0,
-                                   capacity};
-                    cand.tokens_per_s = static_cast<double>(s.global_batch * s.seq) / cand.time.step_s;
-                    cand.max_hbm_fraction = space.max_hbm_fraction;
-                    ++result.evaluated;
-                    if (cand.within_safety()) {
-                      ++result.fitting;
-                      ranked.offer(cand);
-                    } else if (cand.fits()) {
-                      tight.offer(cand);
+            for (int64_t ep : ep_options(m, space, dp)) {
+              Strategy s = base;
+              s.ep = ep;
+              s.global_batch = dp * per_replica;
+              s.tp = tp;
+              s.sp = sp;
+              s.pp = pp;
+              s.dp = dp;
+              s.micro_batch = mb;
+              s.recompute = rc;
+              const MicrobatchCosts costs = microbatch_costs(m, s, c);
+              // One strategy with its schedule and split: every sharding choice the framework runs.
+              auto evaluate = [&](Strategy& s) {
+                for (int zero : dims.zeros) {
+                  // One data-parallel rank shards nothing: every ZeRO stage is DDP.
+                  if (dp == 1 && zero > 0 && !space.zero) continue;
+                  s.zero = zero;
+                  for (int64_t hsdp : zero >= 2 ? hsdp_options : no_hsdp) {
+                    if (hsdp > 0 && (zero < 2 || dp % hsdp != 0 || hsdp >= dp)) continue;
+                    s.hsdp = hsdp;
+                    for (bool offload : dims.offloads) {
+                      if (offload && zero == 0) continue;
+                      s.offload_optimizer = offload;
+                      if (!framework_runs(s)) continue;
+                      Candidate cand{s, estimate_peak_memory(m, s, fw), step_time_from_costs(m, s, c, fw, costs), 0,
+                                     capacity};
+                      cand.tokens_per_s = static_cast<double>(s.global_batch * s.seq) / cand.time.step_s;
+                      cand.max_hbm_fraction = space.max_hbm_fraction;
+                      ++result.evaluated;
+                      if (cand.within_safety()) {
+                        ++result.fitting;
+                        ranked.offer(cand);
+                      } else if (cand.fits()) {
+                        tight.offer(cand);
+                      }
+                      auto& slot = families[family_index(s)];
+                      if (!slot || better_for_family(cand, *slot, space.objective)) slot = cand;
                     }
-                    auto& slot = families[family_index(s)];
-                    if (!slot || better_for_family(cand, *slot, space.objective)) slot = cand;
                   }
                 }
-              }
-            };
-            for (int64_t vpp : vpp_options) {
-              if (vpp > 1 && pp < 2) continue;
-              s.vpp = vpp;
-              Schedule schedules[4];
-              const int n_schedules = schedule_options(space.schedule, base.framework, pp, vpp, schedules);
-              for (int si = 0; si < n_schedules; ++si) {
-                s.schedule = schedules[si];
-                if (s.schedule == Schedule::interleaved && (per_replica / mb) % pp != 0) continue;
-                PipelineSplit splits[3];
-                int n_splits = 1;
-                if (space.split) splits[0] = *space.split;
-                else n_splits = pipeline_split_candidates(m, s, splits);
-                // No split fits: keep the runtime default's reason for the error when nothing is left at all.
-                if (n_splits == 0) splits[0] = PipelineSplit{}, n_splits = 1;
-                for (int k = 0; k < n_splits; ++k) {
-                  s.split = splits[k];
-                  auto refused = pipeline_layout_refusal(m, s);
-                  if (!refused) refused = pipeline_microbatch_refusal(s);
-                  if (refused) {
-                    // A pipeline's reason is the better answer than "needs --pp ≥ 2" from the layouts without one.
-                    if (first_pipeline_refusal.empty() || (pp > 1 && !refusal_from_pipeline))
-                      first_pipeline_refusal = *refused, refusal_from_pipeline = pp > 1;
-                    continue;
+              };
+              for (int64_t vpp : vpp_options) {
+                if (vpp > 1 && pp < 2) continue;
+                s.vpp = vpp;
+                Schedule schedules[4];
+                const int n_schedules = schedule_options(space.schedule, base.framework, pp, vpp, schedules);
+                for (int si = 0; si < n_schedules; ++si) {
+                  s.schedule = schedules[si];
+                  if (s.schedule == Schedule::interleaved && (per_replica / mb) % pp != 0) continue;
+                  PipelineSplit splits[3];
+                  int n_splits = 1;
+                  if (space.split) splits[0] = *space.split;
+                  else n_splits = pipeline_split_candidates(m, s, splits);
+                  // No split fits: keep the runtime default's reason for the error when nothing is left at all.
+                  if (n_splits == 0) splits[0] = PipelineSplit{}, n_splits = 1;
+                  for (int k = 0; k < n_splits; ++k) {
+                    s.split = splits[k];
+                    auto refused = pipeline_layout_refusal(m, s);
+                    if (!refused) refused = pipeline_microbatch_refusal(s);
+                    if (refused) {
+                      // A pipeline's reason is the better answer than "needs --pp ≥ 2" from the layouts without one.
+                      if (first_pipeline_refusal.empty() || (pp > 1 && !refusal_from_pipeline))
+                        first_pipeline_refusal = *refused, refusal_from_pipeline = pp > 1;
+                      continue;
+                    }
+                    evaluate(s);
                   }
-                  evaluate(s);
                 }
               }
             }
-           }
           }
         }
       }
