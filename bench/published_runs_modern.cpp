@@ -55,7 +55,6 @@ std::string need_reason(const std::string& token) {
       {"fp8", "needs --fp8 (FP8 GEMMs)"},
       {"compile", "needs --compile (torch.compile)"},
       {"async-tp", "needs async tensor parallelism"},
-      {"moe", "needs MoE"},
       {"b200", "no B200 preset"},
       {"block-ac", "needs activation checkpointing of every k-th block (k not published)"},
       {"unverified", "measurement read in a secondary source only"}};
