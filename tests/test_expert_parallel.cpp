@@ -240,5 +240,6 @@ TEST_SUITE("expert parallel") {
     check_refused("predict --preset mixtral-8x7b --gpus 16 --framework megatron --ep 0", "--ep");
     check_refused("plan --preset llama3-8b --gpus 16 --framework megatron --ep 2", "--ep 2");
     check_refused("plan --preset mixtral-8x7b --gpus 16 --ep 2", "--ep");
+    check_refused("predict --preset mixtral-8x7b --gpus 16 --framework torchtitan --zero 3 --ep 2 --hsdp 4", "--hsdp");
   }
 }
