@@ -24,6 +24,7 @@ std::string describe(const Strategy& s) {
   if (s.vpp > 1) out += fmt::format(" vpp {}", s.vpp);
   if (s.sp) out += " sp";
   if (s.hsdp > 0) out += fmt::format(" hsdp {}", s.hsdp);
+  if (s.ep > 1) out += fmt::format(" ep {}", s.ep);
   return out + fmt::format(", mb {}, recompute {})", s.micro_batch, to_string(s.recompute));
 }
 

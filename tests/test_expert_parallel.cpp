@@ -148,6 +148,31 @@ TEST_SUITE("expert parallel") {
     CHECK(t.exposed_comm_s == doctest::Approx(t.exposed_tp_s + t.exposed_pp_s + t.exposed_dp_s + t.exposed_ep_s));
   }
 
+  TEST_CASE("DualPipe hides the all-to-alls behind the other micro-batch's compute; 1F1B does not") {
+    const ModelSpec m = store().model("deepseek-v3");
+    const ClusterSpec c = store().cluster("h800x8");
+    Strategy s = megatron_on(2048, 1, 64);
+    s.framework = Framework::torchtitan;  // torch.distributed.pipelining ScheduleDualPipeV (Megatron has no DualPipe)
+    s.zero = 2;
+    s.pp = 16;
+    s.dp = 128;
+    s.global_batch = 1920;
+    s.recompute = Recompute::full;
+    const MicrobatchCosts plain = microbatch_costs(m, s, c);
+    s.schedule = Schedule::dualpipev;
+    s.vpp = 2;
+    const MicrobatchCosts dual = microbatch_costs(m, s, c);
+    // The same collectives; under DualPipeV only what exceeds the block's forward + backward compute is exposed,
+    // plus kOverlapComputeSlowdown (10 %) of the hidden part (moe_costs.hpp).
+    CHECK(dual.block_ep_total_s == doctest::Approx(plain.block_ep_total_s));
+    CHECK(plain.block_ep_fwd_s + plain.block_ep_bwd_s == doctest::Approx(plain.block_ep_total_s));
+    const double total = plain.block_ep_total_s;
+    const double compute = plain.block_fwd_s + plain.block_bwd_s + plain.block_recompute_s;
+    const double exposed = std::max(0.0, total - compute);
+    CHECK(dual.block_ep_fwd_s + dual.block_ep_bwd_s == doctest::Approx(exposed + 0.10 * (total - exposed)));
+    CHECK(dual.block_ep_fwd_s + dual.block_ep_bwd_s < 0.5 * total);
+  }
+
   TEST_CASE("expert gradients are reduced over the expert-DP group, dense ones over dp") {
     const ClusterSpec c = store().cluster("dgx-h100");
     const Strategy s = megatron_on(64, 1, 8);  // dp 64, expert-DP 8 at stride 8: one rank per DGX
