@@ -165,8 +165,9 @@ int main(int argc, char** argv) {
   };
   std::cout << fmt::format(
       "\nfitted compute fractions (planner/compute_cost.cpp sustained_tensor_fraction): {}; mean abs error {:.1f} % over {} rows, "
-      "leave-one-source-out {:.1f} %\n",
-      fractions(cf.fit), 100 * cf.in_sample_error, cf.rows, 100 * cf.held_out_error);
+      "leave-one-source-out {:.1f} %{}\n",
+      fractions(cf.fit), 100 * cf.in_sample_error, cf.rows, 100 * cf.held_out_error,
+      cf.moe_rows_apart ? fmt::format(" ({} MoE rows predicted but not fitted on: bench/sustained_fit.cpp)", cf.moe_rows_apart) : "");
   if (markdown) std::cout << "\n| source | rows | mean abs error (fit on all) | fit without it | mean abs error (left out) |\n"
                              "|---|---:|---:|---|---:|\n";
   for (const SourceFit& s : cf.sources)

@@ -55,7 +55,6 @@ std::string need_reason(const std::string& token) {
       {"fp8", "needs --fp8 (FP8 GEMMs)"},
       {"compile", "needs --compile (torch.compile)"},
       {"async-tp", "needs async tensor parallelism"},
-      {"moe", "needs MoE"},
       // torchao's rowwise recipe converted every linear then, and the small K/V projections under TP 8 ran ~40 %
       // slower in FP8 than in bf16 (pytorch/ao#2410's root cause of pytorch/torchtitan#1207); shardplan has no
       // per-shape cost of torchao's rowwise kernels and casts beyond one factor (planner/fp8.cpp).
@@ -132,6 +131,7 @@ Strategy strategy_of(const ModernRow& r, const std::map<std::string, std::string
   s.dp = r.num("DP");
   s.zero = static_cast<int>(std::stol(opt.at("zero")));
   if (opt.count("hsdp")) s.hsdp = std::stol(opt.at("hsdp"));
+  if (opt.count("ep")) s.ep = std::stol(opt.at("ep"));  // expert parallelism (issue 17)
   s.sp = s.tp > 1 && opt.count("sp") && opt.at("sp") == "1";
   s.flash_attn = !opt.count("flash") || opt.at("flash") == "1";
   if (opt.count("fp8")) {

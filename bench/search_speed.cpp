@@ -65,12 +65,14 @@ void inner_evaluation_rate(const ModelSpec& m, const ClusterSpec& c) {
              rate / 1e6, evaluations, sink);
 }
 
-void search_rate(const PresetStore& store, const char* model, const char* cluster, int64_t gpus) {
+void search_rate(const PresetStore& store, const char* model, const char* cluster, int64_t gpus,
+                 Framework framework = Framework::fsdp) {
   const ModelSpec m = store.model(model);
   const ClusterSpec c = store.cluster(cluster);
   SearchSpace space;
   space.base.gpus = gpus;
   space.base.seq = m.seq;
+  space.base.framework = framework;  // megatron for an MoE model: the search then tries every EP degree (issue 17)
   // As plan without --global-batch: each layout at the default rule's batch for its dp (planner/batch.hpp).
   space.batch_default = default_batch_target(m.seq, gpus);
   space.base.global_batch = space.batch_default->sequences;
@@ -83,8 +85,11 @@ void search_rate(const PresetStore& store, const char* model, const char* cluste
   }
   std::sort(times.begin(), times.end());
   const double median = times[times.size() / 2];
-  fmt::print("search {:<12} on {:>5} × {:<10}: {:>6} configurations in {:7.2f} ms (median of 21) = {:.2f} M/s\n",
-             model, gpus, c.gpu.name, r.evaluated, median * 1e3, static_cast<double>(r.evaluated) / median / 1e6);
+  fmt::print("search {:<12} on {:>5} × {:<10}: {:>6} configurations in {:7.2f} ms (median of 21) = {:.2f} M/s{}\n",
+             model, gpus, c.gpu.name, r.evaluated, median * 1e3, static_cast<double>(r.evaluated) / median / 1e6,
+             r.recommended && r.recommended->strategy.ep > 1
+                 ? fmt::format("; recommends ep {}", r.recommended->strategy.ep)
+                 : "");
 }
 
 void end_to_end(const std::string& binary, const std::string& args) {
@@ -110,9 +115,11 @@ int main(int argc, char** argv) {
   search_rate(store, "8b", "a800x8", 8);
   search_rate(store, "llama3-70b", "dgx-h100", 512);
   search_rate(store, "llama3-405b", "dgx-h100", 16384);
+  search_rate(store, "deepseek-v3", "h800x8", 2048, Framework::megatron);  // EP searched (issue 17: under 1 s)
   if (argc > 1) {
     end_to_end(argv[1], "plan --preset 8b --gpus 8");
     end_to_end(argv[1], "plan --preset llama3-405b --gpus 16384 --cluster dgx-h100");
+    end_to_end(argv[1], "plan --preset deepseek-v3 --gpus 2048 --cluster h800x8 --framework megatron");
   }
   return 0;
 }

@@ -29,10 +29,11 @@ struct ComputeFit {
   int rows = 0;
   double in_sample_error = 0;  // mean |error| over the rows, each row alike
   double held_out_error = 0;   // the same, each row predicted with its own source left out
+  int moe_rows_apart = 0;      // MoE rows: predicted and reported, not fitted on (sustained_fit.cpp)
   std::vector<SourceFit> sources;
 };
 
-// Historical rows apart. `group` names a row's source for the leave-one-out (accuracy.cpp source_group).
+// Historical and MoE rows apart. `group` names a row's source for the leave-one-out (accuracy.cpp source_group).
 ComputeFit fit_compute_fraction(const PublishedRuns& runs, std::string (*group)(const PublishedRun&));
 
 }  // namespace shardplan::validation

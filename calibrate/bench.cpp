@@ -55,9 +55,10 @@ RawRecord measure_collective(Coordinator& co, comm::Communicator& group, Device&
   const std::size_t elem = comm::element_bytes(t);
   const int n = group.size(), me = group.rank();
   const std::size_t count = static_cast<std::size_t>(collective_count(plan.op, plan.bytes, n, static_cast<int64_t>(elem)));
-  const bool gather = plan.op == "all_gather", scatter = plan.op == "reduce_scatter";
-  const std::size_t send_count = scatter ? count * static_cast<std::size_t>(n) : count;  // [send_count]
-  const std::size_t recv_count = gather ? count * static_cast<std::size_t>(n) : count;   // [recv_count]
+  const bool gather = plan.op == "all_gather", scatter = plan.op == "reduce_scatter", a2a = plan.op == "all_to_all";
+  // all_to_all: each rank sends one block of `count` to every rank and receives one from each.
+  const std::size_t send_count = scatter || a2a ? count * static_cast<std::size_t>(n) : count;  // [send_count]
+  const std::size_t recv_count = gather || a2a ? count * static_cast<std::size_t>(n) : count;   // [recv_count]
   DeviceBuffer send(device, send_count * elem), recv(device, recv_count * elem);
   // NCCL queues launches on a stream: launch all, wait for the last (nccl-tests). MPI progresses only inside
   // MPI calls: wait each.
@@ -65,6 +66,7 @@ RawRecord measure_collective(Coordinator& co, comm::Communicator& group, Device&
   const auto timeout = std::chrono::duration<double>(co.timeout_s());
   auto launch = [&] {
     if (gather) return group.all_gather(send.data(), recv.data(), count, t);
+    if (a2a) return group.all_to_all(send.data(), recv.data(), count, t);
     if (scatter) return group.reduce_scatter(send.data(), recv.data(), count, t);
     return group.all_reduce(send.data(), recv.data(), count, t);
   };
@@ -96,6 +98,9 @@ RawRecord measure_collective(Coordinator& co, comm::Communicator& group, Device&
     float want = 0;
     if (gather) {
       want = input_value(static_cast<int>(i / count), i % count);  // block q comes from rank q
+    } else if (a2a) {
+      // block q is rank q's block `me`: its elements me·count … me·count + count − 1
+      want = input_value(static_cast<int>(i / count), static_cast<std::size_t>(me) * count + i % count);
     } else {
       const std::size_t at = scatter ? static_cast<std::size_t>(me) * count + i : i;  // my block of the sum
       for (int q = 0; q < n; ++q) want += input_value(q, at);

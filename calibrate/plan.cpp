@@ -198,7 +198,7 @@ std::vector<RawRecord> plan_steps(const RunPlan& plan, const comm::WorldInfo& wo
       scopes.push_back({"rail", world.nodes, 1});
     }
     for (const Scope& s : scopes) {
-      for (const char* op : {"all_gather", "reduce_scatter", "all_reduce"}) {
+      for (const char* op : {"all_gather", "reduce_scatter", "all_reduce", "all_to_all"}) {
         int64_t last = 0;
         for (int64_t bytes = plan.min_bytes; bytes <= plan.max_bytes; bytes *= plan.size_factor) {
           const int64_t count = collective_count(op, bytes, s.ranks, elem);

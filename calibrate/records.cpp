@@ -154,6 +154,7 @@ double busbw_gbps(const std::string& op, int64_t ranks, double bytes, double sec
   Collective c = Collective::all_reduce;
   if (op == "all_gather") c = Collective::all_gather;
   else if (op == "reduce_scatter") c = Collective::reduce_scatter;
+  else if (op == "all_to_all") c = Collective::all_to_all;  // busbw factor (n−1)/n (nccl-tests PERFORMANCE.md)
   return bus_bandwidth_gbps(c, ranks, bytes, seconds);
 }
 

@@ -107,6 +107,7 @@ SearchSpace search_space(const PlanOptions& o, const ModelSpec& m, const Cluster
   };
   sp.tp = positive("--tp", f.tp);
   sp.pp = positive("--pp", f.pp);
+  sp.ep = positive("--ep", f.ep);
   sp.dp = positive("--dp", f.dp);
   sp.vpp = positive("--vpp", f.vpp);
   sp.micro_batch = positive("--micro-batch", f.micro_batch);

@@ -27,6 +27,9 @@ void add_config_flags(CLI::App& cmd, ConfigFlags& f) {
   cmd.add_option("--gpus", f.gpus, "Total GPUs (ranks); default: one node of the cluster");
   cmd.add_option("--tp", f.tp, "Tensor-parallel degree (default 1)");
   cmd.add_option("--pp", f.pp, "Pipeline-parallel degree (default 1)");
+  cmd.add_option("--ep", f.ep,
+                 "Expert parallelism for MoE layers: routed experts split over N of the data-parallel ranks, tokens "
+                 "sent to them by all-to-all (Megatron --expert-model-parallel-size; default 1)");
   cmd.add_option("--dp", f.dp, "Data-parallel degree (default gpus/(tp*pp))");
   cmd.add_option("--vpp", f.vpp,
                  "Virtual pipeline stages (model chunks) per rank for the interleaved and zb-h1 schedules (default 1; "
@@ -245,6 +248,7 @@ ResolvedConfig resolve_config(const ConfigFlags& f, const PresetStore& store) {
   s.gpus = positive("--gpus", f.gpus, r.cluster.gpus_per_node);
   s.tp = positive("--tp", f.tp, 1);
   s.pp = positive("--pp", f.pp, 1);
+  s.ep = positive("--ep", f.ep, 1);
   s.vpp = positive("--vpp", f.vpp, 1);
   if (f.schedule.empty()) {
     s.schedule = s.vpp > 1 ? Schedule::interleaved : Schedule::one_f_one_b;

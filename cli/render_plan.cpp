@@ -21,6 +21,7 @@ std::string layout(const Strategy& s) {
     out += fmt::format(" {}", to_string(s.schedule));
   if (s.sp) out += " sp";
   if (s.hsdp > 0) out += fmt::format(" hsdp {}", s.hsdp);
+  if (s.ep > 1) out += fmt::format(" ep {}", s.ep);
   return out;
 }
 
@@ -259,6 +260,7 @@ json family_json(const Candidate& c) {
           {"tokens_per_s_per_gpu", tokens_per_gpu(c)},
           {"tp", c.strategy.tp},
           {"pp", c.strategy.pp},
+          {"ep", c.strategy.ep},
           {"dp", c.strategy.dp},
           {"zero", c.strategy.zero},
           {"hsdp", c.strategy.hsdp},
@@ -281,8 +283,8 @@ json simulated_json(const PlanReport& r, size_t i) {
           {"fits", s.within_safety()},
           {"time",
            {{"compute_s", t.busy_compute_s},
-            {"exposed_comm_s", t.exposed_tp_s + t.exposed_pp_s + t.exposed_dp_s},
-            {"exposed_comm_by_group_s", {{"tp", t.exposed_tp_s}, {"pp", t.exposed_pp_s}, {"dp", t.exposed_dp_s}}},
+            {"exposed_comm_s", t.exposed_tp_s + t.exposed_pp_s + t.exposed_dp_s + t.exposed_ep_s},
+            {"exposed_comm_by_group_s", {{"tp", t.exposed_tp_s}, {"pp", t.exposed_pp_s}, {"dp", t.exposed_dp_s}, {"ep", t.exposed_ep_s}}},
             {"bubble_s", t.bubble_s},
             {"optimizer_s", t.optimizer_s},
             {"stage", t.stage}}},

@@ -7,6 +7,7 @@
 
 #include "cli/render_network.hpp"
 #include "planner/error.hpp"
+#include "planner/partition.hpp"
 #include "planner/pipeline_layout.hpp"
 #include "planner/framework.hpp"
 
@@ -56,6 +57,7 @@ json config_json(const Prediction& p) {
           {"inter_node_gbps", p.cluster.inter.node_gbps()},
           {"tp", s.tp},
           {"pp", s.pp},
+          {"ep", s.ep},
           {"dp", s.dp},
           {"vpp", s.vpp},
           {"schedule", to_string(s.schedule)},
@@ -81,10 +83,20 @@ json config_json(const Prediction& p) {
           {"pipeline", pipeline_json(p)}};
 }
 
+// The busiest stage's model states under ZeRO stage z, with EP's routed experts sharded over the expert-DP group
+// (planner/memory.hpp stage_model_states).
+MemoryComponents states_at_zero(const Prediction& p, int z) {
+  Strategy s = p.strategy;
+  s.zero = z;
+  return stage_model_states(stage_params(p.model, s, p.memory.peak_stage().stage), s);
+}
+
 json model_json(const Prediction& p) {
   const StageMemory& st = p.memory.peak_stage();
-  const double stored = model_states(static_cast<double>(st.params_per_rank), Precision::fp32, p.strategy.zero,
-                                     shard_degree(p.strategy)).params / 4.0;
+  Strategy fp32 = p.strategy;
+  fp32.precision = Precision::fp32;
+  const double stored =
+      stage_model_states(stage_params(p.model, fp32, st.stage), fp32).params / 4.0;
   return {{"params", p.params.total},
           {"active_params", p.params.active},  // planner/moe.hpp: = params for a dense model (issue 17)
           {"mtp_params", p.params.mtp},
@@ -113,8 +125,7 @@ json memory_json(const Prediction& p) {
                       {"block", s.peak_block}});
   json by_zero = json::array();
   for (int z = 0; z <= 3; ++z) {
-    MemoryComponents c = model_states(static_cast<double>(st.params_per_rank), p.strategy.precision, z,
-                                      shard_degree(p.strategy));
+    MemoryComponents c = states_at_zero(p, z);
     if (p.strategy.offload_optimizer && z > 0) c.master = c.optimizer = 0;  // on the host (ZeRO-Offload)
     by_zero.push_back({{"zero", z}, {"bytes", rounded(c.model_states())}});
   }
@@ -203,7 +214,7 @@ json prediction_json(const Prediction& p, const std::optional<TrainingGoal>& goa
             {"exposed_comm_s", t.exposed_comm_s},
             {"bubble_s", t.bubble_s},
             {"optimizer_s", t.optimizer_s},
-            {"exposed_comm_by_group_s", {{"tp", t.exposed_tp_s}, {"pp", t.exposed_pp_s}, {"dp", t.exposed_dp_s}}},
+            {"exposed_comm_by_group_s", {{"tp", t.exposed_tp_s}, {"pp", t.exposed_pp_s}, {"dp", t.exposed_dp_s}, {"ep", t.exposed_ep_s}}},
             {"dp_comm_total_s", t.dp_comm_total_s},
             {"overlap_slowdown_s", t.overlap_slowdown_s}}},
           {"throughput",
@@ -236,10 +247,11 @@ std::string headline(const Prediction& p) {
                                 p.cluster.gpu.name, p.cluster.name, nodes(p),
                                 nodes(p) == 1 ? "" : "s");
   const std::string stages = describe_stage_layers(p.model, s);
-  out += fmt::format("  tp {} · pp {}{} · dp {} · {}{} · {} · {}\n", s.tp, s.pp,
+  out += fmt::format("  tp {} · pp {}{} · dp {}{} · {}{} · {} · {}\n", s.tp, s.pp,
                      (s.vpp > 1 ? fmt::format(" (vpp {})", s.vpp) : "") +
                          (s.pp > 1 ? fmt::format(" {} · blocks per stage {}", to_string(s.schedule), stages) : ""),
-                     s.dp, zero_label(s.zero),
+                     s.dp, s.ep > 1 ? fmt::format(" · ep {} (expert-DP {})", s.ep, expert_data_parallel(s)) : "",
+                     zero_label(s.zero),
                      s.hsdp > 0 ? fmt::format(" HSDP groups of {}", s.hsdp) : "",
                      std::string(to_string(s.precision)) +
                          (s.fp8 != Fp8Recipe::off ? fmt::format(" · FP8 GEMMs ({}{})", to_string(s.fp8),
@@ -298,8 +310,10 @@ std::string zero_comparison(const Prediction& p, const Terminal& term) {
   const double psi = static_cast<double>(st.params_per_rank);
   const int64_t n = shard_degree(p.strategy);
   std::string out = fit_lines(fmt::format(
-      "\nModel states per GPU by ZeRO stage ({:.3f} B parameters on this rank, {}, sharded over {}):\n", psi / 1e9,
-      to_string(p.strategy.precision), n), term.width);
+      "\nModel states per GPU by ZeRO stage ({:.3f} B parameters on this rank, {}, sharded over {}{}):\n", psi / 1e9,
+      to_string(p.strategy.precision), n,
+      p.strategy.ep > 1 ? fmt::format("; routed experts over the expert-DP group of {}", expert_data_parallel(p.strategy))
+                        : ""), term.width);
   TextTable table("  ", {{"", 24, false, 0, true}, {"params", 9, true, 3}, {"grads", 9, true, 2}, {"master", 9, true, 2},
                          {"optimizer", 11, true, 1}, {"total", 9, true, 0}, {"", 0, false, 4}});
   table.add_header();
@@ -307,7 +321,7 @@ std::string zero_comparison(const Prediction& p, const Terminal& term) {
   const bool offloaded = p.strategy.offload_optimizer;
   if (offloaded) out += "  (optimizer offloaded: master weights and optimizer states are on the host, 0 on the GPU)\n";
   for (int z = 0; z <= 3; ++z) {
-    MemoryComponents c = model_states(psi, p.strategy.precision, z, n);
+    MemoryComponents c = states_at_zero(p, z);
     if (offloaded && z > 0) c.master = c.optimizer = 0;
     const bool over = c.model_states() > static_cast<double>(p.memory.capacity_bytes);
     table.add_row({zero_label(z), gb(c.params), gb(c.grads), gb(c.master), gb(c.optimizer), gb(c.model_states()),
@@ -333,6 +347,7 @@ std::string flops_and_time(const Prediction& p, const Terminal& term) {
   if (t.overlap_slowdown_s > 0) row("compute slowed by overlapped comm", t.overlap_slowdown_s);
   if (t.exposed_tp_s > 0) row("tensor-parallel comm (exposed)", t.exposed_tp_s);
   if (t.exposed_pp_s > 0) row("pipeline sends (exposed)", t.exposed_pp_s);
+  if (t.exposed_ep_s > 0) row("expert-parallel all-to-all (exposed)", t.exposed_ep_s);
   if (t.dp_comm_total_s > 0) row(fmt::format("data-parallel comm exposed (of {:.3f} s)", t.dp_comm_total_s), t.exposed_dp_s);
   if (t.bubble_s > 0) row("pipeline bubble", t.bubble_s);
   row("optimizer step", t.optimizer_s);

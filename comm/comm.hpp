@@ -54,6 +54,10 @@ class Communicator {
   virtual HandlePtr reduce_scatter(const void* send, void* recv, std::size_t count, DataType t) = 0;
   // recv[count] = sum over ranks of send[count] (send == recv allowed).
   virtual HandlePtr all_reduce(const void* send, void* recv, std::size_t count, DataType t) = 0;
+  // recv[size·count], block q = rank q's send block `rank()`; send[size·count], block q goes to rank q
+  // (MPI_Alltoall; NCCL: grouped ncclSend/ncclRecv per peer, as nccl-tests src/alltoall.cu). Expert parallelism's
+  // token dispatch and combine (issue 17).
+  virtual HandlePtr all_to_all(const void* send, void* recv, std::size_t count, DataType t) = 0;
   virtual HandlePtr broadcast(void* buffer, std::size_t count, DataType t, int root) = 0;
   virtual HandlePtr send(const void* buffer, std::size_t count, DataType t, int peer) = 0;
   virtual HandlePtr recv(void* buffer, std::size_t count, DataType t, int peer) = 0;

@@ -111,6 +111,12 @@ class MpiCommunicator final : public Communicator {
               "MPI_Iallreduce");
     return std::make_unique<MpiHandle>(r, "all_reduce");
   }
+  HandlePtr all_to_all(const void* send, void* recv, std::size_t count, DataType t) override {
+    MPI_Request r;
+    mpi_check(MPI_Ialltoall(send, as_int(count), mpi_type(t), recv, as_int(count), mpi_type(t), comm_, &r),
+              "MPI_Ialltoall");
+    return std::make_unique<MpiHandle>(r, "all_to_all");
+  }
   HandlePtr broadcast(void* buffer, std::size_t count, DataType t, int root) override {
     MPI_Request r;
     mpi_check(MPI_Ibcast(buffer, as_int(count), mpi_type(t), root, comm_, &r), "MPI_Ibcast");

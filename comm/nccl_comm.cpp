@@ -104,6 +104,18 @@ class NcclCommunicator final : public Communicator {
     nccl_check(ncclAllReduce(send, recv, count, nccl_type(t), ncclSum, comm_, stream_), "ncclAllReduce");
     return done("all_reduce");
   }
+  HandlePtr all_to_all(const void* send, void* recv, std::size_t count, DataType t) override {
+    // NCCL has no all-to-all call: one send and one receive per peer inside a group (nccl-tests src/alltoall.cu
+    // AlltoAllRunColl; NCCL docs "Point-to-point communication": all-to-all).
+    const std::size_t block = count * element_bytes(t);
+    nccl_check(ncclGroupStart(), "ncclGroupStart");
+    for (int q = 0; q < size_; ++q) {
+      nccl_check(ncclSend(static_cast<const char*>(send) + q * block, count, nccl_type(t), q, comm_, stream_), "ncclSend");
+      nccl_check(ncclRecv(static_cast<char*>(recv) + q * block, count, nccl_type(t), q, comm_, stream_), "ncclRecv");
+    }
+    nccl_check(ncclGroupEnd(), "ncclGroupEnd");
+    return done("all_to_all");
+  }
   HandlePtr broadcast(void* buffer, std::size_t count, DataType t, int root) override {
     nccl_check(ncclBroadcast(buffer, buffer, count, nccl_type(t), root, comm_, stream_), "ncclBroadcast");
     return done("broadcast");

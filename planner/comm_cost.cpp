@@ -133,6 +133,7 @@ const char* to_string(Collective c) {
     case Collective::all_reduce: return "all_reduce";
     case Collective::broadcast: return "broadcast";
     case Collective::send_recv: return "send_recv";
+    case Collective::all_to_all: return "all_to_all";
   }
   return "?";
 }
@@ -143,7 +144,8 @@ double bus_factor(Collective op, int64_t n) {
   switch (op) {
     case Collective::all_reduce: return 2.0 * (dn - 1) / dn;
     case Collective::all_gather:
-    case Collective::reduce_scatter: return (dn - 1) / dn;
+    case Collective::reduce_scatter:
+    case Collective::all_to_all: return (dn - 1) / dn;  // nccl-tests PERFORMANCE.md: alltoall as all-gather
     case Collective::broadcast:
     case Collective::send_recv: return 1.0;
   }
@@ -238,6 +240,19 @@ double collective_time_s(const ClusterSpec& c, Collective op, double bytes, cons
   }
 
   const double factor = bus_factor(op, l.n);
+  if (op == Collective::all_to_all) {
+    // NCCL runs all-to-all as n−1 grouped sends and receives at once (ncclGroupStart/ncclSend/ncclRecv; nccl-tests
+    // src/alltoall.cu), not as a ring: one latency, and each rank sends S/n to every peer — (r−1)/n·S to the peers in
+    // its NVLink domain, (n−r)/n·S over its NIC share, both links at once (the slower sets the time). Every member of
+    // the domain sends across at the same time (network_bytes_per_s_per_gpu shares the NICs by ranks_per_node).
+    const double n = static_cast<double>(l.n), r = static_cast<double>(l.r);
+    const double nvlink_bytes = bytes * (r - 1) / n;
+    if (l.nodes == 1) return kBaseLatencyS + intra_lat + nvlink_bytes / bw_intra;
+    const double net_bytes = bytes * (n - r) / n;
+    const double bw_net = network_bytes_per_s_per_gpu(c, g) * spine_bandwidth_factor(c, g);
+    const double intra_link_bytes = c.intra.kind == LinkKind::pcie ? nvlink_bytes + net_bytes : nvlink_bytes;
+    return kBaseLatencyS + inter_lat + std::max(intra_link_bytes / bw_intra, net_bytes / bw_net);
+  }
   double steps = 0, inter_steps = 0;
   ring_steps(op, l, steps, inter_steps);
 

@@ -7,7 +7,7 @@
 
 namespace shardplan {
 
-enum class Collective { all_gather, reduce_scatter, all_reduce, broadcast, send_recv };
+enum class Collective { all_gather, reduce_scatter, all_reduce, broadcast, send_recv, all_to_all };
 const char* to_string(Collective c);
 
 // Where the ranks of one process group sit. "Node" here is the NVLink domain: one host, or the hosts that NVLink
@@ -35,11 +35,13 @@ NetworkTier network_tier(const ClusterSpec& c, const GroupLayout& g);
 double spine_bandwidth_factor(const ClusterSpec& c, const GroupLayout& g);
 
 // `bytes` is the collective's total buffer S in the nccl-tests convention: the full gathered/reduced tensor for
-// all-gather, reduce-scatter and all-reduce; the message for broadcast and send/recv.
+// all-gather, reduce-scatter and all-reduce; the message for broadcast and send/recv; for all-to-all each rank's
+// whole send buffer (nccl-tests alltoall: count per rank, 1/n of it to each peer, its own share staying local).
 double collective_time_s(const ClusterSpec& c, Collective op, double bytes, const GroupLayout& g);
 
 // Bus bandwidth a collective reaches on one link class when bandwidth-bound: algbw = S/t, busbw = algbw × factor
-// (nccl-tests doc/PERFORMANCE.md): all-reduce 2(n−1)/n, all-gather and reduce-scatter (n−1)/n, broadcast 1.
+// (nccl-tests doc/PERFORMANCE.md): all-reduce 2(n−1)/n, all-gather, reduce-scatter and all-to-all (n−1)/n,
+// broadcast 1.
 double bus_factor(Collective op, int64_t n);
 
 // Additions (comm_cost.cpp documents the figures):

@@ -13,8 +13,8 @@ constexpr ErrorBandGroup kGroups[] = {
     {FrameworkFamily::pytorch_fsdp, GpuGeneration::hopper, false, 63, 0.885764, 1.130470},
     {FrameworkFamily::pytorch_fsdp, GpuGeneration::ampere, true, 77, 0.890293, 1.128444},
     {FrameworkFamily::megatron, GpuGeneration::ampere, false, 26, 0.881132, 1.017831},
-    {FrameworkFamily::megatron, GpuGeneration::hopper, false, 10, 0.885201, 1.078894},
-    {FrameworkFamily::megatron, GpuGeneration::ampere, true, 39, 0.889300, 1.032147},
+    {FrameworkFamily::megatron, GpuGeneration::hopper, false, 12, 0.900242, 1.324241},
+    {FrameworkFamily::megatron, GpuGeneration::ampere, true, 41, 0.894746, 1.071315},
 };
 
 }  // namespace

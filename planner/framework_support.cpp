@@ -154,6 +154,22 @@ constexpr const char* kNoFp8Refusal =
     "shardplan models FP8 as torchao runs it under FSDP2 and torchtitan and as Transformer Engine runs it under "
     "Megatron-Core; use --framework fsdp, torchtitan or megatron, or drop --fp8";
 
+// Expert parallelism per runtime (issue 17).
+//   Megatron-Core: --expert-model-parallel-size, expert groups carved from the data-parallel ranks
+//     (megatron/core/parallel_state.py initialize_model_parallel); the distributed optimizer shards expert states over
+//     the expert-data-parallel group (megatron/core/distributed/distributed_data_parallel.py: expert_parallel_buffers).
+//   torchtitan: parallelism.expert_parallel_degree (torchtitan/config/job_config.py Parallelism; the mesh in
+//     torchtitan/distributed/parallel_dims.py borrows ep from dp_shard·cp; all-to-all in
+//     torchtitan/distributed/expert_parallel.py ExpertParallel), experts sharded by FSDP2 over dp_shard / ep.
+//   DeepSpeed: deepspeed.moe.layer.MoE(ep_size=...) with expert-data-parallel groups (deepspeed/utils/groups.py
+//     _create_expert_and_data_parallel); its engine refuses ZeRO-3 with MoE layers (deepspeed/runtime/engine.py
+//     _configure_zero_optimizer: "MoE not supported with Stage 3").
+//   Plain FSDP2 and FSDP1 have no expert parallelism (fully_shard / FullyShardedDataParallel shard, they do not route
+//   tokens); the reference loop runs no MoE model.
+constexpr EpSupport kNoEp{false, 0,
+                          "it has no expert parallelism (no all-to-all token dispatcher); use --framework megatron, "
+                          "torchtitan (expert_parallel_degree) or deepspeed (ep_size), or drop --ep"};
+
 std::string refusal(const Strategy& s, const char* what, const char* why) {
   return fmt::format("--framework {} cannot run {}: {}", to_string(s.framework), what, why);
 }
@@ -171,6 +187,21 @@ Fp8Support fp8_support(Framework f) {
     case Framework::reference: return {0, kNoFp8Refusal};
   }
   return {0, kNoFp8Refusal};
+}
+
+EpSupport ep_support(Framework f) {
+  switch (f) {
+    case Framework::megatron: return {true, bit(0) | bit(1), ""};
+    case Framework::torchtitan: return {true, kNoZero1, ""};
+    case Framework::deepspeed:
+      return {true, bit(0) | bit(1) | bit(2),
+              "DeepSpeed's engine asserts \"MoE not supported with Stage 3\" (deepspeed/runtime/engine.py "
+              "_configure_zero_optimizer); use --zero 0, 1 or 2 with --ep"};
+    case Framework::fsdp:
+    case Framework::fsdp1:
+    case Framework::reference: return kNoEp;
+  }
+  return kNoEp;
 }
 
 const FrameworkSupport& framework_support(Framework f) {
@@ -203,6 +234,8 @@ bool framework_runs(const Strategy& s) {
   if (s.fp8_all_gather && !(s.fp8 == Fp8Recipe::tensorwise && s.zero >= 2 &&
                             (s.framework == Framework::fsdp || s.framework == Framework::torchtitan)))
     return false;
+  if (s.ep > 1 && (!ep_support(s.framework).expert_parallel || !has(ep_support(s.framework).zero_stages, s.zero)))
+    return false;
   return !s.offload_optimizer || (fs.offload_optimizer && has(fs.offload_zero_stages, s.zero));
 }
 
@@ -233,6 +266,9 @@ std::optional<std::string> framework_refusal(const Strategy& s) {
       return refusal(s, fmt::format("--schedule {} with --vpp {}", to_string(s.schedule), s.vpp).c_str(),
                      fs.pipeline_refusal);
   }
+  if (s.ep > 1 && !ep_support(s.framework).expert_parallel) return refusal(s, "--ep > 1", ep_support(s.framework).refusal);
+  if (s.ep > 1 && !has(ep_support(s.framework).zero_stages, s.zero))
+    return refusal(s, fmt::format("--ep with --zero {}", s.zero).c_str(), ep_support(s.framework).refusal);
   if (s.offload_optimizer && (!fs.offload_optimizer || !has(fs.offload_zero_stages, s.zero)))
     return refusal(s, fmt::format("--offload-optimizer with --zero {}", s.zero).c_str(), fs.offload_refusal);
   if (s.compile && !compiles(s.framework)) return refusal(s, "--compile", kCompileRefusal);

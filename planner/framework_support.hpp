@@ -55,6 +55,15 @@ struct Fp8Support {
 constexpr SmallSet bit(Fp8Recipe r) { return bit(static_cast<int>(r)); }
 Fp8Support fp8_support(Framework f);
 
+// Expert parallelism (--ep > 1) per runtime: whether it has it, with which ZeRO stages, and why not
+// (framework_support.cpp cites each).
+struct EpSupport {
+  bool expert_parallel = false;
+  SmallSet zero_stages = 0;  // ZeRO stages it runs with EP
+  const char* refusal = "";
+};
+EpSupport ep_support(Framework f);
+
 // The strategy as the runtime would run it when the user left a choice to it: sequence parallelism on for a
 // runtime whose TP always has it (torchtitan). The CLI and the published-run loader both apply it.
 void apply_framework_defaults(Strategy& s);

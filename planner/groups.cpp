@@ -46,6 +46,27 @@ GroupLayout shard_group(const Strategy& s, const ClusterSpec& c) {
   return g;
 }
 
+GroupLayout ep_group(const Strategy& s, const ClusterSpec& c) {
+  const int64_t domain = nvlink_domain_size(c);
+  GroupLayout g;
+  g.size = std::max<int64_t>(s.ep, 1);
+  g.ranks_per_node = members_per_block(s.tp, g.size, domain);
+  g.concurrent_groups_per_node = std::clamp<int64_t>(s.tp, 1, domain);  // the tp ranks of a domain: one group each
+  place_on_leaves(g, c, s.tp);
+  return g;
+}
+
+GroupLayout expert_dp_group(const Strategy& s, const ClusterSpec& c) {
+  const int64_t domain = nvlink_domain_size(c);
+  const int64_t stride = s.tp * std::max<int64_t>(s.ep, 1);
+  GroupLayout g;
+  g.size = std::max<int64_t>(expert_data_parallel(s), 1);
+  g.ranks_per_node = members_per_block(stride, g.size, domain);
+  g.concurrent_groups_per_node = std::clamp<int64_t>(domain / g.ranks_per_node, 1, domain);
+  place_on_leaves(g, c, stride);
+  return g;
+}
+
 GroupLayout replicate_group(const Strategy& s, const ClusterSpec& c) {
   const int64_t domain = nvlink_domain_size(c);
   GroupLayout g;
@@ -93,6 +114,10 @@ std::vector<GroupPlacement> group_placements(const Strategy& s, const ClusterSpe
   add("tp", s.sp ? "all_gather, reduce_scatter" : "all_reduce", tp_group(s, c));
   add(s.hsdp > 0 ? "dp_shard" : "dp", s.zero == 0 ? "all_reduce" : "reduce_scatter, all_gather", shard_group(s, c));
   add("dp_replicate", "all_reduce", replicate_group(s, c));
+  if (s.ep > 1) {
+    add("ep", "all_to_all", ep_group(s, c));
+    add("expert_dp", s.zero == 0 ? "all_reduce" : "reduce_scatter, all_gather", expert_dp_group(s, c));
+  }
   if (s.pp > 1) add("pp", "send_recv", pp_link(s, c));
   return out;
 }

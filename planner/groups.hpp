@@ -13,6 +13,12 @@ namespace shardplan {
 GroupLayout tp_group(const Strategy& s, const ClusterSpec& c);
 // The group that shards model states: all of dp, or the HSDP shard group.
 GroupLayout shard_group(const Strategy& s, const ClusterSpec& c);
+// Expert parallelism (issue 17), Megatron-Core's rank order tp-cp-ep-dp-pp (parallel_state.py
+// initialize_model_parallel, order="tp-cp-ep-dp-pp"): the EP group is `ep` ranks at stride tp, so it stays in one
+// NVLink domain while tp·ep fits; the expert-data-parallel group (ranks holding the same experts) dp/ep ranks at
+// stride tp·ep. The expert group's all-to-all and the expert-DP gradient reduction run on them.
+GroupLayout ep_group(const Strategy& s, const ClusterSpec& c);
+GroupLayout expert_dp_group(const Strategy& s, const ClusterSpec& c);
 // HSDP's replicate group (dp / hsdp ranks holding the same shard); size 1 without HSDP.
 GroupLayout replicate_group(const Strategy& s, const ClusterSpec& c);
 // A point-to-point link between consecutive pipeline stages (size 2).

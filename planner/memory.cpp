@@ -11,6 +11,7 @@
 #include "planner/framework.hpp"
 #include "planner/memory_ledger.hpp"
 #include "planner/memory_moments.hpp"
+#include "planner/moe_costs.hpp"
 #include "planner/partition.hpp"
 
 namespace shardplan {
@@ -47,6 +48,18 @@ MemoryComponents model_states(double params, Precision p, int zero, int64_t shar
   c.grads = params * b.grads / (zero >= 2 ? n : 1);
   c.master = params * b.master / (zero >= 1 ? n : 1);
   c.optimizer = params * b.optimizer / (zero >= 1 ? n : 1);
+  return c;
+}
+
+MemoryComponents stage_model_states(const StageParams& st, const Strategy& s) {
+  const double routed = static_cast<double>(st.routed_experts);
+  const MemoryComponents d = model_states(static_cast<double>(st.total()) - routed, s.precision, s.zero, shard_degree(s));
+  const MemoryComponents e = model_states(routed, s.precision, s.zero, std::max<int64_t>(expert_data_parallel(s), 1));
+  MemoryComponents c;
+  c.params = d.params + e.params;
+  c.grads = d.grads + e.grads;
+  c.master = d.master + e.master;
+  c.optimizer = d.optimizer + e.optimizer;
   return c;
 }
 
@@ -95,7 +108,7 @@ using memory_detail::text;
 
 void add_model_states(Ledger& l, const StageInputs& in, MemoryPhase phase) {
   const Strategy& s = in.strategy;
-  const MemoryComponents ms = model_states(in.psi, s.precision, s.zero, static_cast<int64_t>(in.shard));
+  const MemoryComponents ms = stage_model_states(in.stage, s);
   const char* sharded = s.zero >= 3 ? "sharded" : "replicated";
   l.add(&MemoryComponents::params, "params", [&] { return fmt::format("weights ({} B/param, {})", in.state.params, sharded); },
         ms.params);
@@ -199,7 +212,7 @@ void add_reduction_buffers(Ledger& l, const StageInputs& in) {
           in.psi * grad_b);
   if (s.zero == 2 && in.fw.zero2_keeps_shard_copy)
     l.add(&MemoryComponents::buffers, "buffers", text("sharded parameters beside the unsharded ones (SHARD_GRAD_OP)"),
-          in.psi * in.state.params / in.shard);
+          in.local_psi * in.state.params);
   if (s.zero == 2 && !in.keeps_unsharded_grads)
     l.add(&MemoryComponents::buffers, "buffers", [&] { return fmt::format("unsharded gradients of {} units awaiting reduce-scatter", in.fw.unsharded_grad_units); },
           static_cast<double>(in.fw.unsharded_grad_units) * static_cast<double>(in.stage.block_params) * grad_b);
@@ -216,6 +229,12 @@ void add_parallel_buffers(Ledger& l, const StageInputs& in) {
   const double boundary = a * static_cast<double>(s.seq * s.micro_batch * in.model.hidden) / (s.sp ? s.tp : 1);
   if (s.pp > 1) l.add(&MemoryComponents::buffers, "buffers", text("pipeline send/receive activations"), 2 * boundary);
   if (s.sp) l.add(&MemoryComponents::buffers, "buffers", text("sequence-parallel all-gather output"), boundary * s.tp);
+  // Expert parallelism (issue 17): the all-to-all's receive buffer of one MoE layer, T·k·h activations
+  // (moe/token_dispatcher.py MoEAlltoAllTokenDispatcher: global_input_tokens, the all-to-all output, beside the
+  // permuted send buffer that the activations count as the experts' input; freed once sorted by local expert).
+  if (s.ep > 1 && in.stage.moe_layers > 0)
+    l.add(&MemoryComponents::buffers, "buffers", text("EP all-to-all receive buffer (one MoE layer's T·k·h tokens)"),
+          moe_all_to_all_bytes(in.model, s));
   if (in.fw.attention_score_matrices > 0)
     l.add(&MemoryComponents::buffers, "buffers", text("attention workspace (T×T fp32 scores, one head at a time)"),
           static_cast<double>(in.fw.attention_score_matrices) * static_cast<double>(s.seq * s.seq) * 4);
@@ -274,7 +293,7 @@ Ledger optimizer_step_phase(const StageInputs& in, bool record) {
   add_model_states(l, in, MemoryPhase::optimizer_step);
   const Strategy& s = in.strategy;
   if (!s.offload_optimizer) {
-    const double local = s.zero >= 1 ? in.psi / in.shard : in.psi;
+    const double local = s.zero >= 1 ? in.local_psi : in.psi;
     l.add(&MemoryComponents::buffers, "buffers", text("optimizer-step temporaries"),
           local * in.fw.optimizer_temp_bytes_per_param);
     l.add(&MemoryComponents::buffers, "buffers", text("optimizer-step temporaries: the gradient partition cast to fp32"),
@@ -297,6 +316,10 @@ StageInputs memory_detail::stage_inputs(const ModelSpec& m, const Strategy& s, c
   in.shard = static_cast<double>(shard_degree(s));
   in.state = precision_state_bytes(s.precision);
   in.compute_bytes = static_cast<double>(dtype_bytes(precision_compute_dtype(s.precision)));
+  in.expert_shard = static_cast<double>(std::max<int64_t>(expert_data_parallel(s), 1));
+  const double routed = static_cast<double>(st.routed_experts), block_routed = static_cast<double>(st.block_routed);
+  in.local_psi = (in.psi - routed) / in.shard + routed / in.expert_shard;
+  in.block_local = (static_cast<double>(st.block_params) - block_routed) / in.shard + block_routed / in.expert_shard;
   in.keeps_unsharded_grads =
       s.zero >= 2 && in.shard > 1 && grad_accum_steps(s) > 1 && effective_grad_sync(s, fw) == GradSync::per_step;
   return in;
@@ -343,8 +366,10 @@ MemoryEstimate estimate_memory(const ModelSpec& m, const Strategy& s, const Clus
   if (s.offload_optimizer) {
     // ZeRO-Offload (Ren et al. 2021, §4): fp32 master, Adam m and v and an fp32 gradient copy on the host.
     const StateBytes b = precision_state_bytes(s.precision);
-    const double psi = static_cast<double>(est.peak_stage().params_per_rank);
-    est.host_bytes_per_rank = psi * (b.master + b.optimizer + 4.0) / static_cast<double>(shard_degree(s));
+    // The local shard (routed experts over the expert-DP group: stage_inputs).
+    const StageParams st = stage_params(m, s, est.peak_stage().stage);
+    const double local = stage_inputs(m, s, fw, st).local_psi;
+    est.host_bytes_per_rank = local * (b.master + b.optimizer + 4.0);
     est.host_bytes_per_node = est.host_bytes_per_rank * static_cast<double>(std::min(c.gpus_per_node, s.gpus));
   }
   est.host_capacity_bytes = c.host_memory_gib * kGiB;

@@ -95,6 +95,12 @@ double optimizer_grad_copy_bytes(const Strategy& s, const FrameworkTraits& fw, d
 // optimizer of `params` parameters under ZeRO stage `zero` sharded over `shard` ranks.
 MemoryComponents model_states(double params, Precision p, int zero, int64_t shard);
 
+// One stage's model states under expert parallelism: the routed experts (StageParams::routed_experts) sharded over
+// the expert-data-parallel group, everything else over shard_degree (Megatron-Core distributed optimizer: separate
+// expert buffers reduced and sharded over the expert-DP group, distributed_data_parallel.py expert_parallel_buffers).
+struct StageParams;
+MemoryComponents stage_model_states(const StageParams& st, const Strategy& s);
+
 // The components with their rounded byte counts, in CONTRACT.md order; they sum to the peak exactly.
 struct NamedBytes {
   const char* name;

@@ -21,6 +21,12 @@ struct StageInputs {
   StateBytes state;         // bytes per parameter of each state
   double compute_bytes = 2; // bytes of a gathered (compute-dtype) parameter
   bool keeps_unsharded_grads = false;  // no_sync under gradient accumulation with ZeRO-2/3
+  // Expert parallelism (issue 17): the routed experts' states are sharded over the expert-data-parallel group
+  // (strategy.hpp expert_data_parallel), the rest over `shard`. local_psi = what one shard holds of psi:
+  // (psi − routed)/shard + routed/expert_shard; block_local the same of one block unit.
+  double expert_shard = 1;
+  double local_psi = 0;
+  double block_local = 0;
 };
 
 StageInputs stage_inputs(const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw, const StageParams& st);

@@ -15,6 +15,7 @@ namespace {
 struct Sizes {
   double n = 1;            // shard degree
   double psi = 0, block = 0, root = 0, layers = 0;
+  double local = 0, block_local = 0;  // one shard of psi / of a block (routed experts over expert-DP: StageInputs)
   double a = 2;            // compute dtype: gathered parameters, unsharded gradients, activations
   double shard_b = 0;      // the persistent parameter shard: the parameter's own dtype (fp32 under amp)
   double grad_shard_b = 0; // sharded gradients: the shard's dtype (FSDPParam.sharded_param.grad)
@@ -35,6 +36,8 @@ Sizes sizes_of(const StageInputs& in) {
   Sizes z;
   z.n = in.shard;
   z.psi = in.psi;
+  z.local = in.local_psi;
+  z.block_local = in.block_local;
   z.block = static_cast<double>(st.block_params);
   z.root = static_cast<double>(st.root_unit());
   z.layers = static_cast<double>(st.layers);
@@ -94,12 +97,12 @@ double attention_backward_temp_bytes(const ModelSpec& m, const Strategy& s, cons
 void add_states(Ledger& l, const StageInputs& in, const Sizes& z, bool step) {
   if (in.state.master > 0)
     l.add(&MemoryComponents::master, "master", text("fp32 master weights (the parameter shards: FSDP keeps no bf16 copy between gathers)"),
-          z.psi * z.shard_b / z.n);
+          z.local * z.shard_b);
   else
     l.add(&MemoryComponents::params, "params", [&] { return fmt::format("parameter shards ({} B/param)", z.shard_b); },
-          z.psi * z.shard_b / z.n);
+          z.local * z.shard_b);
   l.add(&MemoryComponents::optimizer, "optimizer", text("Adam exp_avg and exp_avg_sq (fp32 shards)"),
-        z.psi * in.state.optimizer / z.n);
+        z.local * in.state.optimizer);
   if (in.keeps_unsharded_grads && !step) {
     // no_sync (set_requires_gradient_sync(False)): the unsharded gradients accumulate; FSDP2 upcasts them to the reduce
     // dtype (_fsdp_param.py FSDPParam.to_accumulated_grad_if_needed), FSDP1 keeps the parameter dtype.
@@ -110,7 +113,7 @@ void add_states(Ledger& l, const StageInputs& in, const Sizes& z, bool step) {
     // zero_grad(set_to_none=True) (torch/optim/optimizer.py, the default) frees them after each step: during the first
     // micro-batch none exists; later micro-batches and the step hold every unit's.
     l.add(&MemoryComponents::grads, "grads", [&] { return fmt::format("sharded gradients ({} B/param{})", z.grad_shard_b, step ? "" : ", from the earlier micro-batches"); },
-          z.psi * z.grad_shard_b / z.n);
+          z.local * z.grad_shard_b);
   }
 }
 
@@ -203,7 +206,7 @@ void block_backward(Ledger& l, const StageInputs& in, const Sizes& z, double k, 
   const bool fresh = !in.keeps_unsharded_grads && z.accum <= 1;
   if (fresh)
     l.add(&MemoryComponents::grads, "grads", [&] { return fmt::format("sharded gradients of the {:.0f} blocks reduced ({} B/param)", z.layers - 1 - k, z.grad_shard_b); },
-          (z.layers - 1 - k) * z.block * z.grad_shard_b / z.n);
+          (z.layers - 1 - k) * z.block_local * z.grad_shard_b);
   if (!in.keeps_unsharded_grads) {
     l.add(&MemoryComponents::grads, "grads", text("LM head gradients (bf16, written first in backward; the root is reduced last)"),
           z.head_grad_params * z.a);
@@ -237,7 +240,7 @@ void root_post_backward(Ledger& l, const StageInputs& in, const Sizes& z) {
   add_states(l, in, z, false);
   if (!in.keeps_unsharded_grads && z.accum <= 1)
     l.add(&MemoryComponents::grads, "grads", [&] { return fmt::format("sharded gradients of every block ({} B/param)", z.grad_shard_b); },
-          (z.psi - z.root) * z.grad_shard_b / z.n);
+          (z.local - z.root / z.n) * z.grad_shard_b);
   if (!in.keeps_unsharded_grads)
     l.add(&MemoryComponents::grads, "grads", text("root unit gradients (bf16)"), z.root * z.a);
   l.add(&MemoryComponents::grads, "grads", [&] { return fmt::format("root unit gradients as reduce-scatter input ({} B/param)", z.reduce_b); },
@@ -252,7 +255,7 @@ void optimizer_step(Ledger& l, const StageInputs& in, const Sizes& z) {
   // torch/optim/adam.py _multi_tensor_adam (foreach, PyTorch's CUDA default): torch._foreach_sqrt(exp_avg_sq) makes one
   // temporary per parameter in the state dtype.
   l.add(&MemoryComponents::buffers, "buffers", text("optimizer-step temporaries"),
-        z.psi / z.n * in.fw.optimizer_temp_bytes_per_param);
+        z.local * in.fw.optimizer_temp_bytes_per_param);
   add_common(l, in, z);
 }
 
@@ -327,8 +330,8 @@ MomentParts moment_parts(const ModelSpec& m, const Strategy& s, const FrameworkT
   p.applies = uses_moments(in);
   if (!p.applies) return p;
   const Sizes z = sizes_of(in);
-  (in.state.master > 0 ? p.shard_master : p.shard_params) = z.psi * z.shard_b / z.n;
-  p.optimizer = z.psi * in.state.optimizer / z.n;
+  (in.state.master > 0 ? p.shard_master : p.shard_params) = z.local * z.shard_b;
+  p.optimizer = z.local * in.state.optimizer;
   {
     Ledger l(false);
     add_rope_caches(l, in);
@@ -375,9 +378,9 @@ MomentParts moment_parts(const ModelSpec& m, const Strategy& s, const FrameworkT
   }
   p.block_reduce_input = z.block * z.reduce_b;
   p.root_reduce_input = z.root * z.reduce_b;
-  p.block_sharded_grads = z.block * z.grad_shard_b / z.n;
+  p.block_sharded_grads = z.block_local * z.grad_shard_b;
   p.root_sharded_grads = z.root * z.grad_shard_b / z.n;
-  p.optimizer_temps = z.psi / z.n * fw.optimizer_temp_bytes_per_param;
+  p.optimizer_temps = z.local * fw.optimizer_temp_bytes_per_param;
   p.allocator_reserve = z.reserve.total();
   return p;
 }

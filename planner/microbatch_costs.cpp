@@ -281,6 +281,11 @@ MicrobatchCosts microbatch_costs(const ModelSpec& m, const Strategy& s, const Cl
   const GpuSpec device = training_device(c.gpu);
   const TpGemms gemms = block_compute(m, s, device, fw, d, out);
   block_tp_comm(m, s, c, fw, d, gemms, out);
+  // Expert-parallel dispatch and combine (planner/moe_costs.hpp; issue 17).
+  const MoeAllToAll a2a = moe_all_to_all_time(m, s, c, out.block_fwd_s, out.block_bwd_s + out.block_recompute_s);
+  out.block_ep_fwd_s = a2a.fwd;
+  out.block_ep_bwd_s = a2a.bwd;
+  out.block_ep_total_s = a2a.total;
   ends_compute(m, s, c, device, d, out);
   add_mtp_costs(m, s, device, out);  // DeepSeek-V3's MTP modules on the last stage (planner/moe_costs.hpp; issue 17)
   return out;

@@ -1,7 +1,10 @@
 #include "planner/moe_costs.hpp"
 
 #include <algorithm>
+#include <cmath>
 
+#include "planner/comm_cost.hpp"
+#include "planner/groups.hpp"
 #include "planner/moe.hpp"
 #include "planner/precision.hpp"
 
@@ -41,9 +44,13 @@ MoeMlpTime moe_mlp_time(const ModelSpec& m, const Strategy& s, const GpuSpec& g,
   const int64_t column = (model_mlp_matrices(m) - 1) * m.expert_ffn_hidden / t;  // gate + up on one TP rank
   const int64_t row = m.expert_ffn_hidden / t;
   // Balanced, dropless routing: T·k/E rows per expert, rounded up (the busiest expert sets the grouped kernel's end).
-  const int64_t rows = (T * m.experts_per_token + m.experts - 1) / m.experts;
-  out.up = grouped_linear(g, d, m.experts, rows, column, h);
-  out.down = grouped_linear(g, d, m.experts, rows, h, row);
+  // With EP the rank runs E/ep local experts, each on the T·k/E rows of every one of its ep peers: T·k·ep/E rows
+  // (the same FLOPs per rank, larger and so more efficient GEMMs), × kExpertLoadImbalance.
+  const int64_t ep = std::max<int64_t>(s.ep, 1), local = m.experts / ep;
+  const double routed = static_cast<double>(T * m.experts_per_token * ep) * kExpertLoadImbalance;
+  const auto rows = static_cast<int64_t>(std::ceil(routed / static_cast<double>(m.experts)));
+  out.up = grouped_linear(g, d, local, rows, column, h);
+  out.down = grouped_linear(g, d, local, rows, h, row);
   // Shared experts see every token: one MLP of shared · f columns (DeepSeekMoE §3.2; Megatron SharedExpertMLP).
   if (m.shared_experts > 0) {
     out.up = plus(out.up, grouped_linear(g, d, 1, T, m.shared_experts * column, h));
@@ -51,6 +58,32 @@ MoeMlpTime moe_mlp_time(const ModelSpec& m, const Strategy& s, const GpuSpec& g,
   }
   // Router: T × E logits from T × h, whole on every TP rank (Megatron-Core moe/router.py TopKRouter.gating).
   out.up = plus(out.up, grouped_linear(g, d, 1, T, m.experts, h));
+  return out;
+}
+
+double moe_all_to_all_bytes(const ModelSpec& m, const Strategy& s) {
+  if (!model_is_moe(m) || s.ep <= 1) return 0;
+  const double a = static_cast<double>(dtype_bytes(precision_compute_dtype(s.precision)));
+  const double tokens = static_cast<double>(s.micro_batch * s.seq) / static_cast<double>(s.sp ? s.tp : 1);
+  return tokens * static_cast<double>(m.experts_per_token * m.hidden) * a * kExpertLoadImbalance;
+}
+
+MoeAllToAll moe_all_to_all_time(const ModelSpec& m, const Strategy& s, const ClusterSpec& c, double block_fwd_s,
+                                double block_bwd_s) {
+  MoeAllToAll out;
+  const double bytes = moe_all_to_all_bytes(m, s);
+  if (!(bytes > 0)) return out;
+  const double one = collective_time_s(c, Collective::all_to_all, bytes, ep_group(s, c));
+  const double share = static_cast<double>(moe_layers_in(m, 0, m.layers)) / static_cast<double>(m.layers);
+  out.fwd = share * 2 * one;
+  out.bwd = share * (2 + (s.recompute == Recompute::full ? 2 : 0)) * one;
+  out.total = out.fwd + out.bwd;
+  if (s.schedule == Schedule::dualpipev && s.pp > 1) {
+    const double exposed = std::max(0.0, out.total - (block_fwd_s + block_bwd_s));
+    const double cost = exposed + kOverlapComputeSlowdown * (out.total - exposed);
+    out.fwd = cost * out.fwd / out.total;
+    out.bwd = cost - out.fwd;
+  }
   return out;
 }
 
@@ -70,8 +103,9 @@ void add_mtp_costs(const ModelSpec& m, const Strategy& s, const GpuSpec& g, Micr
   const MoeGemmTime proj = grouped_linear(g, d, 1, T, h / t, 2 * h);
   const double n = static_cast<double>(m.mtp_layers);
   const double head_fwd = out.head_fwd_s, head_bwd = out.head_bwd_s;
-  out.head_fwd_s += n * (proj.fwd + out.block_fwd_s + out.block_tp_fwd_s + head_fwd);
-  out.head_bwd_s += n * (proj.bwd + out.block_bwd_s + out.block_recompute_s + out.block_tp_bwd_s + head_bwd);
+  out.head_fwd_s += n * (proj.fwd + out.block_fwd_s + out.block_tp_fwd_s + out.block_ep_fwd_s + head_fwd);
+  out.head_bwd_s +=
+      n * (proj.bwd + out.block_bwd_s + out.block_recompute_s + out.block_tp_bwd_s + out.block_ep_bwd_s + head_bwd);
 }
 
 double mlp_width_per_token(const ModelSpec& m) {

@@ -1,11 +1,13 @@
 #pragma once
-// Time of an MoE layer's MLP on one rank without expert parallelism (EP = 1): every rank holds every expert (split by
-// TP like a dense MLP) and runs the experts its tokens are routed to.
+// Time of an MoE layer's MLP on one rank. Without expert parallelism (EP = 1) every rank holds every expert (split by
+// TP like a dense MLP) and runs the experts its tokens are routed to; with --ep N (issue 17) it holds E/N experts and
+// receives, through an all-to-all over the EP group, the tokens of its N EP peers routed to them (Megatron-Core
+// moe/token_dispatcher.py MoEAlltoAllTokenDispatcher: token_permutation / token_unpermutation).
 //
 // Assumptions, named:
 //   * balanced routing: each of the E experts receives T·k/E of the micro-batch's T tokens (the load-balancing loss,
-//     Fedus et al. 2022 §2.2, or DeepSeek-V3's bias-based balancing, §2.1.2, aim at this; imbalance makes the busiest
-//     expert slower and is not priced);
+//     Fedus et al. 2022 §2.2, or DeepSeek-V3's bias-based balancing, §2.1.2, aim at this); kExpertLoadImbalance (1:
+//     the balanced case) scales the busiest EP rank's tokens, its GEMM rows and its all-to-all bytes;
 //   * dropless: no capacity factor, no dropped or padded tokens (Megatron-Core --moe-token-dispatcher-type alltoall
 //     without --moe-expert-capacity-factor; MegaBlocks, Gale et al. 2023);
 //   * grouped GEMM: the E expert GEMMs of one projection run as one kernel (Megatron-Core TEGroupedMLP / GroupedMLP,
@@ -17,6 +19,11 @@
 #include "planner/strategy.hpp"
 
 namespace shardplan {
+
+// Tokens the busiest EP rank receives relative to the balanced T·k. Named assumption: 1 (balanced). DeepSeek-V3 §2.1.2
+// reports its auxiliary-loss-free balancing keeps the load "balanced throughout training" without dropping tokens;
+// a measured imbalance would enter here.
+constexpr double kExpertLoadImbalance = 1.0;
 
 // Forward, backward (input + weight gradients) and the weight-gradient part, as microbatch_costs.cpp's LinearTime.
 struct MoeGemmTime {
@@ -33,6 +40,26 @@ double grouped_gemm_time_s(const GpuSpec& g, DType d, int64_t groups, const Gemm
 
 // One MoE layer's GEMMs for one micro-batch of T = micro_batch · seq tokens on one rank (tp splits each expert).
 MoeMlpTime moe_mlp_time(const ModelSpec& m, const Strategy& s, const GpuSpec& g, DType d);
+
+// Expert-parallel all-to-all (issue 17). One MoE layer's dispatch (or combine) moves each rank's T·k routed token
+// copies of h activations, T = the rank's tokens (T/tp under sequence parallelism: each TP rank dispatches its own
+// slice, moe/token_dispatcher.py), (ep−1)/ep of them to other EP ranks: the collective's S (comm_cost.hpp).
+double moe_all_to_all_bytes(const ModelSpec& m, const Strategy& s);
+// The all-to-alls one block adds to the critical path, per micro-batch: forward dispatch + combine, backward their two
+// gradients (4 per MoE layer; full recomputation repeats the forward's two), averaged over the model's blocks by the
+// share of MoE layers (the block costs are per block: microbatch_costs.cpp prices every block's MLP as the MoE one).
+// Overlap: DualPipe (DeepSeek-V3 report §3.2.1) runs the all-to-all of one micro-batch's forward (backward) chunk
+// behind the other's backward (forward) compute: under --schedule dualpipev only what exceeds the block's forward +
+// backward compute is exposed, plus kOverlapComputeSlowdown of the hidden part. Megatron's batch-level EP overlap
+// (--overlap-moe-expert-parallel-comm with --delay-wgrad-compute, MCore v0.14, moe/README.md) and its shared-expert
+// overlap (--moe-shared-expert-overlap: the shared experts' GEMMs beside the dispatch, moe/shared_experts.py) are off
+// by default and not modelled: the all-to-alls stay on the critical path.
+struct MoeAllToAll {
+  double fwd = 0, bwd = 0;      // exposed on the critical path
+  double total = 0;             // the collectives' own time, fwd + bwd, hidden or not
+};
+MoeAllToAll moe_all_to_all_time(const ModelSpec& m, const Strategy& s, const ClusterSpec& c, double block_fwd_s,
+                                double block_bwd_s);
 
 // Memory-bound bytes per token of an MoE layer's forward besides its activation function: the router's scores
 // (softmax or sigmoid, top-k) and the permutation of the k routed copies of each token into expert order and back

@@ -18,6 +18,10 @@ struct StageParams {
   int64_t block_params = 0;      // one block on one TP rank (an MoE model's MoE block: its largest FSDP unit)
   int64_t blocks = 0;            // layers · block_params, dense blocks of an MoE model at their own size
   int64_t moe_layers = 0;        // MoE blocks among `layers` (planner/moe.hpp)
+  // Routed-expert parameters among the above (blocks and MTP), experts/ep of them: with --ep their states are
+  // reduced and sharded over the expert-data-parallel group (strategy.hpp expert_data_parallel), the rest over dp.
+  int64_t block_routed = 0;      // in one MoE block
+  int64_t routed_experts = 0;    // on this rank's stage
   int64_t embedding = 0;         // token embedding (vocab-parallel) + learned positions (replicated)
   int64_t final_norm = 0;
   int64_t lm_head = 0;           // the output matrix, or its tied copy on the last stage when pp > 1
@@ -31,7 +35,7 @@ struct StageParams {
 // Parameters of one block on one TP rank. TP splits Q/K/V, the MLP up/gate (column-parallel) and the output
 // projections (row-parallel) by tp; norms and row-parallel biases are replicated. When tp exceeds kv_heads,
 // each rank keeps one K/V head (Megatron replicates them).
-int64_t block_params_per_tp_rank(const ModelSpec& m, int64_t tp);
+int64_t block_params_per_tp_rank(const ModelSpec& m, int64_t tp, int64_t ep = 1);
 
 // Layers of each stage: L / pp, the remainder given to the last stages (which hold no embedding and, under
 // 1F1B, the fewest in-flight micro-batches).

@@ -78,14 +78,14 @@ PipelineTimes pipeline_times(const ModelSpec& m, const Strategy& s, const Microb
                              ? std::min(block_wgrad, mb.block_bwd_s + mb.block_recompute_s)
                              : 0;
   // One chunk's times as the simulator plays it (sim/costs.cpp, sim/schedule.cpp): its blocks with their TP
-  // collectives, the embedding on the first piece, the head and loss on the last.
+  // collectives and EP all-to-alls, the embedding on the first piece, the head and loss on the last.
   auto chunk = [&](int64_t r, int64_t c) {
     const auto blocks = static_cast<double>(chunk_layers(m, s, r, c));
     const int64_t k = virtual_stage_of(s, r, c);
     ChunkPassTimes x;
-    x.fwd = blocks * (mb.block_fwd_s + mb.block_tp_fwd_s) + (k == 0 ? mb.embed_fwd_s : 0) +
+    x.fwd = blocks * (mb.block_fwd_s + mb.block_tp_fwd_s + mb.block_ep_fwd_s) + (k == 0 ? mb.embed_fwd_s : 0) +
             (k == pieces - 1 ? mb.head_fwd_s : 0);
-    x.input_grad = blocks * (mb.block_bwd_s + mb.block_recompute_s - w_block + mb.block_tp_bwd_s) +
+    x.input_grad = blocks * (mb.block_bwd_s + mb.block_recompute_s - w_block + mb.block_tp_bwd_s + mb.block_ep_bwd_s) +
                    (k == 0 ? mb.embed_bwd_s : 0) + (k == pieces - 1 ? mb.head_bwd_s : 0);
     x.wgrad = blocks * w_block;
     x.send = t.send;

@@ -39,6 +39,7 @@ std::string family_of(const Strategy& s) {
   // A schedule that splits the backward into B and W passes is a family of its own, so that plan weighs it against
   // the plain schedule with the simplicity allowance (kSimplicityTolerance).
   if (s.pp > 1) f += schedule_splits_backward(s.schedule) ? " + ZB-PP" : " + PP";
+  if (s.ep > 1) f += " + EP";
   if (s.offload_optimizer) f += " + offload";
   return f;
 }
@@ -49,6 +50,7 @@ int complexity(const Strategy& s) {
   if (s.tp > 1) c += 2 + (s.sp ? 1 : 0);
   if (s.offload_optimizer) c += 3;
   if (s.hsdp > 0) c += 1;
+  if (s.ep > 1) c += 2;  // an all-to-all dispatcher and a second (expert) data-parallel group
   return c;
 }
 
@@ -122,11 +124,22 @@ class TopK {
   std::vector<Candidate> items_;
 };
 
-// Index of a family in a fixed table: zero (4) × hsdp × tp × pp × offload.
-constexpr size_t kFamilies = 4 * 2 * 2 * 2 * 2 * 2;
+// Index of a family in a fixed table: zero (4) × hsdp × tp × pp × zero-bubble × offload × ep.
+constexpr size_t kFamilies = 4 * 2 * 2 * 2 * 2 * 2 * 2;
 size_t family_index(const Strategy& s) {
-  return static_cast<size_t>(s.zero) * 32 + (s.hsdp > 0 ? 16 : 0) + (s.tp > 1 ? 8 : 0) + (s.pp > 1 ? 4 : 0) +
-         (s.pp > 1 && schedule_splits_backward(s.schedule) ? 2 : 0) + (s.offload_optimizer ? 1 : 0);
+  return static_cast<size_t>(s.zero) * 64 + (s.ep > 1 ? 32 : 0) + (s.hsdp > 0 ? 16 : 0) + (s.tp > 1 ? 8 : 0) +
+         (s.pp > 1 ? 4 : 0) + (s.pp > 1 && schedule_splits_backward(s.schedule) ? 2 : 0) + (s.offload_optimizer ? 1 : 0);
+}
+
+// Expert-parallel degrees worth pricing for a layout with `dp` data-parallel ranks (issue 17): 1, and for an MoE model
+// on a runtime with EP every divisor of the routed experts that divides dp (strategy.cpp validate_expert_parallel).
+std::vector<int64_t> ep_options(const ModelSpec& m, const SearchSpace& sp, int64_t dp) {
+  if (sp.ep) return dp % *sp.ep == 0 ? std::vector<int64_t>{*sp.ep} : std::vector<int64_t>{};
+  std::vector<int64_t> out{1};
+  if (m.experts == 0 || !ep_support(sp.base.framework).expert_parallel) return out;
+  for (int64_t e = 2; e <= std::min(m.experts, dp); ++e)
+    if (m.experts % e == 0 && dp % e == 0) out.push_back(e);
+  return out;
 }
 
 // The best of a family: fitting under the safety line beats not fitting; among non-fitting, the smallest peak.
@@ -216,6 +229,15 @@ void check_fixed_dimensions(const SearchSpace& sp) {
                                   ? 2
                                   : 1);
   probe.offload_optimizer = false;
+  probe.ep = sp.ep.value_or(1);
+  if (probe.ep > 1 && !has(ep_support(probe.framework).zero_stages, probe.zero)) {
+    for (int z = 0; z <= 3; ++z)  // a ZeRO stage the runtime runs with EP, unless --zero fixes one
+      if (!sp.zero && has(ep_support(probe.framework).zero_stages, z) &&
+          has(framework_support(probe.framework).zero_stages, z)) {
+        probe.zero = z;
+        break;
+      }
+  }
   if (!sp.sp) apply_framework_defaults(probe);  // torchtitan's TP comes with SP (the search tries it)
   if (const auto why = framework_refusal(probe)) throw InputError(*why);
 }
@@ -244,6 +266,15 @@ SearchResult search_strategies(const ModelSpec& m, const ClusterSpec& c, const S
     throw InputError(fmt::format("--precision {} needs bf16, which {} does not support; use amp-fp16",
                                  to_string(base.precision), c.gpu.name));
   check_fixed_dimensions(space);
+  if (space.ep && *space.ep > 1) {  // the model-side checks of strategy.cpp validate_expert_parallel
+    if (m.experts == 0)
+      throw InputError(fmt::format("--ep {}: model '{}' is dense (no 'experts'); expert parallelism needs a mixture of "
+                                   "experts: drop --ep or choose an MoE model",
+                                   *space.ep, m.name));
+    if (m.experts % *space.ep != 0)
+      throw InputError(fmt::format("--ep {} must divide the model's {} routed experts; choose a divisor of {}",
+                                   *space.ep, m.experts, m.experts));
+  }
   const FrameworkTraits fw = framework_traits(base.framework, c.gpu);
   const Dimensions dims = dimensions(m, c, space);
   const int64_t capacity = gpu_capacity_bytes(c.gpu);
@@ -309,70 +340,73 @@ SearchResult search_strategies(const ModelSpec& m, const ClusterSpec& c, const S
             if (rc == Recompute::selective && base.flash_attn && !space.recompute &&
                 fw.selective_recompute_gemm_share == 0 && !fw.selective_recomputes_elementwise)
               continue;
-            Strategy s = base;
-            s.global_batch = dp * per_replica;
-            s.tp = tp;
-            s.sp = sp;
-            s.pp = pp;
-            s.dp = dp;
-            s.micro_batch = mb;
-            s.recompute = rc;
-            const MicrobatchCosts costs = microbatch_costs(m, s, c);
-            // One strategy with its schedule and split: every sharding choice the framework runs.
-            auto evaluate = [&](Strategy& s) {
-              for (int zero : dims.zeros) {
-                // One data-parallel rank shards nothing: every ZeRO stage is DDP.
-                if (dp == 1 && zero > 0 && !space.zero) continue;
-                s.zero = zero;
-                for (int64_t hsdp : zero >= 2 ? hsdp_options : no_hsdp) {
-                  if (hsdp > 0 && (zero < 2 || dp % hsdp != 0 || hsdp >= dp)) continue;
-                  s.hsdp = hsdp;
-                  for (bool offload : dims.offloads) {
-                    if (offload && zero == 0) continue;
-                    s.offload_optimizer = offload;
-                    if (!framework_runs(s)) continue;
-                    Candidate cand{s, estimate_peak_memory(m, s, fw), step_time_from_costs(m, s, c, fw, costs), 0,
-                                   capacity};
-                    cand.tokens_per_s = static_cast<double>(s.global_batch * s.seq) / cand.time.step_s;
-                    cand.max_hbm_fraction = space.max_hbm_fraction;
-                    ++result.evaluated;
-                    if (cand.within_safety()) {
-                      ++result.fitting;
-                      ranked.offer(cand);
-                    } else if (cand.fits()) {
-                      tight.offer(cand);
+            for (int64_t ep : ep_options(m, space, dp)) {
+              Strategy s = base;
+              s.ep = ep;
+              s.global_batch = dp * per_replica;
+              s.tp = tp;
+              s.sp = sp;
+              s.pp = pp;
+              s.dp = dp;
+              s.micro_batch = mb;
+              s.recompute = rc;
+              const MicrobatchCosts costs = microbatch_costs(m, s, c);
+              // One strategy with its schedule and split: every sharding choice the framework runs.
+              auto evaluate = [&](Strategy& s) {
+                for (int zero : dims.zeros) {
+                  // One data-parallel rank shards nothing: every ZeRO stage is DDP.
+                  if (dp == 1 && zero > 0 && !space.zero) continue;
+                  s.zero = zero;
+                  for (int64_t hsdp : zero >= 2 ? hsdp_options : no_hsdp) {
+                    if (hsdp > 0 && (zero < 2 || dp % hsdp != 0 || hsdp >= dp)) continue;
+                    s.hsdp = hsdp;
+                    for (bool offload : dims.offloads) {
+                      if (offload && zero == 0) continue;
+                      s.offload_optimizer = offload;
+                      if (!framework_runs(s)) continue;
+                      Candidate cand{s, estimate_peak_memory(m, s, fw), step_time_from_costs(m, s, c, fw, costs), 0,
+                                     capacity};
+                      cand.tokens_per_s = static_cast<double>(s.global_batch * s.seq) / cand.time.step_s;
+                      cand.max_hbm_fraction = space.max_hbm_fraction;
+                      ++result.evaluated;
+                      if (cand.within_safety()) {
+                        ++result.fitting;
+                        ranked.offer(cand);
+                      } else if (cand.fits()) {
+                        tight.offer(cand);
+                      }
+                      auto& slot = families[family_index(s)];
+                      if (!slot || better_for_family(cand, *slot, space.objective)) slot = cand;
                     }
-                    auto& slot = families[family_index(s)];
-                    if (!slot || better_for_family(cand, *slot, space.objective)) slot = cand;
                   }
                 }
-              }
-            };
-            for (int64_t vpp : vpp_options) {
-              if (vpp > 1 && pp < 2) continue;
-              s.vpp = vpp;
-              Schedule schedules[4];
-              const int n_schedules = schedule_options(space.schedule, base.framework, pp, vpp, schedules);
-              for (int si = 0; si < n_schedules; ++si) {
-                s.schedule = schedules[si];
-                if (s.schedule == Schedule::interleaved && (per_replica / mb) % pp != 0) continue;
-                PipelineSplit splits[3];
-                int n_splits = 1;
-                if (space.split) splits[0] = *space.split;
-                else n_splits = pipeline_split_candidates(m, s, splits);
-                // No split fits: keep the runtime default's reason for the error when nothing is left at all.
-                if (n_splits == 0) splits[0] = PipelineSplit{}, n_splits = 1;
-                for (int k = 0; k < n_splits; ++k) {
-                  s.split = splits[k];
-                  auto refused = pipeline_layout_refusal(m, s);
-                  if (!refused) refused = pipeline_microbatch_refusal(s);
-                  if (refused) {
-                    // A pipeline's reason is the better answer than "needs --pp ≥ 2" from the layouts without one.
-                    if (first_pipeline_refusal.empty() || (pp > 1 && !refusal_from_pipeline))
-                      first_pipeline_refusal = *refused, refusal_from_pipeline = pp > 1;
-                    continue;
+              };
+              for (int64_t vpp : vpp_options) {
+                if (vpp > 1 && pp < 2) continue;
+                s.vpp = vpp;
+                Schedule schedules[4];
+                const int n_schedules = schedule_options(space.schedule, base.framework, pp, vpp, schedules);
+                for (int si = 0; si < n_schedules; ++si) {
+                  s.schedule = schedules[si];
+                  if (s.schedule == Schedule::interleaved && (per_replica / mb) % pp != 0) continue;
+                  PipelineSplit splits[3];
+                  int n_splits = 1;
+                  if (space.split) splits[0] = *space.split;
+                  else n_splits = pipeline_split_candidates(m, s, splits);
+                  // No split fits: keep the runtime default's reason for the error when nothing is left at all.
+                  if (n_splits == 0) splits[0] = PipelineSplit{}, n_splits = 1;
+                  for (int k = 0; k < n_splits; ++k) {
+                    s.split = splits[k];
+                    auto refused = pipeline_layout_refusal(m, s);
+                    if (!refused) refused = pipeline_microbatch_refusal(s);
+                    if (refused) {
+                      // A pipeline's reason is the better answer than "needs --pp ≥ 2" from the layouts without one.
+                      if (first_pipeline_refusal.empty() || (pp > 1 && !refusal_from_pipeline))
+                        first_pipeline_refusal = *refused, refusal_from_pipeline = pp > 1;
+                      continue;
+                    }
+                    evaluate(s);
                   }
-                  evaluate(s);
                 }
               }
             }

@@ -31,7 +31,8 @@ struct StageCompute {
   double fwd = 0;       // compute of one micro-batch's forward on this stage
   double bwd = 0;       // backward incl. recomputation
   double tp = 0;        // TP collectives of one micro-batch (critical path)
-  double total() const { return fwd + bwd + tp; }
+  double ep = 0;        // EP all-to-alls of one micro-batch (critical path)
+  double total() const { return fwd + bwd + tp + ep; }
 };
 
 StageCompute stage_compute(const ModelSpec& m, const Strategy& s, const MicrobatchCosts& mb, int64_t stage) {
@@ -42,6 +43,7 @@ StageCompute stage_compute(const ModelSpec& m, const Strategy& s, const Microbat
   sc.bwd = layers * (mb.block_bwd_s + mb.block_recompute_s) + (sc.params.first ? mb.embed_bwd_s : 0) +
            (sc.params.last ? mb.head_bwd_s : 0);
   sc.tp = layers * (mb.block_tp_fwd_s + mb.block_tp_bwd_s);
+  sc.ep = layers * (mb.block_ep_fwd_s + mb.block_ep_bwd_s);
   return sc;
 }
 
@@ -52,6 +54,44 @@ double gradient_bucket_bytes(const FrameworkTraits& fw, double grad_bytes) {
   if (fw.framework == Framework::megatron) return 40e6 * grad_bytes;
   return kDdpBucketBytes;
 }
+
+}  // namespace
+
+double split_dp_collective_s(const Strategy& s, const ClusterSpec& c, Collective op, double params, double routed,
+                             double bytes_per_param) {
+  const double r = s.ep > 1 ? std::clamp(routed, 0.0, params) : 0.0;
+  double t = collective_time_s(c, op, (params - r) * bytes_per_param, shard_group(s, c));
+  if (r > 0) t += collective_time_s(c, op, r * bytes_per_param, expert_dp_group(s, c));
+  return t;
+}
+
+GradientBuckets gradient_buckets(const Strategy& s, const ClusterSpec& c, const FrameworkTraits& fw, double psi,
+                                 double routed, double grad_bytes) {
+  GradientBuckets out;
+  const int64_t n = shard_degree(s);
+  const GroupLayout repl = replicate_group(s, c);
+  const bool reduce_scatter = s.zero >= 1 && n > 1;
+  const double r = s.ep > 1 ? std::clamp(routed, 0.0, psi) : 0.0;
+  double total = 0;
+  // One buffer's buckets: psi·grad_bytes in buckets of at most the framework's size.
+  auto add = [&](double params, const GroupLayout& g) {
+    if (!(params > 0)) return;
+    const double bucket = std::min(gradient_bucket_bytes(fw, grad_bytes), params * grad_bytes);
+    const double count = std::ceil(params * grad_bytes / bucket);
+    const double one =
+        reduce_scatter ? collective_time_s(c, Collective::reduce_scatter, bucket, g) +
+                             (repl.size > 1 ? collective_time_s(c, Collective::all_reduce, bucket / static_cast<double>(n), repl) : 0.0)
+                       : collective_time_s(c, Collective::all_reduce, bucket, g);
+    out.count += count;
+    total += count * one;
+  };
+  add(psi - r, shard_group(s, c));
+  add(r, expert_dp_group(s, c));
+  out.per_bucket_s = out.count > 0 ? total / out.count : 0;
+  return out;
+}
+
+namespace {
 
 struct DpTraffic {
   double exposed = 0;  // whole step
@@ -90,7 +130,6 @@ DpTraffic dp_traffic(const Strategy& s, const ClusterSpec& c, const FrameworkTra
   DpTraffic out;
   const int64_t n = shard_degree(s);
   if (s.dp <= 1) return out;
-  const GroupLayout shard = shard_group(s, c);
   const GroupLayout repl = replicate_group(s, c);
   const StateBytes sb = precision_state_bytes(s.precision);
   const double param_b = static_cast<double>(dtype_bytes(precision_compute_dtype(s.precision)));
@@ -101,11 +140,21 @@ DpTraffic dp_traffic(const Strategy& s, const ClusterSpec& c, const FrameworkTra
   const double block = static_cast<double>(sc.params.block_params);
   const double root = static_cast<double>(sc.params.root_unit());
   const double psi = static_cast<double>(sc.params.total());
+  // Routed experts (issue 17): averaged over the stage's units like the block sizes (MoE and dense blocks priced
+  // alike); the root holds the MTP block's.
+  const double block_routed = static_cast<double>(sc.params.block_routed);
+  const double root_routed =
+      static_cast<double>(sc.params.routed_experts - sc.params.moe_layers * sc.params.block_routed);
   const double ga = static_cast<double>(grad_accum_steps(s));
   const double syncs = effective_grad_sync(s, fw) == GradSync::per_step ? 1.0 : ga;
-  auto ag = [&](double bytes) { return collective_time_s(c, Collective::all_gather, bytes, shard); };
-  auto rs = [&](double bytes) { return collective_time_s(c, Collective::reduce_scatter, bytes, shard); };
   auto ar = [&](double bytes, const GroupLayout& g) { return collective_time_s(c, Collective::all_reduce, bytes, g); };
+  // Gathers and reductions of a unit with `routed` expert parameters (split_dp_collective_s).
+  auto ag_unit = [&](double params, double routed, double b) {
+    return split_dp_collective_s(s, c, Collective::all_gather, params, routed, b);
+  };
+  auto rs_unit = [&](double params, double routed, double b) {
+    return split_dp_collective_s(s, c, Collective::reduce_scatter, params, routed, b);
+  };
   // HSDP: each unit's reduced shard is all-reduced across the replicas (Zhao et al. 2023, PyTorch FSDP §3.2.3).
   auto replica_ar = [&](double params) { return repl.size > 1 ? ar(params * grad_b / static_cast<double>(n), repl) : 0.0; };
   const double c_fwd = units > 0 ? (sc.fwd + sc.tp / 2) / units : 0;
@@ -118,12 +167,13 @@ DpTraffic dp_traffic(const Strategy& s, const ClusterSpec& c, const FrameworkTra
     // A gathering forward: the root first (nothing to hide it behind), then every unit behind the previous one.
     // FSDP2's FP8 all-gather moves the blocks' weights in one byte (planner/fp8.hpp); the root stays in bf16.
     const double block_b = gathered_block_param_bytes(s);
-    const double fwd_ag = ag(block * block_b);
-    const double fwd_exposed = ag(root * param_b) + pipelined_exposure(units, fwd_ag, c_fwd);
-    const double fwd_total = ag(root * param_b) + units * fwd_ag;
-    const double bwd_ag = ag(block * block_b);
-    const double unit_rs = rs(block * grad_b) + replica_ar(block) + copy(block * grad_b, fw.reduce_copy_in_passes);
-    const double tail_rs = rs(root * grad_b) + replica_ar(root) + copy(root * grad_b, fw.reduce_copy_in_passes);
+    const double fwd_ag = ag_unit(block, block_routed, block_b);
+    const double root_ag = ag_unit(root, root_routed, param_b);
+    const double fwd_exposed = root_ag + pipelined_exposure(units, fwd_ag, c_fwd);
+    const double fwd_total = root_ag + units * fwd_ag;
+    const double bwd_ag = fwd_ag;
+    const double unit_rs = rs_unit(block, block_routed, grad_b) + replica_ar(block) + copy(block * grad_b, fw.reduce_copy_in_passes);
+    const double tail_rs = rs_unit(root, root_routed, grad_b) + replica_ar(root) + copy(root * grad_b, fw.reduce_copy_in_passes);
     // A backward that gathers (ZeRO-3) and/or reduce-scatters each unit behind the previous unit's compute; the
     // root is reduced last, after all compute.
     auto backward = [&](bool gather, bool reduce) {
@@ -151,15 +201,15 @@ DpTraffic dp_traffic(const Strategy& s, const ClusterSpec& c, const FrameworkTra
   // DDP, ZeRO-1 and DeepSpeed ZeRO-2: bucketed gradient reduction overlapping backward; ZeRO-1/2 then gather
   // the updated parameters once per step.
   const bool reduce_scatter = s.zero >= 1 && n > 1;
-  const double bucket = std::min(gradient_bucket_bytes(fw, grad_b), psi * grad_b);
-  const double buckets = std::ceil(psi * grad_b / bucket);
-  const double per_bucket = reduce_scatter ? rs(bucket) + replica_ar(bucket / grad_b) : ar(bucket, shard);
+  const double routed = static_cast<double>(sc.params.routed_experts);
+  const GradientBuckets gb = gradient_buckets(s, c, fw, psi, routed, grad_b);
+  const double buckets = gb.count, per_bucket = gb.per_bucket_s;
   const double bwd_compute = sc.bwd + sc.tp / 2;
   out.total = syncs * buckets * per_bucket;
   out.exposed = effective_overlap_grad_reduce(s, fw) ? syncs * pipelined_exposure(buckets, per_bucket, bwd_compute / buckets)
                                                     : out.total;
   if (reduce_scatter) {
-    const double gather = ag(psi * sb.params);
+    const double gather = split_dp_collective_s(s, c, Collective::all_gather, psi, routed, sb.params);
     const double fwd_compute = sc.fwd + sc.tp / 2;
     out.exposed += effective_overlap_param_gather(s, fw)
                        ? pipelined_exposure(buckets, gather / buckets, fwd_compute / buckets)
@@ -175,7 +225,11 @@ constexpr double kHostAdamBytesPerS = 100e9;
 
 double optimizer_time(const Strategy& s, const ClusterSpec& c, const StageCompute& sc) {
   const StateBytes sb = precision_state_bytes(s.precision);
-  const double local = static_cast<double>(sc.params.total()) / (s.zero >= 1 ? static_cast<double>(shard_degree(s)) : 1.0);
+  // The local shard: the routed experts' over the expert-DP group (issue 17), the rest over shard_degree.
+  const double psi = static_cast<double>(sc.params.total()), routed = static_cast<double>(sc.params.routed_experts);
+  const double local = s.zero >= 1 ? (psi - routed) / static_cast<double>(shard_degree(s)) +
+                                         routed / static_cast<double>(std::max<int64_t>(expert_data_parallel(s), 1))
+                                   : psi;
   // AdamW reads gradients, reads and writes weights, master weights, m and v; the grad-norm reads gradients.
   const double bytes = local * (2 * sb.params + 2 * sb.grads + 2 * sb.master + 2 * sb.optimizer);
   if (!s.offload_optimizer) return memory_bound_time_s(c.gpu, bytes);
@@ -211,11 +265,12 @@ StepTime step_time_from_costs(const ModelSpec& m, const Strategy& s, const Clust
   StepTime t;
   t.modelled = true;
   t.exposed_tp_s = ga * slowest.tp;
+  t.exposed_ep_s = ga * slowest.ep;
   // Bubble and pipeline transfers of the schedule (planner/pipeline_schedule.hpp gives each formula and its source);
   // the zero-bubble schedules fill part of the bubble with the W passes (weight-gradient GEMMs) of the stage.
   const double block_wgrad = schedule_splits_backward(s.schedule) ? mb.block_wgrad_s : 0;
   const double wgrad = static_cast<double>(slowest.params.layers) * block_wgrad;
-  const PipelineTimes pipe = pipeline_times(m, s, mb, block_wgrad, {slowest.fwd, slowest.bwd, wgrad, slowest.tp, send});
+  const PipelineTimes pipe = pipeline_times(m, s, mb, block_wgrad, {slowest.fwd, slowest.bwd, wgrad, slowest.tp + slowest.ep, send});
   t.exposed_pp_s = pipe.exposed_pp_s;
   t.bubble_s = pipe.bubble_s;
   const DpTraffic dp = dp_traffic(s, c, fw, slowest);
@@ -225,7 +280,7 @@ StepTime step_time_from_costs(const ModelSpec& m, const Strategy& s, const Clust
   t.overlap_slowdown_s = kOverlapComputeSlowdown * std::min(dp.total - dp.exposed, busy);
   t.compute_s = busy + t.overlap_slowdown_s;
   t.optimizer_s = optimizer_time(s, c, slowest);
-  t.exposed_comm_s = t.exposed_tp_s + t.exposed_pp_s + t.exposed_dp_s;
+  t.exposed_comm_s = t.exposed_tp_s + t.exposed_pp_s + t.exposed_dp_s + t.exposed_ep_s;
   t.step_s = t.compute_s + t.exposed_comm_s + t.bubble_s + t.optimizer_s;
   return t;
 }

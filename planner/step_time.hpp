@@ -2,6 +2,7 @@
 // Time of one optimizer step: compute (every GEMM at its shape's efficiency, attention, memory-bound work),
 // communication that is exposed (TP on the critical path, pipeline sends, the part of data-parallel traffic
 // that compute cannot hide), the pipeline bubble, and the optimizer.
+#include "planner/comm_cost.hpp"
 #include "planner/framework.hpp"
 #include "planner/hardware.hpp"
 #include "planner/model.hpp"
@@ -13,13 +14,14 @@ struct StepTime {
   bool modelled = false;
   double step_s = 0;
   double compute_s = 0;         // busy compute of the busiest stage, incl. recomputation and overlap slowdown
-  double exposed_comm_s = 0;    // = tp + pp + dp below
+  double exposed_comm_s = 0;    // = tp + pp + dp + ep below
   double bubble_s = 0;
   double optimizer_s = 0;
   // Exposed communication per process group.
   double exposed_tp_s = 0;
   double exposed_pp_s = 0;
-  double exposed_dp_s = 0;      // DDP/ZeRO/FSDP/HSDP traffic compute did not hide
+  double exposed_dp_s = 0;      // DDP/ZeRO/FSDP/HSDP traffic compute did not hide (incl. the expert-DP group's)
+  double exposed_ep_s = 0;      // expert-parallel all-to-alls on the critical path (in exposed_comm_s)
   double dp_comm_total_s = 0;   // all DP traffic, hidden or not
   double overlap_slowdown_s = 0;  // compute lost to communication kernels running alongside (in compute_s)
 };
@@ -34,6 +36,9 @@ struct MicrobatchCosts {
   double block_wgrad_s = 0;      // the weight-gradient GEMMs within block_bwd_s (zero-bubble W passes)
   double block_tp_fwd_s = 0;     // TP collectives of one block's forward (critical path)
   double block_tp_bwd_s = 0;     // ... of its backward, incl. recomputed forward collectives
+  double block_ep_fwd_s = 0;     // expert-parallel all-to-alls of one block's forward (critical path; moe_costs.hpp)
+  double block_ep_bwd_s = 0;     // ... of its backward
+  double block_ep_total_s = 0;   // their own time, hidden (DualPipe) or not
   double embed_fwd_s = 0, embed_bwd_s = 0;
   double head_fwd_s = 0, head_bwd_s = 0;  // final norm, LM head, loss (incl. their TP collectives)
 };
@@ -49,6 +54,25 @@ StepTime step_time_from_costs(const ModelSpec& m, const Strategy& s, const Clust
                               const MicrobatchCosts& mb);
 
 StepTime estimate_step_time(const ModelSpec& m, const Strategy& s, const ClusterSpec& c);
+
+// Expert parallelism (issue 17): a data-parallel collective over `params` parameters of which `routed` are routed
+// experts runs the dense rest over the shard group and the routed experts over the smaller expert-data-parallel group
+// (groups.hpp expert_dp_group), one after the other (Megatron-Core reduces the expert gradient buffers over the
+// expert-DP group: distributed_data_parallel.py expert_parallel_buffers / expert_data_parallel_group). `op` is
+// all_gather, reduce_scatter or all_reduce; bytes_per_param the wire dtype. Without EP, one collective over shard_group.
+double split_dp_collective_s(const Strategy& s, const ClusterSpec& c, Collective op, double params, double routed,
+                             double bytes_per_param);
+// The gradient buckets of a DDP/ZeRO-1/2 reducer (PyTorch DDP 25 MiB; DeepSpeed reduce_bucket_size; Megatron 40 M
+// parameters) over a stage's psi parameters, the routed experts' in buckets of their own (Megatron's expert buffers):
+// how many, and the mean time of one bucket's reduction (reduce-scatter under ZeRO ≥ 1 and shard > 1, else all-reduce;
+// HSDP's replica all-reduce added).
+struct GradientBuckets {
+  double count = 0;
+  double per_bucket_s = 0;
+};
+struct FrameworkTraits;
+GradientBuckets gradient_buckets(const Strategy& s, const ClusterSpec& c, const FrameworkTraits& fw, double psi,
+                                 double routed, double grad_bytes);
 
 // Compute slows while communication kernels share the GPU: NCCL runs one CTA per channel (up to 32 channels,
 // NCCL docs NCCL_MAX_NCHANNELS) and competes for HBM bandwidth. The overlapped part of compute takes this much

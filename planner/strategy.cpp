@@ -1,5 +1,6 @@
 #include "planner/strategy.hpp"
 
+#include <algorithm>
 #include <array>
 #include <utility>
 
@@ -16,6 +17,8 @@ namespace shardplan {
 
 int64_t shard_degree(const Strategy& s) { return s.hsdp > 0 ? s.hsdp : s.dp; }
 
+int64_t expert_data_parallel(const Strategy& s) { return s.dp / std::max<int64_t>(s.ep, 1); }
+
 int64_t grad_accum_steps(const Strategy& s) {
   const int64_t per_step = s.micro_batch * s.dp;
   return per_step > 0 ? s.global_batch / per_step : 0;
@@ -25,15 +28,41 @@ static void require_at_least(const char* flag, int64_t value, int64_t lo) {
   if (value < lo) throw InputError(fmt::format("{} must be at least {}, got {}", flag, lo, value));
 }
 
+// --ep (issue 17): Megatron-Core asserts that the expert-parallel size divides num_moe_experts
+// (megatron/core/transformer/moe/moe_layer.py BaseMoELayer: num_local_experts = num_moe_experts // ep_size, asserted
+// exact) and that the EP groups fit in the data-parallel ranks (parallel_state.py initialize_model_parallel:
+// expert_data_parallel_size = world / (expert_tensor_size · ep · pp), asserted integral).
+static void validate_expert_parallel(const Strategy& s, const ModelSpec& m) {
+  if (s.ep <= 1) return;
+  if (m.experts == 0)
+    throw InputError(fmt::format("--ep {}: model '{}' is dense (no 'experts'); expert parallelism needs a mixture of "
+                                 "experts: drop --ep or choose an MoE model",
+                                 s.ep, m.name));
+  if (m.experts % s.ep != 0)
+    throw InputError(fmt::format("--ep {} must divide the model's {} routed experts (each EP rank holds experts/ep of "
+                                 "them); choose a divisor of {}",
+                                 s.ep, m.experts, m.experts));
+  if (s.dp % s.ep != 0)
+    throw InputError(fmt::format("--ep {} must divide the data-parallel degree dp = {} (expert-parallel groups are "
+                                 "carved from the data-parallel ranks); choose a divisor of {} or change --dp/--gpus",
+                                 s.ep, s.dp, s.dp));
+  if (s.hsdp > 0 && s.hsdp < s.dp)
+    throw InputError(fmt::format("--hsdp {} with --ep {}: hybrid sharding of the expert-data-parallel group is not "
+                                 "modelled; drop --hsdp",
+                                 s.hsdp, s.ep));
+}
+
 static void validate_layout(const Strategy& s, const ModelSpec& m) {
   require_at_least("--gpus", s.gpus, 1);
   require_at_least("--tp", s.tp, 1);
   require_at_least("--pp", s.pp, 1);
   require_at_least("--dp", s.dp, 1);
   require_at_least("--vpp", s.vpp, 1);
+  require_at_least("--ep", s.ep, 1);
   // Bounds before any product: tp·pp·dp of absurd degrees would overflow.
   constexpr int64_t kMaxRanks = int64_t{1} << 24;
-  for (auto [flag, v] : {std::pair{"--gpus", s.gpus}, {"--tp", s.tp}, {"--pp", s.pp}, {"--dp", s.dp}, {"--vpp", s.vpp}})
+  for (auto [flag, v] : {std::pair{"--gpus", s.gpus}, {"--tp", s.tp}, {"--pp", s.pp}, {"--dp", s.dp}, {"--vpp", s.vpp},
+                        {"--ep", s.ep}})
     if (v > kMaxRanks) throw InputError(fmt::format("{} {} is implausibly large (at most {})", flag, v, kMaxRanks));
   int64_t ranks = 0;
   const bool overflow = __builtin_mul_overflow(s.tp, s.pp, &ranks) || __builtin_mul_overflow(ranks, s.dp, &ranks);
@@ -50,6 +79,7 @@ static void validate_layout(const Strategy& s, const ModelSpec& m) {
     throw InputError(fmt::format("--tp {} must divide the model's ffn_hidden ({})", s.tp, m.ffn_hidden));
   if (m.expert_ffn_hidden % s.tp != 0)  // MoE (issue 17): each expert is split like a dense MLP
     throw InputError(fmt::format("--tp {} must divide the model's expert_ffn_hidden ({})", s.tp, m.expert_ffn_hidden));
+  validate_expert_parallel(s, m);
   if (m.layers < s.pp)
     throw InputError(fmt::format("--pp {} exceeds the model's {} layers; use at most {} stages", s.pp, m.layers,
                                  m.layers));

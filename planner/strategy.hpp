@@ -41,6 +41,7 @@ struct Strategy {
   int64_t gpus = 1;
   int64_t tp = 1;
   int64_t pp = 1;
+  int64_t ep = 1;                   // expert parallelism: routed experts split over ep of the data-parallel ranks
   int64_t dp = 1;
   int64_t vpp = 1;                  // virtual pipeline stages per rank (interleaved 1F1B)
   Schedule schedule = Schedule::one_f_one_b;
@@ -70,6 +71,13 @@ struct Strategy {
 
 // Data-parallel ranks over which model states are sharded (hsdp group, or all of dp).
 int64_t shard_degree(const Strategy& s);
+// Expert parallelism (issue 17) as Megatron-Core lays it out (megatron/core/parallel_state.py
+// initialize_model_parallel, rank order tp-cp-ep-dp-pp): the EP groups are carved from the data-parallel ranks, each
+// holds experts/ep of the routed experts, and the ranks holding the same experts form the expert-data-parallel group
+// of dp/ep ranks that reduces (and under ZeRO shards) the expert states. Expert tensor parallelism is TP's
+// (--expert-tensor-parallel-size defaults to --tensor-model-parallel-size; a different ETP is not modelled).
+// The one place the expert-DP degree is derived: context parallelism would make it dp·cp/ep.
+int64_t expert_data_parallel(const Strategy& s);
 // Micro-batches per optimizer step per replica: global / (micro · dp).
 int64_t grad_accum_steps(const Strategy& s);
 

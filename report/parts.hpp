@@ -112,6 +112,7 @@ struct Config {
   std::string model, cluster, gpu, precision, framework, recompute, schedule;
   int64_t gpus = 0, tp = 1, pp = 1, dp = 1, vpp = 1, zero = 0, hsdp = 0, micro_batch = 1, global_batch = 0, seq = 0,
           grad_accum = 0, nodes = 1;
+  int64_t ep = 1;  // expert parallelism (issue 17); absent in older JSON: 1
   bool sp = false, offload = false, flash = true;
 };
 

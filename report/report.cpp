@@ -99,6 +99,7 @@ Config read_config(const Reader& r, const json& c, const std::string& where) {
   k.vpp = static_cast<int64_t>(r.num_or(c, "vpp", 1));
   k.zero = static_cast<int64_t>(r.num_or(c, "zero", 0));
   k.hsdp = static_cast<int64_t>(r.num_or(c, "hsdp", 0));
+  k.ep = static_cast<int64_t>(r.num_or(c, "ep", 1));
   k.micro_batch = static_cast<int64_t>(r.num_or(c, "micro_batch", 1));
   k.global_batch = static_cast<int64_t>(r.num_or(c, "global_batch", 0));
   k.seq = static_cast<int64_t>(r.num_or(c, "seq", 0));
@@ -114,6 +115,7 @@ std::string family(const Config& c) {
   Strategy s;
   s.zero = static_cast<int>(c.zero);
   s.hsdp = c.hsdp;
+  s.ep = c.ep;
   s.tp = c.tp;
   s.pp = c.pp;
   s.offload_optimizer = c.offload;
@@ -127,7 +129,9 @@ std::string layout(int64_t tp, int64_t pp, int64_t dp, int64_t vpp, bool sp, int
   if (hsdp > 0) out += fmt::format(" hsdp {}", hsdp);
   return out;
 }
-std::string layout(const Config& c) { return layout(c.tp, c.pp, c.dp, c.vpp, c.sp, c.hsdp); }
+std::string layout(const Config& c) {
+  return layout(c.tp, c.pp, c.dp, c.vpp, c.sp, c.hsdp) + (c.ep > 1 ? fmt::format(" ep {}", c.ep) : "");
+}
 
 Time read_time(const Reader& r, const json& p, const std::string& where) {
   Time t;

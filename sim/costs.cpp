@@ -11,7 +11,9 @@
 #include "planner/framework.hpp"
 #include "planner/groups.hpp"
 #include "planner/memory.hpp"
+#include "planner/memory_ledger.hpp"
 #include "planner/memory_moments.hpp"
+#include "planner/moe_costs.hpp"
 #include "planner/partition.hpp"
 #include "planner/pipeline_layout.hpp"
 #include "planner/pipeline_schedule.hpp"
@@ -27,16 +29,9 @@ namespace {
 // analytic optimizer time, which the simulator scales to each stage's parameters).
 double stage_total(const MicrobatchCosts& mb, const StageParams& sp) {
   const auto layers = static_cast<double>(sp.layers);
-  return layers * (mb.block_fwd_s + mb.block_bwd_s + mb.block_recompute_s + mb.block_tp_fwd_s + mb.block_tp_bwd_s) +
+  return layers * (mb.block_fwd_s + mb.block_bwd_s + mb.block_recompute_s + mb.block_tp_fwd_s + mb.block_tp_bwd_s +
+                   mb.block_ep_fwd_s + mb.block_ep_bwd_s) +
          (sp.first ? mb.embed_fwd_s + mb.embed_bwd_s : 0) + (sp.last ? mb.head_fwd_s + mb.head_bwd_s : 0);
-}
-
-// The reducer's bucket, as step_time.cpp's gradient_bucket_bytes chooses it: DeepSpeed reduce_bucket_size
-// elements, Megatron's 40 M parameters, else PyTorch DDP's 25 MiB.
-double gradient_bucket_bytes(const FrameworkTraits& fw, double grad_bytes) {
-  if (fw.reduce_bucket_elements > 0) return static_cast<double>(fw.reduce_bucket_elements) * grad_bytes;
-  if (fw.framework == Framework::megatron) return 40e6 * grad_bytes;
-  return kDdpBucketBytes;
 }
 
 void add_static(StageCosts& sc, MemKind k, double bytes) {
@@ -101,7 +96,6 @@ StepPlan plan_step(const ModelSpec& m, const Strategy& s, const ClusterSpec& c) 
   plan.reduce_after_last_backward = s.pp > 1 && fw.pp_reduces_after_last_backward;
   plan.prefetch_before_loss = fw.loss_inside_root_forward;
 
-  const GroupLayout shard = shard_group(s, c);
   const GroupLayout repl = replicate_group(s, c);
   const StateBytes sb = precision_state_bytes(s.precision);
   const double param_b = static_cast<double>(dtype_bytes(precision_compute_dtype(s.precision)));
@@ -109,12 +103,10 @@ StepPlan plan_step(const ModelSpec& m, const Strategy& s, const ClusterSpec& c) 
   // Bytes per gradient on the wire (step_time.cpp dp_traffic): the framework's reduce dtype.
   const double comm_grad_b =
       static_cast<double>(dtype_bytes(precision_grad_reduce_dtype(s.precision, fw.amp_grads_reduced_in_fp32)));
-  auto ag = [&](double bytes) { return collective_time_s(c, Collective::all_gather, bytes, shard); };
-  auto rs = [&](double bytes) { return collective_time_s(c, Collective::reduce_scatter, bytes, shard); };
   auto ar = [&](double bytes, const GroupLayout& g) { return collective_time_s(c, Collective::all_reduce, bytes, g); };
   auto replica_ar = [&](double params) { return repl.size > 1 ? ar(params * comm_grad_b / static_cast<double>(n), repl) : 0.0; };
   if (plan.dp_mode == DpMode::units && fw.zero3_prefetch_elements > 0)
-    plan.prefetch_units = std::max<int64_t>(1, fw.zero3_prefetch_elements / std::max<int64_t>(1, block_params_per_tp_rank(m, s.tp)));
+    plan.prefetch_units = std::max<int64_t>(1, fw.zero3_prefetch_elements / std::max<int64_t>(1, block_params_per_tp_rank(m, s.tp, s.ep)));
   else
     plan.prefetch_units = std::max<int64_t>(1, fw.zero3_prefetch_units);
 
@@ -144,6 +136,8 @@ StepPlan plan_step(const ModelSpec& m, const Strategy& s, const ClusterSpec& c) 
     if (schedule_splits_backward(s.schedule)) sc.block_wgrad = std::min(mb.block_wgrad_s, sc.block_bwd);
     sc.tp_fwd = mb.block_tp_fwd_s;
     sc.tp_bwd = mb.block_tp_bwd_s;
+    sc.ep_fwd = mb.block_ep_fwd_s;  // the all-to-alls on their own stream (planner/moe_costs.hpp)
+    sc.ep_bwd = mb.block_ep_bwd_s;
     if (sp.first) sc.embed_fwd = mb.embed_fwd_s, sc.embed_bwd = mb.embed_bwd_s;
     if (sp.last) sc.head_fwd = mb.head_fwd_s, sc.head_bwd = mb.head_bwd_s;
     const double psi = static_cast<double>(sp.total());
@@ -156,30 +150,40 @@ StepPlan plan_step(const ModelSpec& m, const Strategy& s, const ClusterSpec& c) 
     sc.embed_params = static_cast<double>(sp.embedding);
     sc.head_params = static_cast<double>(sp.lm_head + sp.final_norm);
 
-    // Data-parallel traffic (step_time.cpp dp_traffic; Rajbhandari et al. 2020 §7).
+    // Data-parallel traffic (step_time.cpp dp_traffic; Rajbhandari et al. 2020 §7); with EP the routed experts over
+    // the expert-DP group (step_time.hpp split_dp_collective_s).
+    const double block_routed = static_cast<double>(sp.block_routed);
+    const double root_routed = static_cast<double>(sp.routed_experts - sp.moe_layers * sp.block_routed);
+    auto ag_unit = [&](double params, double routed, double b) {
+      return split_dp_collective_s(s, c, Collective::all_gather, params, routed, b);
+    };
+    auto rs_unit = [&](double params, double routed, double b) {
+      return split_dp_collective_s(s, c, Collective::reduce_scatter, params, routed, b);
+    };
     if (plan.dp_mode == DpMode::units) {
-      sc.gather_block = ag(block * gathered_block_param_bytes(s));  // FP8 all-gather: 1 B (planner/fp8.hpp)
-      sc.gather_root = ag(root * param_b);
+      sc.gather_block = ag_unit(block, block_routed, gathered_block_param_bytes(s));  // FP8 all-gather: 1 B (fp8.hpp)
+      sc.gather_root = ag_unit(root, root_routed, param_b);
       sc.gather_block_bwd = s.zero == 3 && !plan.gathers_once ? sc.gather_block : 0;
       // FSDP2's copies (framework.hpp): out of a gather on the compute stream, into a reduce-scatter on its stream.
       auto copy = [&](double bytes, double passes) { return memory_bound_time_s(c.gpu, passes * bytes); };
       sc.copy_block = copy(block * gathered_block_param_bytes(s), fw.gather_copy_out_passes);
       sc.copy_root = copy(root * param_b, fw.gather_copy_out_passes);
-      sc.reduce_block = rs(block * comm_grad_b) + replica_ar(block) + copy(block * comm_grad_b, fw.reduce_copy_in_passes);
-      sc.reduce_root = rs(root * comm_grad_b) + replica_ar(root) + copy(root * comm_grad_b, fw.reduce_copy_in_passes);
+      sc.reduce_block = rs_unit(block, block_routed, comm_grad_b) + replica_ar(block) + copy(block * comm_grad_b, fw.reduce_copy_in_passes);
+      sc.reduce_root = rs_unit(root, root_routed, comm_grad_b) + replica_ar(root) + copy(root * comm_grad_b, fw.reduce_copy_in_passes);
     } else if (plan.dp_mode == DpMode::buckets) {
       const bool reduce_scatter = s.zero >= 1 && n > 1;
-      const double bucket = std::min(gradient_bucket_bytes(fw, comm_grad_b), psi * comm_grad_b);
-      sc.buckets = static_cast<int64_t>(std::ceil(psi * comm_grad_b / bucket));
-      sc.reduce_bucket = reduce_scatter ? rs(bucket) + replica_ar(bucket / comm_grad_b) : ar(bucket, shard);
-      if (reduce_scatter) sc.param_gather = ag(psi * sb.params);
+      const double routed = static_cast<double>(sp.routed_experts);
+      const GradientBuckets gb = gradient_buckets(s, c, fw, psi, routed, comm_grad_b);
+      sc.buckets = static_cast<int64_t>(gb.count);
+      sc.reduce_bucket = gb.per_bucket_s;
+      if (reduce_scatter) sc.param_gather = split_dp_collective_s(s, c, Collective::all_gather, psi, routed, sb.params);
     }
 
     // Memory (planner/memory.cpp): model states, runtime and fixed buffers live all step; the rest comes and goes.
     // The FSDP family's moments (planner/memory_moments.hpp) allocate their own parts (use_moment_parts).
     const MomentParts mp = moment_parts(m, s, fw, sp);
     const bool moments = mp.applies && plan.dp_mode == DpMode::units;
-    const MemoryComponents ms = model_states(psi, s.precision, s.zero, n);
+    const MemoryComponents ms = stage_model_states(sp, s);  // routed experts over expert-DP (issue 17)
     if (moments) {
       use_moment_parts(sc, mp, fw);
       add_static(sc, MemKind::runtime, mem.stages[static_cast<size_t>(i)].peak.runtime);
@@ -191,7 +195,7 @@ StepPlan plan_step(const ModelSpec& m, const Strategy& s, const ClusterSpec& c) 
       if (!s.offload_optimizer) {
         add_static(sc, MemKind::master, ms.master);
         add_static(sc, MemKind::optimizer, ms.optimizer);
-        const double local = s.zero >= 1 ? psi / static_cast<double>(n) : psi;
+        const double local = s.zero >= 1 ? memory_detail::stage_inputs(m, s, fw, sp).local_psi : psi;
         sc.optimizer_temps = local * fw.optimizer_temp_bytes_per_param + optimizer_grad_copy_bytes(s, fw, local);
       }
       add_static(sc, MemKind::runtime, mem.stages[static_cast<size_t>(i)].peak.runtime);
@@ -201,12 +205,13 @@ StepPlan plan_step(const ModelSpec& m, const Strategy& s, const ClusterSpec& c) 
         else if (s.zero <= 1 && fw.ddp_bucket_copy && s.dp > 1)
           add_static(sc, MemKind::reduce_buffers, psi * grad_b);  // DDP buckets: a second copy of the gradients
         if (fw.reduce_bucket_elements == 0 && s.zero == 2 && fw.zero2_keeps_shard_copy)
-          add_static(sc, MemKind::reduce_buffers, psi * sb.params / static_cast<double>(n));
+          add_static(sc, MemKind::reduce_buffers, memory_detail::stage_inputs(m, s, fw, sp).local_psi * sb.params);
       }
     }
     const double boundary = param_b * static_cast<double>(s.seq * s.micro_batch * m.hidden) / static_cast<double>(s.sp ? s.tp : 1);
     if (s.pp > 1) add_static(sc, MemKind::pipeline_buffers, 2 * boundary);
     if (s.sp) add_static(sc, MemKind::sp_buffer, boundary * static_cast<double>(s.tp));
+    if (s.ep > 1 && sp.moe_layers > 0) add_static(sc, MemKind::ep_buffers, moe_all_to_all_bytes(m, s));  // memory.cpp
     sc.activations_per_block = block_activation_bytes(m, s, fw);
     if (s.recompute == Recompute::full) sc.recompute_working_set = block_working_set_bytes(m, s, fw);
     if (sp.first) sc.first_extra = first_stage_extra_bytes(m, s);

@@ -24,6 +24,7 @@ std::string describe(const Strategy& s) {
   if (s.vpp > 1) out += fmt::format(" vpp {}", s.vpp);
   if (s.sp) out += " sp";
   if (s.hsdp > 0) out += fmt::format(" hsdp {}", s.hsdp);
+  if (s.ep > 1) out += fmt::format(" ep {}", s.ep);
   return out + fmt::format(", mb {}, recompute {})", s.micro_batch, to_string(s.recompute));
 }
 
@@ -81,6 +82,7 @@ SimulatedCandidate simulate_candidate(const ModelSpec& m, const Strategy& s, con
   t.exposed_tp_s = at(a.stage.exposed_tp_s, b.stage.exposed_tp_s);
   t.exposed_pp_s = at(a.stage.exposed_pp_s, b.stage.exposed_pp_s);
   t.exposed_dp_s = at(a.stage.exposed_dp_s, b.stage.exposed_dp_s);
+  t.exposed_ep_s = at(a.stage.exposed_ep_s, b.stage.exposed_ep_s);
   t.bubble_s = at(a.stage.bubble_s, b.stage.bubble_s);
   t.optimizer_s = at(a.stage.optimizer_s, b.stage.optimizer_s);
   t.end_s = at(a.stage.end_s, b.stage.end_s);
@@ -101,6 +103,7 @@ std::string explain_difference(const SimulatedCandidate& sim, const StepTime& a)
                         {"exposed tensor-parallel communication", t.exposed_tp_s, a.exposed_tp_s},
                         {"exposed pipeline transfers", t.exposed_pp_s, a.exposed_pp_s},
                         {"exposed data-parallel communication", t.exposed_dp_s, a.exposed_dp_s},
+                        {"exposed expert-parallel all-to-all", t.exposed_ep_s, a.exposed_ep_s},
                         {"pipeline bubble", t.bubble_s, a.bubble_s},
                         {"optimizer step", t.optimizer_s, a.optimizer_s}};
   const Part* top = &parts[0];

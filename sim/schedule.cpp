@@ -75,7 +75,7 @@ namespace {
 constexpr int32_t kNone = -1;
 
 struct StageStreams {
-  int32_t compute = kNone, tp = kNone, pp = kNone, gather = kNone, reduce = kNone, bucket = kNone;
+  int32_t compute = kNone, tp = kNone, pp = kNone, gather = kNone, reduce = kNone, bucket = kNone, ep = kNone;
 };
 
 // Per stage, what the cross-stage edges and the step's tail need.
@@ -267,6 +267,12 @@ class StageBuilder {
         e_.add_dep(out, op);
         gate_ = out;
       }
+      if (c_.ep_fwd > 0) {
+        const int32_t before = out;
+        out = e_.add_op(st_.ep, OpKind::ep_fwd, c_.ep_fwd, mb, chunk, layer);
+        e_.add_dep(out, before);
+        gate_ = out;
+      }
     }
     if (last_chunk) {
       const int32_t op = compute(OpKind::head_fwd, c_.head_fwd + root_copy, mb, chunk, -1);
@@ -341,6 +347,12 @@ class StageBuilder {
       if (c_.tp_bwd > 0) {
         out = e_.add_op(st_.tp, OpKind::tp_bwd, c_.tp_bwd, mb, chunk, layer);
         e_.add_dep(out, b);
+        gate_ = out;
+      }
+      if (c_.ep_bwd > 0) {
+        const int32_t before = out;
+        out = e_.add_op(st_.ep, OpKind::ep_bwd, c_.ep_bwd, mb, chunk, layer);
+        e_.add_dep(out, before);
         gate_ = out;
       }
     }
@@ -508,6 +520,7 @@ BuiltStep build_step(const StepPlan& plan, Engine& e) {
     StageStreams& st = streams[static_cast<size_t>(i)];
     st.compute = e.add_stream(rank, StreamKind::compute);
     if (c.tp_fwd > 0 || c.tp_bwd > 0) st.tp = e.add_stream(rank, StreamKind::tp);
+    if (c.ep_fwd > 0 || c.ep_bwd > 0) st.ep = e.add_stream(rank, StreamKind::ep);
     if (p > 1) st.pp = e.add_stream(rank, StreamKind::pp);
     if (plan.dp_mode == DpMode::units) {
       st.gather = e.add_stream(rank, StreamKind::dp_gather);

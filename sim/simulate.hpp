@@ -20,6 +20,7 @@ struct StageTime {
   double exposed_tp_s = 0;     // compute idle while a TP collective ran
   double exposed_pp_s = 0;     // ... while a pipeline transfer to or from this stage ran
   double exposed_dp_s = 0;     // ... while data-parallel traffic ran (gathers, reductions, grad norm)
+  double exposed_ep_s = 0;     // ... while an expert-parallel all-to-all ran
   double bubble_s = 0;         // ... while nothing of this stage ran: waiting for other stages
   double optimizer_s = 0;
   double end_s = 0;            // when this stage's step ended

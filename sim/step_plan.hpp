@@ -27,6 +27,7 @@ struct StageCosts {
   double block_fwd = 0, block_bwd = 0;  // bwd includes recomputation
   double block_wgrad = 0;               // the W share of block_bwd where the schedule splits backward (B = bwd − W)
   double tp_fwd = 0, tp_bwd = 0;        // TP collectives of one block (critical path)
+  double ep_fwd = 0, ep_bwd = 0;        // EP all-to-alls of one block (critical path, their own stream)
   double embed_fwd = 0, embed_bwd = 0, head_fwd = 0, head_bwd = 0;
   double optimizer = 0;                 // the optimizer step
   // Data-parallel communication, seconds (the collectives of planner/step_time.cpp dp_traffic).

@@ -85,6 +85,8 @@ TEST_SUITE("calibrate") {
     CHECK(busbw_gbps("all_reduce", 2, 1e9, 1) == doctest::Approx(1));
     CHECK(busbw_gbps("all_gather", 4, 1e9, 1) == doctest::Approx(0.75));
     CHECK(busbw_gbps("all_reduce", 8, 1e9, 1) == doctest::Approx(1.75));
+    // All-to-all (issue 17): nccl-tests PERFORMANCE.md gives it the all-gather's factor, (n−1)/n: 7/8 over 8 ranks.
+    CHECK(busbw_gbps("all_to_all", 8, 1e9, 1) == doctest::Approx(0.875));
   }
 
   TEST_CASE("sizes and model GEMM shapes") {
@@ -227,9 +229,9 @@ TEST_SUITE("calibrate") {
                              "hardware: {device: cpu, dtype: fp32}\n";
     CHECK_THROWS_WITH_AS(parse_profile_yaml(base + "base_cluster: nope\n", "p.yaml", store),
                          doctest::Contains("p.yaml:6"), InputError);
-    CHECK_THROWS_WITH_AS(parse_profile_yaml(base + "base_cluster: a800x8\ncollectives:\n  - {op: all_to_all}\n",
+    CHECK_THROWS_WITH_AS(parse_profile_yaml(base + "base_cluster: a800x8\ncollectives:\n  - {op: all_to_one}\n",
                                             "p.yaml", store),
-                         doctest::Contains("all_to_all"), InputError);
+                         doctest::Contains("all_to_one"), InputError);
     CHECK_THROWS_WITH_AS(parse_profile_yaml(base + "base_cluster: a800x8\ngemm: {dtype: fp32, table: [[1, 2, 3]]}\n",
                                             "p.yaml", store),
                          doctest::Contains("gemm.table"), InputError);
