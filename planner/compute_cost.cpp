@@ -87,7 +87,7 @@ constexpr double kMinPeak = 1e9;  // never divide by zero, whatever the preset s
 // fit and its leave-one-source-out error. Volta has two runs: no fit (1). Blackwell has none: Hopper's value, the
 // nearest generation measured (an assumption).
 constexpr double kSustainedAmpere = 0.869;
-constexpr double kSustainedHopper = 0.805;
+constexpr double kSustainedHopper = 0.811;
 
 bool hopper_class(const GpuSpec& g) { return std::max(g.bf16_tflops, g.fp16_tflops) > kHopperTensorPeakTflops; }
 

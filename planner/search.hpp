@@ -27,7 +27,7 @@ struct SearchSpace {
   // Set when --global-batch was not given: each layout then gets the default rule's batch for its dp and micro-batch
   // (planner/batch.hpp), and base.global_batch is ignored.
   std::optional<BatchTarget> batch_default;
-  std::optional<int64_t> tp, pp, dp, vpp, micro_batch, hsdp;
+  std::optional<int64_t> tp, pp, cp, dp, vpp, micro_batch, hsdp;
   std::optional<int> zero;
   std::optional<Recompute> recompute;
   std::optional<bool> sp;

@@ -2,6 +2,7 @@
 // Time of one optimizer step: compute (every GEMM at its shape's efficiency, attention, memory-bound work),
 // communication that is exposed (TP on the critical path, pipeline sends, the part of data-parallel traffic
 // that compute cannot hide), the pipeline bubble, and the optimizer.
+#include "planner/context_parallel.hpp"
 #include "planner/framework.hpp"
 #include "planner/hardware.hpp"
 #include "planner/model.hpp"
@@ -13,12 +14,13 @@ struct StepTime {
   bool modelled = false;
   double step_s = 0;
   double compute_s = 0;         // busy compute of the busiest stage, incl. recomputation and overlap slowdown
-  double exposed_comm_s = 0;    // = tp + pp + dp below
+  double exposed_comm_s = 0;    // = tp + cp + pp + dp below
   double bubble_s = 0;
   double optimizer_s = 0;
   // Exposed communication per process group.
   double exposed_tp_s = 0;
   double exposed_pp_s = 0;
+  double exposed_cp_s = 0;      // context-parallel K/V ring not hidden behind the attention slices
   double exposed_dp_s = 0;      // DDP/ZeRO/FSDP/HSDP traffic compute did not hide
   double dp_comm_total_s = 0;   // all DP traffic, hidden or not
   double overlap_slowdown_s = 0;  // compute lost to communication kernels running alongside (in compute_s)
@@ -34,6 +36,10 @@ struct MicrobatchCosts {
   double block_wgrad_s = 0;      // the weight-gradient GEMMs within block_bwd_s (zero-bubble W passes)
   double block_tp_fwd_s = 0;     // TP collectives of one block's forward (critical path)
   double block_tp_bwd_s = 0;     // ... of its backward, incl. recomputed forward collectives
+  // Context parallelism (planner/context_parallel.hpp): the rings of one block, and what they add to its forward and
+  // backward beyond the attention slices (critical path, like the TP collectives).
+  CpRings cp;
+  double block_cp_fwd_s = 0, block_cp_bwd_s = 0;
   double embed_fwd_s = 0, embed_bwd_s = 0;
   double head_fwd_s = 0, head_bwd_s = 0;  // final norm, LM head, loss (incl. their TP collectives)
 };

@@ -16,6 +16,7 @@ const char* to_string(StreamKind k) {
     case StreamKind::dp_gather: return "dp all-gather";
     case StreamKind::dp_reduce: return "dp reduce-scatter";
     case StreamKind::dp_bucket: return "dp reduce / step";
+    case StreamKind::cp: return "cp ring";
     case StreamKind::count: break;
   }
   return "?";
@@ -26,6 +27,7 @@ Resource resource_of(StreamKind k) {
     case StreamKind::compute: return Resource::compute;
     case StreamKind::tp: return Resource::tp_link;
     case StreamKind::pp: return Resource::pp_link;
+    case StreamKind::cp: return Resource::cp_link;
     default: return Resource::dp_link;
   }
 }
@@ -35,7 +37,7 @@ const char* to_string(OpKind k) {
                                       "head+loss bwd", "TP fwd", "TP bwd", "send activation", "send gradient",
                                       "all-gather", "all-gather (bwd)", "all-gather root", "reduce-scatter",
                                       "reduce-scatter root", "gradient reduce", "grad-norm all-reduce", "optimizer",
-                                      "param all-gather", "weight grad", "release"};
+                                      "param all-gather", "weight grad", "release", "CP ring fwd", "CP ring bwd"};
   const auto i = static_cast<size_t>(k);
   return i < std::size(names) ? names[i] : "?";
 }
@@ -52,7 +54,7 @@ const char* to_string(MemKind k) {
                                       "sequence-parallel all-gather output", "optimizer-step temporaries",
                                       "reduce-scatter inputs", "block backward temporaries", "module buffers (RoPE)",
                                       "gathered units (compute dtype)", "unsharded gradients in backward",
-                                      "cached free segments"};
+                                      "cached free segments", "context-parallel K/V buffers"};
   const auto i = static_cast<size_t>(k);
   return i < std::size(names) ? names[i] : "?";
 }

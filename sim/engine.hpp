@@ -13,12 +13,12 @@
 namespace shardplan::sim {
 
 // What a stream carries. The resource follows from it (compute, or one link per kind of process group).
-enum class StreamKind : uint8_t { compute, tp, pp, dp_gather, dp_reduce, dp_bucket, count };
+enum class StreamKind : uint8_t { compute, tp, pp, dp_gather, dp_reduce, dp_bucket, cp, count };
 const char* to_string(StreamKind k);
 
 // Resources of one rank: compute, and the links of its process groups. FSDP all-gathers, reduce-scatters and DDP
 // buckets share the data-parallel link (their costs in step_time.cpp add up on it).
-enum class Resource : uint8_t { compute, tp_link, pp_link, dp_link, count };
+enum class Resource : uint8_t { compute, tp_link, pp_link, dp_link, cp_link, count };
 Resource resource_of(StreamKind k);
 
 // What an op does (for traces and for the breakdown).
@@ -27,6 +27,7 @@ enum class OpKind : uint8_t {
   send_act, send_grad, gather_fwd, gather_bwd, gather_root, reduce_unit, reduce_root, reduce_bucket,
   grad_norm, optimizer, param_gather, backward_weight,
   release,  // zero-duration: frees (or allocates) what waits for two streams (a reduce-scatter input, a gradient shard)
+  cp_fwd, cp_bwd,  // a context-parallel ring transfer (K/V forward; K/V and dK/dV backward)
   count
 };
 const char* to_string(OpKind k);
@@ -43,6 +44,7 @@ enum class MemKind : uint8_t {
   gathered_weights, // FSDP moments (planner/memory_moments.hpp): gathered compute-dtype units, counted as params
   working_grads,    // ... and the bf16 unsharded gradients of the units in backward, counted as grads
   cached_free,      // freed blocks the caching allocator keeps reserved (counted as fragmentation, not allocated)
+  cp_buffers,       // context-parallel K/V ring buffers of one layer's attention (planner/context_parallel.hpp)
   count
 };
 const char* to_string(MemKind k);            // what it is, for people
