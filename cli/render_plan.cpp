@@ -219,7 +219,10 @@ std::string family_verdict(const Candidate& c, const Candidate& best, const Term
   if (slower < 0)
     return fmt::format("fits ({:.1f} GB) and is {:.1f} % faster ({}, mb {}), but adds {}", c.peak_total() / kGB,
                        -100 * slower, layout(c.strategy), c.strategy.micro_batch,
-                       c.strategy.pp > 1 ? "a pipeline" : c.strategy.tp > 1 ? "tensor parallelism" : "complexity");
+                       c.strategy.cp > best.strategy.cp ? "context parallelism"
+                       : c.strategy.pp > 1              ? "a pipeline"
+                       : c.strategy.tp > 1              ? "tensor parallelism"
+                                                        : "complexity");
   return fmt::format("fits ({:.1f} GB) but {:.1f} % slower at its best ({}, mb {}, recompute {}): {}",
                      c.peak_total() / kGB, 100 * slower, layout(c.strategy), c.strategy.micro_batch,
                      to_string(c.strategy.recompute), main_overhead(c.time));
