@@ -83,6 +83,8 @@ EmittedFile emit_accelerate(const LaunchPlan& plan, const LaunchFacts& f) {
   }
   out += "same_network: true\n";
   out += "use_cpu: false\n";
+  if (f.cp > 1) file.notes.push_back(fmt::format("this config has no context parallelism (cp {}): torchtitan.toml and "
+                                                 "megatron_args.sh carry it", f.cp));
   (void)plan;
   return file;
 }
@@ -126,6 +128,9 @@ EmittedFile emit_deepspeed(const LaunchPlan& plan, const LaunchFacts& f) {
   if (f.zero == 2 && f.replicate > 1)
     file.notes.push_back("DeepSpeed hybrid sharding (MiCS) is for ZeRO-3; ZeRO-2 here shards over all of dp");
   if (!f.fp32_master) file.notes.push_back("DeepSpeed bf16 keeps fp32 master weights (the plan assumed none)");
+  if (f.cp > 1)
+    file.notes.push_back(fmt::format("DeepSpeed has no ring context parallelism (its sequence parallelism is Ulysses): "
+                                     "cp {} is in torchtitan.toml and megatron_args.sh only", f.cp));
   (void)plan;
   return file;
 }

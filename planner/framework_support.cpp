@@ -149,9 +149,9 @@ constexpr const char* kCpFsdp2Refusal =
     "context_parallel over FSDP2 is what torchtitan runs (torchtitan/distributed/context_parallel/api.py): use "
     "--framework torchtitan or megatron";
 constexpr const char* kCpFsdp1Refusal =
-    "FSDP1 has no context-parallel attention (torch's context_parallel works on DTensor, which FSDP1's FlatParameter "
-    "is not: torch/distributed/tensor/experimental/_context_parallel/_attention.py); use --framework torchtitan or "
-    "megatron";
+    "shardplan prices context parallelism as torchtitan runs it (FSDP2 over the dp_shard x cp mesh, torch's "
+    "context_parallel: torchtitan/distributed/parallel_dims.py) and as Megatron-Core runs it; no FSDP1 runtime it has "
+    "read does; use --framework torchtitan or megatron";
 constexpr const char* kCpDeepspeedRefusal =
     "DeepSpeed's sequence parallelism is Ulysses, an all-to-all of attention heads (deepspeed/sequence/layer.py "
     "DistributedAttention), not ring attention over sequence chunks; use --framework torchtitan or megatron for --cp";

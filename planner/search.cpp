@@ -187,11 +187,8 @@ struct Dimensions {
   std::vector<int64_t> cps;
 };
 
-// Context-parallel degrees worth pricing: 1, and for long sequences (kCpMinSeq and beyond) on a runtime that runs
-// CP, powers of two up to kMaxSearchedCp that split the sequence into 2·cp chunks. Below 16 K tokens a sequence's
-// attention is a small share of a block's work, and the layouts without CP already cover its memory (the published
-// CP runs start at 32 K: bench/data/published_runs_modern.csv).
-constexpr int64_t kCpMinSeq = 16384;
+// Context-parallel degrees worth pricing: 1, and for long sequences (kCpMinSeq and beyond, search.hpp) on a runtime
+// that runs CP, powers of two up to kMaxSearchedCp that split the sequence into 2·cp chunks.
 constexpr int64_t kMaxSearchedCp = 32;
 std::vector<int64_t> cp_options(const SearchSpace& sp) {
   if (sp.cp) return {*sp.cp};

@@ -201,6 +201,10 @@ TEST_SUITE("cp") {
       CHECK(cfg["tp"].get<int64_t>() * cfg["pp"].get<int64_t>() * cfg["cp"].get<int64_t>() * cfg["dp"].get<int64_t>() ==
             16384);
     }
+    // The plain FSDP2 loop has no CP: nothing fits, and the advice names the runtime that splits the sequence.
+    const auto fsdp = run_cli("plan --preset llama3-405b --gpus 16384 --seq 131072 --cluster llama3-h100-24k");
+    CHECK(fsdp.exit_code == 3);
+    CHECK(fsdp.err.find("--framework torchtitan (context parallelism) (ZeRO-3 + TP + CP") != std::string::npos);
     // At 8 K tokens the search does not try CP (cp_options in planner/search.cpp).
     const auto r = run_cli("plan --preset llama3-8b --gpus 16 --cluster dgx-h100 --framework torchtitan --format json");
     REQUIRE(r.exit_code == 0);
