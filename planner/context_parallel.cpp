@@ -28,6 +28,25 @@ double cp_kv_buffer_bytes(const ModelSpec& m, const Strategy& s) {
   return static_cast<double>(s.cp) * kv + 2 * kv * 4 / a;
 }
 
+CpMergeBytes cp_merge_bytes(const ModelSpec& m, const Strategy& s) {
+  CpMergeBytes out;
+  if (s.cp <= 1 || cp_comm(s.framework) != CpComm::all_gather) return out;
+  const double a = static_cast<double>(dtype_bytes(precision_compute_dtype(s.precision)));
+  const double n = static_cast<double>(s.cp);
+  const double tokens = static_cast<double>(s.micro_batch * seq_per_rank(s));
+  const double q = tokens * static_cast<double>(model_q_width(m) / s.tp);  // output (and dQ) elements
+  const double kv = cp_local_kv_bytes(m, s) / a;                           // K and V elements
+  // A merge step: upcast the block's output (a + 4 B), out − block_out (12), × sigmoid(Δlse) (8), out − … (12). Half
+  // of the steps after the first update half of the rows, then copy the whole tensor (8): 0.75·(a + 36) + 4 a step.
+  const double merge_step = 0.75 * (a + 36) + 4;
+  out.fwd = q * ((a + 4) + (n - 1) * merge_step + (4 + a)) + (n - 1) * 2 * a * kv;
+  // An accumulation step: read the fp32 sum and the block's gradient, write the sum (8 + a), with the same partial
+  // copies (0.75·(8 + a) + 4); fp32 zeros first (4), casts back last (4 + a), dK,dV concatenated every step (8).
+  const double accumulate_step = 0.75 * (8 + a) + 4;
+  out.bwd = 4 * (q + kv) + n * (accumulate_step * (q + kv) + 8 * kv) + (4 + a) * (q + kv) + (n - 1) * 2 * a * kv;
+  return out;
+}
+
 double CpRing::exposed() const {
   if (steps < 2) return tail_s + slowdown_s;
   return std::max(0.0, first_s - slice_s) + static_cast<double>(steps - 2) * std::max(0.0, step_s - slice_s) + tail_s +

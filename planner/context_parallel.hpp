@@ -30,6 +30,17 @@ double cp_local_kv_bytes(const ModelSpec& m, const Strategy& s);
 //   the one in flight.
 double cp_kv_buffer_bytes(const ModelSpec& m, const Strategy& s);
 
+// Memory traffic of torch's ring around its attention kernels, one block and micro-batch, bytes (0 for Megatron's p2p
+// ring, whose output correction Transformer Engine fuses into its own kernels: not priced, an assumption). Forward:
+// each step's output upcast to fp32 and merged into the running output and log-sum-exp, a full copy of it on the
+// steps that update half (_SDPAMerger with convert_to_f32, _partial_update's torch.cat), K,V concatenated for the
+// exchange. Backward: dQ, dK, dV accumulated in fp32 with the same partial copies, dK,dV concatenated every step
+// (_templated_ring_attention_backward). torch/distributed/tensor/experimental/_context_parallel/_attention.py.
+struct CpMergeBytes {
+  double fwd = 0, bwd = 0;
+};
+CpMergeBytes cp_merge_bytes(const ModelSpec& m, const Strategy& s);
+
 // One pass of ring attention (a block's forward or backward on one micro-batch): `steps` slices of the attention
 // core, `slice_s` each (the load-balanced split gives every step the same work: see _attention.py's note "Context
 // parallelism load balance algorithm for causal masking"). Slice 1 waits for `first_s`, issued with slice 0; each

@@ -128,8 +128,12 @@ TpGemms block_compute(const ModelSpec& m, const Strategy& s, const ClusterSpec& 
     up = {e.up.fwd, e.up.bwd, e.up.wgrad};
     down = {e.down.fwd, e.down.bwd, e.down.wgrad};
   }
-  const LinearTime core = attention_time(m, g, dt, s, fw, d, m.dropout);
-  // Context parallelism: the K/V ring around the attention slices (planner/context_parallel.hpp).
+  LinearTime core = attention_time(m, g, dt, s, fw, d, m.dropout);
+  // Context parallelism: torch's merge of each step's partial output (memory-bound, inside the slices), then the K/V
+  // ring around the attention slices (planner/context_parallel.hpp).
+  const CpMergeBytes merge = cp_merge_bytes(m, s);
+  core.fwd += memory_bound_time_s(g, merge.fwd);
+  core.bwd += memory_bound_time_s(g, merge.bwd);
   out.cp = cp_rings(m, s, c, core.fwd, core.bwd);
   out.block_cp_fwd_s = out.cp.fwd.exposed();
   out.block_cp_bwd_s = out.cp.bwd.exposed();

@@ -120,6 +120,20 @@ TEST_SUITE("cp") {
     CHECK(microbatch_costs(m, s8, c).cp.fwd.slice_s == doctest::Approx(f.slice_s / 4));
   }
 
+  TEST_CASE("torch's merge traffic around its ring kernels (all-gather variant only)") {
+    const ModelSpec m = presets().model("llama3-8b");
+    Strategy tt = megatron_cp4();
+    tt.framework = Framework::torchtitan;
+    tt.zero = 3;
+    // q = 2048 tokens · 4096 = 8,388,608 output elements, kv = 2 · 2048 · 1024 = 4,194,304; bf16 (a = 2), 4 steps.
+    // Forward: q · ((2 + 4) + 3 · (0.75 · 38 + 4) + (4 + 2)) + 3 · 2 · 2 · kv = q · 109.5 + 12 · kv.
+    const CpMergeBytes b = cp_merge_bytes(m, tt);
+    CHECK(b.fwd == doctest::Approx(8388608.0 * 109.5 + 12 * 4194304.0));
+    // Backward: (q + kv) · (4 + 4 · (0.75 · 10 + 4) + 6) + 4 · 8 · kv + 3 · 4 · kv.
+    CHECK(b.bwd == doctest::Approx(12582912.0 * 56 + 44 * 4194304.0));
+    CHECK(cp_merge_bytes(m, megatron_cp4()).fwd == 0);  // Transformer Engine's correction is not priced
+  }
+
   TEST_CASE("a ring that leaves the node runs at the network's pace, and short slices expose it") {
     const ModelSpec m = presets().model("llama3-8b");
     ClusterSpec c = presets().cluster("h100-800gbps");  // 800 Gb/s per node of 8
