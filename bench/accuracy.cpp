@@ -36,8 +36,8 @@ struct Mean {
 };
 
 std::string layout_of(const Strategy& s) {
-  return fmt::format("tp{} pp{}{} dp{} z{}{} mb{} s{} {}{}", s.tp, s.pp, s.vpp > 1 ? fmt::format(" v{}", s.vpp) : "",
-                     s.dp, s.zero, s.hsdp ? fmt::format(" hsdp{}", s.hsdp) : "", s.micro_batch, s.seq,
+  return fmt::format("tp{} pp{}{}{} dp{} z{}{} mb{} s{} {}{}", s.tp, s.pp, s.vpp > 1 ? fmt::format(" v{}", s.vpp) : "",
+                     s.cp > 1 ? fmt::format(" cp{}", s.cp) : "", s.dp, s.zero, s.hsdp ? fmt::format(" hsdp{}", s.hsdp) : "", s.micro_batch, s.seq,
                      to_string(s.recompute), s.sp ? " sp" : "");
 }
 

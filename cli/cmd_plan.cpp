@@ -107,6 +107,15 @@ SearchSpace search_space(const PlanOptions& o, const ModelSpec& m, const Cluster
   };
   sp.tp = positive("--tp", f.tp);
   sp.pp = positive("--pp", f.pp);
+  sp.cp = positive("--cp", f.cp);
+  if (sp.cp) {
+    Strategy probe = b;
+    probe.cp = *sp.cp;
+    if (const std::string why = context_parallel_refusal(probe); !why.empty()) throw InputError(why);
+    if (b.gpus % *sp.cp != 0)
+      throw InputError(fmt::format("--cp {} must divide --gpus {} (tp·pp·cp·dp ranks); choose a divisor of {}", *sp.cp,
+                                   b.gpus, b.gpus));
+  }
   sp.ep = positive("--ep", f.ep);
   sp.dp = positive("--dp", f.dp);
   sp.vpp = positive("--vpp", f.vpp);

@@ -105,6 +105,9 @@ void check_reference_strategy(const Strategy& s) {
   if (s.tp != 1 || s.pp != 1 || s.sp || s.vpp != 1)
     throw InputError("validate trains the data-parallel reference loop: drop --tp/--pp/--vpp/--sp (tensor and "
                      "pipeline parallelism are predicted, not run)");
+  if (s.cp != 1)
+    throw InputError("validate trains the data-parallel reference loop: drop --cp (context parallelism is predicted, "
+                     "not run: reference/README.md)");
   if (s.hsdp > 0 && s.hsdp != s.dp) throw InputError("validate: --hsdp is not run by the reference loop; drop it");
   if (s.offload_optimizer) throw InputError("validate: --offload-optimizer is not run by the reference loop; drop it");
   if (s.global_batch % (s.micro_batch * s.dp) != 0)

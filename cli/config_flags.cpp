@@ -27,10 +27,13 @@ void add_config_flags(CLI::App& cmd, ConfigFlags& f) {
   cmd.add_option("--gpus", f.gpus, "Total GPUs (ranks); default: one node of the cluster");
   cmd.add_option("--tp", f.tp, "Tensor-parallel degree (default 1)");
   cmd.add_option("--pp", f.pp, "Pipeline-parallel degree (default 1)");
+  cmd.add_option("--cp", f.cp,
+                 "Context-parallel degree: each sequence split over N ranks, ring attention (torchtitan, megatron; "
+                 "default 1)");
   cmd.add_option("--ep", f.ep,
-                 "Expert parallelism for MoE layers: routed experts split over N of the data-parallel ranks, tokens "
-                 "sent to them by all-to-all (Megatron --expert-model-parallel-size; default 1)");
-  cmd.add_option("--dp", f.dp, "Data-parallel degree (default gpus/(tp*pp))");
+                 "Expert parallelism for MoE layers: routed experts split over N of the data-parallel (x cp) ranks, "
+                 "tokens sent to them by all-to-all (Megatron --expert-model-parallel-size; default 1)");
+  cmd.add_option("--dp", f.dp, "Data-parallel degree (default gpus/(tp*pp*cp))");
   cmd.add_option("--vpp", f.vpp,
                  "Virtual pipeline stages (model chunks) per rank for the interleaved and zb-h1 schedules (default 1; "
                  "2 for zbv and dualpipev)");
@@ -248,6 +251,7 @@ ResolvedConfig resolve_config(const ConfigFlags& f, const PresetStore& store) {
   s.gpus = positive("--gpus", f.gpus, r.cluster.gpus_per_node);
   s.tp = positive("--tp", f.tp, 1);
   s.pp = positive("--pp", f.pp, 1);
+  s.cp = positive("--cp", f.cp, 1);
   s.ep = positive("--ep", f.ep, 1);
   s.vpp = positive("--vpp", f.vpp, 1);
   if (f.schedule.empty()) {
@@ -258,15 +262,19 @@ ResolvedConfig resolve_config(const ConfigFlags& f, const PresetStore& store) {
   // ZB-V and DualPipeV run two chunks per rank: --vpp defaults to 2 for them.
   if (!f.vpp && (s.schedule == Schedule::zbv || s.schedule == Schedule::dualpipev)) s.vpp = 2;
   if (const auto split = resolve_pipeline_split(f)) s.split = *split;
-  if (s.tp > s.gpus || s.pp > s.gpus)
-    throw InputError(fmt::format("--tp {} · --pp {} exceeds --gpus {}", s.tp, s.pp, s.gpus));
+  if (s.tp > s.gpus || s.pp > s.gpus || s.cp > s.gpus)
+    throw InputError(s.cp > 1 ? fmt::format("--tp {} · --pp {} · --cp {} exceeds --gpus {}", s.tp, s.pp, s.cp, s.gpus)
+                              : fmt::format("--tp {} · --pp {} exceeds --gpus {}", s.tp, s.pp, s.gpus));
   if (f.dp) {
     s.dp = positive("--dp", f.dp, 1);
   } else {
-    if (s.gpus % (s.tp * s.pp) != 0)
-      throw InputError(fmt::format("--gpus {} is not divisible by tp·pp = {}; change --gpus, --tp or --pp", s.gpus,
-                                   s.tp * s.pp));
-    s.dp = s.gpus / (s.tp * s.pp);
+    const int64_t model_ranks = s.tp * s.pp * s.cp;  // each at most --gpus: no overflow below 2^63
+    if (model_ranks > s.gpus || s.gpus % model_ranks != 0)
+      throw InputError(s.cp > 1 ? fmt::format("--gpus {} is not divisible by tp·pp·cp = {}; change --gpus, --tp, --pp or "
+                                              "--cp", s.gpus, model_ranks)
+                                : fmt::format("--gpus {} is not divisible by tp·pp = {}; change --gpus, --tp or --pp",
+                                              s.gpus, model_ranks));
+    s.dp = s.gpus / model_ranks;
   }
   s.sp = f.sp;
   apply_framework_defaults(s);  // torchtitan: TP always with SP

@@ -40,10 +40,13 @@ LaunchFacts launch_facts(const LaunchPlan& plan) {
   f.nodes = (s.gpus + f.procs_per_node - 1) / f.procs_per_node;
   f.tp = s.tp;
   f.pp = s.pp;
+  f.cp = s.cp;
   f.dp = s.dp;
   f.vpp = s.vpp;
   // ZeRO-0 shards nothing: every data-parallel rank is a replica.
-  f.shard = s.zero == 0 ? 1 : shard_degree(s);
+  // Context-parallel ranks shard too (shard_degree), but the runtimes take the data-parallel part and cp apart
+  // (torchtitan data_parallel_shard_degree × context_parallel_degree).
+  f.shard = s.zero == 0 ? 1 : shard_degree(s) / std::max<int64_t>(s.cp, 1);
   f.replicate = f.shard > 0 ? s.dp / f.shard : 1;
   f.micro_batch = s.micro_batch;
   f.grad_accum = grad_accum_steps(s);

@@ -83,6 +83,8 @@ EmittedFile emit_accelerate(const LaunchPlan& plan, const LaunchFacts& f) {
   }
   out += "same_network: true\n";
   out += "use_cpu: false\n";
+  if (f.cp > 1) file.notes.push_back(fmt::format("this config has no context parallelism (cp {}): torchtitan.toml and "
+                                                 "megatron_args.sh carry it", f.cp));
   (void)plan;
   return file;
 }
@@ -126,6 +128,9 @@ EmittedFile emit_deepspeed(const LaunchPlan& plan, const LaunchFacts& f) {
   if (f.zero == 2 && f.replicate > 1)
     file.notes.push_back("DeepSpeed hybrid sharding (MiCS) is for ZeRO-3; ZeRO-2 here shards over all of dp");
   if (!f.fp32_master) file.notes.push_back("DeepSpeed bf16 keeps fp32 master weights (the plan assumed none)");
+  if (f.cp > 1)
+    file.notes.push_back(fmt::format("DeepSpeed has no ring context parallelism (its sequence parallelism is Ulysses): "
+                                     "cp {} is in torchtitan.toml and megatron_args.sh only", f.cp));
   (void)plan;
   return file;
 }
@@ -139,6 +144,9 @@ EmittedFile emit_megatron(const LaunchPlan& plan, const LaunchFacts& f) {
   // Parallelism and batch.
   arg2("--tensor-model-parallel-size", std::to_string(f.tp));
   arg2("--pipeline-model-parallel-size", std::to_string(f.pp));
+  // Context parallelism: Transformer Engine's ring attention (the default --cp-comm-type p2p, megatron/training/
+  // arguments.py), what shardplan priced (planner/context_parallel.hpp).
+  if (f.cp > 1) arg2("--context-parallel-size", std::to_string(f.cp));
   // Uneven ends need --num-virtual-stages-per-pipeline-rank (megatron/training/arguments.py "Uneven virtual
   // pipeline parallelism"); the embedding and loss counted as layers are switches.
   // The split is the plan's only when it was planned for Megatron (another runtime's split rule may not be one
@@ -220,8 +228,8 @@ EmittedFile emit_megatron(const LaunchPlan& plan, const LaunchFacts& f) {
 
   std::string& out = file.text;
   out += "#!/usr/bin/env bash\n";
-  out += fmt::format("# shardplan: Megatron-LM arguments for {} on {} GPUs (tp {} pp {} dp {}).\n", f.model_name,
-                     f.gpus, f.tp, f.pp, f.dp);
+  out += fmt::format("# shardplan: Megatron-LM arguments for {} on {} GPUs (tp {} pp {}{} dp {}).\n", f.model_name,
+                     f.gpus, f.tp, f.pp, f.cp > 1 ? fmt::format(" cp {}", f.cp) : "", f.dp);
   out += "# source megatron_args.sh; torchrun ... pretrain_gpt.py \"${MEGATRON_ARGS[@]}\" --data-path ... --lr ...\n";
   out += "MEGATRON_ARGS=(\n";
   for (const std::string& a : args) out += "  " + a + "\n";
@@ -291,7 +299,7 @@ EmittedFile emit_torchtitan(const LaunchPlan& plan, const LaunchFacts& f) {
     if (f.pp_first_layers > 0 || f.pp_last_layers > 0)
       file.notes.push_back("torchtitan has no first/last stage layer counts: give the split as module_fqns_per_model_part");
   }
-  out += "context_parallel_degree = 1\n";
+  out += fmt::format("context_parallel_degree = {}\n", f.cp);
   out += "\n[activation_checkpoint]\n";
   out += fmt::format("mode = {}\n", double_quoted(to_string(f.recompute)));
   if (f.recompute == Recompute::selective) out += "selective_ac_option = \"op\"\n";

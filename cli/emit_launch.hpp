@@ -38,8 +38,8 @@ struct LaunchFacts {
   bool config_json = false; // config.json is written beside the launch files (emit_model_config)
   std::string block_class;  // HF decoder layer class, "" when unknown (not from --hf-config)
   int64_t gpus = 1, nodes = 1, procs_per_node = 1;
-  int64_t tp = 1, pp = 1, dp = 1, vpp = 1;
-  int64_t shard = 1, replicate = 1;  // data-parallel ranks that shard model states, and the replicas of those
+  int64_t tp = 1, pp = 1, cp = 1, dp = 1, vpp = 1;
+  int64_t shard = 1, replicate = 1;  // data-parallel ranks that shard model states (cp ranks apart), and the replicas
   int64_t micro_batch = 1, grad_accum = 1, global_batch = 1, seq = 1;
   int64_t layers = 1, layers_per_virtual_stage = 1;
   // The pipeline split (planner/pipeline_split.hpp): first/last stage blocks (0 = even), the embedding and loss

@@ -155,6 +155,9 @@ def main():
     if PP > 1:
         raise SystemExit("this plan pipelines the layers (pp > 1), which this FSDP2 loop does not do; "
                          "launch torchtitan.toml or megatron_args.sh instead")
+    if CP > 1:
+        raise SystemExit("this plan splits each sequence over ranks (cp > 1), which this FSDP2 loop does not do; "
+                         "launch torchtitan.toml or megatron_args.sh instead")
     mesh = init_device_mesh(device, (REPLICATE, SHARD, TP), mesh_dim_names=("replicate", "shard", "tp"))
     model = build_model(mesh, device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4, betas=(0.9, 0.95), weight_decay=0.1)
@@ -227,7 +230,7 @@ EmittedFile emit_fsdp2_script(const LaunchPlan& plan, const LaunchFacts& f) {
     out += fmt::format("MODEL = os.environ.get(\"MODEL\", {})  # set to a Hugging Face model id or folder\n",
                        double_quoted(f.model_ref));
   out += fmt::format("NUM_LAYERS = {}\n", f.layers);
-  out += fmt::format("GPUS, TP, PP = {}, {}, {}\n", f.gpus, f.tp, f.pp);
+  out += fmt::format("GPUS, TP, PP, CP = {}, {}, {}, {}\n", f.gpus, f.tp, f.pp, f.cp);
   out += fmt::format("SHARD, REPLICATE = {}, {}  # data-parallel ranks sharding model states, and their replicas\n",
                      f.shard, f.replicate);
   out += fmt::format("ZERO = {}\n", f.zero);
@@ -245,6 +248,7 @@ EmittedFile emit_fsdp2_script(const LaunchPlan& plan, const LaunchFacts& f) {
   out += fmt::format("STEPS = int(os.environ.get(\"STEPS\", {}))\n", f.steps.value_or(100));
   out += kFsdp2Body;
   if (f.pp > 1) file.notes.push_back("pipeline parallelism is not in this loop: it stops and points to torchtitan/Megatron");
+  if (f.cp > 1) file.notes.push_back("context parallelism is not in this loop: it stops and points to torchtitan/Megatron");
   if (f.tp > 1) {
     file.notes.push_back("tensor parallelism assumes Llama-style projection names (q_proj ... down_proj)");
     if (f.sp) file.notes.push_back("sequence parallelism is not applied here (torchtitan.toml and Megatron apply it)");

@@ -15,7 +15,8 @@ namespace {
 using nlohmann::json;
 
 std::string layout(const Strategy& s) {
-  std::string out = fmt::format("tp {} pp {} dp {}", s.tp, s.pp, s.dp);
+  std::string out = s.cp > 1 ? fmt::format("tp {} pp {} cp {} dp {}", s.tp, s.pp, s.cp, s.dp)
+                             : fmt::format("tp {} pp {} dp {}", s.tp, s.pp, s.dp);
   if (s.vpp > 1) out += fmt::format(" vpp {}", s.vpp);
   if (s.pp > 1 && s.schedule != Schedule::one_f_one_b && s.schedule != Schedule::interleaved)
     out += fmt::format(" {}", to_string(s.schedule));
@@ -164,6 +165,7 @@ std::string rerank_lines(const PlanReport& r) {
 std::string main_overhead(const StepTime& t) {
   const std::pair<const char*, double> parts[] = {{"exposed data-parallel communication", t.exposed_dp_s},
                                                   {"tensor-parallel communication", t.exposed_tp_s},
+                                                  {"context-parallel ring", t.exposed_cp_s},
                                                   {"pipeline bubble", t.bubble_s + t.exposed_pp_s},
                                                   {"optimizer step", t.optimizer_s}};
   const auto* top = &parts[0];
@@ -218,7 +220,10 @@ std::string family_verdict(const Candidate& c, const Candidate& best, const Term
   if (slower < 0)
     return fmt::format("fits ({:.1f} GB) and is {:.1f} % faster ({}, mb {}), but adds {}", c.peak_total() / kGB,
                        -100 * slower, layout(c.strategy), c.strategy.micro_batch,
-                       c.strategy.pp > 1 ? "a pipeline" : c.strategy.tp > 1 ? "tensor parallelism" : "complexity");
+                       c.strategy.cp > best.strategy.cp ? "context parallelism"
+                       : c.strategy.pp > 1              ? "a pipeline"
+                       : c.strategy.tp > 1              ? "tensor parallelism"
+                                                        : "complexity");
   return fmt::format("fits ({:.1f} GB) but {:.1f} % slower at its best ({}, mb {}, recompute {}): {}",
                      c.peak_total() / kGB, 100 * slower, layout(c.strategy), c.strategy.micro_batch,
                      to_string(c.strategy.recompute), main_overhead(c.time));
@@ -260,6 +265,7 @@ json family_json(const Candidate& c) {
           {"tokens_per_s_per_gpu", tokens_per_gpu(c)},
           {"tp", c.strategy.tp},
           {"pp", c.strategy.pp},
+          {"cp", c.strategy.cp},
           {"ep", c.strategy.ep},
           {"dp", c.strategy.dp},
           {"zero", c.strategy.zero},
@@ -283,8 +289,10 @@ json simulated_json(const PlanReport& r, size_t i) {
           {"fits", s.within_safety()},
           {"time",
            {{"compute_s", t.busy_compute_s},
-            {"exposed_comm_s", t.exposed_tp_s + t.exposed_pp_s + t.exposed_dp_s + t.exposed_ep_s},
-            {"exposed_comm_by_group_s", {{"tp", t.exposed_tp_s}, {"pp", t.exposed_pp_s}, {"dp", t.exposed_dp_s}, {"ep", t.exposed_ep_s}}},
+            {"exposed_comm_s", t.exposed_tp_s + t.exposed_cp_s + t.exposed_pp_s + t.exposed_dp_s + t.exposed_ep_s},
+            {"exposed_comm_by_group_s",
+             {{"tp", t.exposed_tp_s}, {"cp", t.exposed_cp_s}, {"pp", t.exposed_pp_s}, {"dp", t.exposed_dp_s},
+              {"ep", t.exposed_ep_s}}},
             {"bubble_s", t.bubble_s},
             {"optimizer_s", t.optimizer_s},
             {"stage", t.stage}}},

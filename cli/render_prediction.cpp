@@ -6,6 +6,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "cli/render_network.hpp"
+#include "planner/context_parallel.hpp"
 #include "planner/error.hpp"
 #include "planner/partition.hpp"
 #include "planner/pipeline_layout.hpp"
@@ -57,6 +58,7 @@ json config_json(const Prediction& p) {
           {"inter_node_gbps", p.cluster.inter.node_gbps()},
           {"tp", s.tp},
           {"pp", s.pp},
+          {"cp", s.cp},
           {"ep", s.ep},
           {"dp", s.dp},
           {"vpp", s.vpp},
@@ -214,7 +216,9 @@ json prediction_json(const Prediction& p, const std::optional<TrainingGoal>& goa
             {"exposed_comm_s", t.exposed_comm_s},
             {"bubble_s", t.bubble_s},
             {"optimizer_s", t.optimizer_s},
-            {"exposed_comm_by_group_s", {{"tp", t.exposed_tp_s}, {"pp", t.exposed_pp_s}, {"dp", t.exposed_dp_s}, {"ep", t.exposed_ep_s}}},
+            {"exposed_comm_by_group_s",
+             {{"tp", t.exposed_tp_s}, {"cp", t.exposed_cp_s}, {"pp", t.exposed_pp_s}, {"dp", t.exposed_dp_s},
+              {"ep", t.exposed_ep_s}}},
             {"dp_comm_total_s", t.dp_comm_total_s},
             {"overlap_slowdown_s", t.overlap_slowdown_s}}},
           {"throughput",
@@ -249,7 +253,8 @@ std::string headline(const Prediction& p) {
   const std::string stages = describe_stage_layers(p.model, s);
   out += fmt::format("  tp {} · pp {}{} · dp {}{} · {}{} · {} · {}\n", s.tp, s.pp,
                      (s.vpp > 1 ? fmt::format(" (vpp {})", s.vpp) : "") +
-                         (s.pp > 1 ? fmt::format(" {} · blocks per stage {}", to_string(s.schedule), stages) : ""),
+                         (s.pp > 1 ? fmt::format(" {} · blocks per stage {}", to_string(s.schedule), stages) : "") +
+                         (s.cp > 1 ? fmt::format(" · cp {} ({})", s.cp, to_string(cp_comm(s.framework))) : ""),
                      s.dp, s.ep > 1 ? fmt::format(" · ep {} (expert-DP {})", s.ep, expert_data_parallel(s)) : "",
                      zero_label(s.zero),
                      s.hsdp > 0 ? fmt::format(" HSDP groups of {}", s.hsdp) : "",
@@ -346,6 +351,7 @@ std::string flops_and_time(const Prediction& p, const Terminal& term) {
   row("compute (incl. recomputation)", t.compute_s - t.overlap_slowdown_s);
   if (t.overlap_slowdown_s > 0) row("compute slowed by overlapped comm", t.overlap_slowdown_s);
   if (t.exposed_tp_s > 0) row("tensor-parallel comm (exposed)", t.exposed_tp_s);
+  if (t.exposed_cp_s > 0) row("context-parallel K/V ring (exposed)", t.exposed_cp_s);
   if (t.exposed_pp_s > 0) row("pipeline sends (exposed)", t.exposed_pp_s);
   if (t.exposed_ep_s > 0) row("expert-parallel all-to-all (exposed)", t.exposed_ep_s);
   if (t.dp_comm_total_s > 0) row(fmt::format("data-parallel comm exposed (of {:.3f} s)", t.dp_comm_total_s), t.exposed_dp_s);

@@ -19,7 +19,9 @@ using sim::StageTime;
 
 int64_t rounded(double v) { return static_cast<int64_t>(std::llround(v)); }
 double pct(double sim, double analytic) { return analytic > 0 ? 100.0 * (sim - analytic) / analytic : 0.0; }
-double exposed(const StageTime& t) { return t.exposed_tp_s + t.exposed_pp_s + t.exposed_dp_s + t.exposed_ep_s; }
+double exposed(const StageTime& t) {
+  return t.exposed_tp_s + t.exposed_cp_s + t.exposed_pp_s + t.exposed_dp_s + t.exposed_ep_s;
+}
 
 json time_json(const StageTime& t, double step) {
   return {{"step_s", step},
@@ -28,7 +30,9 @@ json time_json(const StageTime& t, double step) {
           {"bubble_s", t.bubble_s},
           {"optimizer_s", t.optimizer_s},
           {"overlap_slowdown_s", t.overlap_slowdown_s},
-          {"exposed_comm_by_group_s", {{"tp", t.exposed_tp_s}, {"pp", t.exposed_pp_s}, {"dp", t.exposed_dp_s}, {"ep", t.exposed_ep_s}}},
+          {"exposed_comm_by_group_s",
+           {{"tp", t.exposed_tp_s}, {"cp", t.exposed_cp_s}, {"pp", t.exposed_pp_s}, {"dp", t.exposed_dp_s},
+            {"ep", t.exposed_ep_s}}},
           {"stage", t.stage}};
 }
 
@@ -99,6 +103,7 @@ std::string render_table(const SimResult& r, bool markdown, const Terminal& term
   row("busy compute", t.busy_compute_s, a.compute_s);
   row("  of it overlap slowdown", t.overlap_slowdown_s, a.overlap_slowdown_s);
   row("exposed TP", t.exposed_tp_s, a.exposed_tp_s);
+  if (t.exposed_cp_s > 0 || a.exposed_cp_s > 0) row("exposed CP ring", t.exposed_cp_s, a.exposed_cp_s);
   row("exposed PP", t.exposed_pp_s, a.exposed_pp_s);
   row("exposed DP", t.exposed_dp_s, a.exposed_dp_s);
   if (t.exposed_ep_s > 0 || a.exposed_ep_s > 0) row("exposed EP", t.exposed_ep_s, a.exposed_ep_s);

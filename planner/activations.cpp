@@ -19,7 +19,8 @@ double split_divisor(const ActTerm& t, const Strategy& s) {
   return s.sp ? static_cast<double>(s.tp) : 1.0;
 }
 
-double tokens_per_microbatch(const Strategy& s) { return static_cast<double>(s.seq * s.micro_batch); }
+// Tokens of one micro-batch on this rank: context parallelism keeps seq / cp of each sequence (strategy.hpp).
+double tokens_per_microbatch(const Strategy& s) { return static_cast<double>(seq_per_rank(s) * s.micro_batch); }
 
 // Per-rank width of K (or V) under TP: Megatron keeps at least one K/V head per rank.
 double kv_width_per_token(const ModelSpec& m, const Strategy& s) {

@@ -169,6 +169,23 @@ constexpr const char* kNoFp8Refusal =
 constexpr EpSupport kNoEp{false, 0,
                           "it has no expert parallelism (no all-to-all token dispatcher); use --framework megatron, "
                           "torchtitan (expert_parallel_degree) or deepspeed (ep_size), or drop --ep"};
+// Context parallelism per runtime. torchtitan: torch's context_parallel over the "cp" mesh dimension
+// (torchtitan/distributed/context_parallel/api.py, parallelism.context_parallel_degree); Megatron-Core:
+// --context-parallel-size with Transformer Engine's attention (megatron/core/transformer/dot_product_attention.py).
+constexpr const char* kCpFsdp2Refusal =
+    "the plain FSDP2 loop shardplan emits (train_fsdp2.py) shards only over data-parallel ranks; torch's "
+    "context_parallel over FSDP2 is what torchtitan runs (torchtitan/distributed/context_parallel/api.py): use "
+    "--framework torchtitan or megatron";
+constexpr const char* kCpFsdp1Refusal =
+    "shardplan prices context parallelism as torchtitan runs it (FSDP2 over the dp_shard x cp mesh, torch's "
+    "context_parallel: torchtitan/distributed/parallel_dims.py) and as Megatron-Core runs it; no FSDP1 runtime it has "
+    "read does; use --framework torchtitan or megatron";
+constexpr const char* kCpDeepspeedRefusal =
+    "DeepSpeed's sequence parallelism is Ulysses, an all-to-all of attention heads (deepspeed/sequence/layer.py "
+    "DistributedAttention), not ring attention over sequence chunks; use --framework torchtitan or megatron for --cp";
+constexpr const char* kCpReferenceRefusal =
+    "the reference loop is data-parallel only (reference/README.md); drop --cp or choose --framework torchtitan or "
+    "megatron";
 
 std::string refusal(const Strategy& s, const char* what, const char* why) {
   return fmt::format("--framework {} cannot run {}: {}", to_string(s.framework), what, why);
@@ -204,6 +221,18 @@ EpSupport ep_support(Framework f) {
   return kNoEp;
 }
 
+CpSupport cp_support(Framework f) {
+  switch (f) {
+    case Framework::torchtitan:
+    case Framework::megatron: return {true, ""};
+    case Framework::fsdp: return {false, kCpFsdp2Refusal};
+    case Framework::fsdp1: return {false, kCpFsdp1Refusal};
+    case Framework::deepspeed: return {false, kCpDeepspeedRefusal};
+    case Framework::reference: return {false, kCpReferenceRefusal};
+  }
+  return {false, kCpReferenceRefusal};
+}
+
 const FrameworkSupport& framework_support(Framework f) {
   switch (f) {
     case Framework::fsdp: return kFsdp2;
@@ -223,6 +252,7 @@ bool framework_runs(const Strategy& s) {
   if (s.hsdp > 0 && s.hsdp < s.dp && !has(fs.hsdp_zero_stages, s.zero)) return false;
   if (s.tp > 1 && !fs.tensor_parallel) return false;
   if (s.tp > 1 && fs.tp_always_sp && !s.sp) return false;
+  if (s.cp > 1 && !cp_support(s.framework).runs) return false;
   if (s.pp > 1 && (!fs.pipeline || !has(fs.pipeline_zero_stages, s.zero) || !has(fs.schedules, s.schedule)))
     return false;
   if (s.pp > 1 && has(fs.multi_stage_schedules, s.schedule) && s.vpp < 2) return false;
@@ -256,6 +286,7 @@ std::optional<std::string> framework_refusal(const Strategy& s) {
     return refusal(s, fmt::format("--hsdp with --zero {}", s.zero).c_str(), fs.hsdp_refusal);
   if (s.tp > 1 && !fs.tensor_parallel) return refusal(s, "--tp > 1", fs.tp_refusal);
   if (s.tp > 1 && fs.tp_always_sp && !s.sp) return refusal(s, "--tp > 1 without --sp", fs.tp_without_sp_refusal);
+  if (s.cp > 1 && !cp_support(s.framework).runs) return refusal(s, "--cp > 1", cp_support(s.framework).refusal);
   if (s.pp > 1) {
     if (!fs.pipeline) return refusal(s, "--pp > 1", fs.pipeline_refusal);
     if (!has(fs.pipeline_zero_stages, s.zero))

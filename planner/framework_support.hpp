@@ -63,6 +63,12 @@ struct EpSupport {
   const char* refusal = "";
 };
 EpSupport ep_support(Framework f);
+// Whether a runtime runs context parallelism (--cp > 1), and why not: framework_support.cpp.
+struct CpSupport {
+  bool runs = false;
+  const char* refusal = "";
+};
+CpSupport cp_support(Framework f);
 
 // The strategy as the runtime would run it when the user left a choice to it: sequence parallelism on for a
 // runtime whose TP always has it (torchtitan). The CLI and the published-run loader both apply it.

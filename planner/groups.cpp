@@ -35,6 +35,37 @@ GroupLayout tp_group(const Strategy& s, const ClusterSpec& c) {
   return g;
 }
 
+// Context-parallel ranks sit right outside the tensor-parallel ones: Megatron-Core's rank order "tp-cp-ep-dp-pp"
+// (megatron/core/parallel_state.py initialize_model_parallel), torchtitan's mesh ["pp", "dp_replicate", "dp_shard",
+// "cp", "tp"] (torchtitan/distributed/parallel_dims.py). The sharding group (dp × cp, shard_degree) is then
+// consecutive at stride tp, and the replicate and pipeline groups are cp times further apart.
+GroupLayout cp_group(const Strategy& s, const ClusterSpec& c) {
+  const int64_t domain = nvlink_domain_size(c);
+  GroupLayout g;
+  g.size = std::max<int64_t>(s.cp, 1);
+  g.ranks_per_node = members_per_block(s.tp, g.size, domain);
+  g.concurrent_groups_per_node = std::clamp<int64_t>(s.tp, 1, domain);
+  place_on_leaves(g, c, s.tp);
+  return g;
+}
+
+// One hop of the ring: the ring's ranks all send at once, so a ring that leaves the NVLink domain runs at the pace
+// of its hops across the network, shared by the domain's tp ranks (each in its own CP ring), as pp_link below.
+GroupLayout cp_ring_link(const Strategy& s, const ClusterSpec& c) {
+  const int64_t domain = nvlink_domain_size(c);
+  const int64_t cp = std::max<int64_t>(s.cp, 1);
+  GroupLayout g;
+  g.size = 2;
+  g.ranks_per_node = s.tp * cp <= domain ? 2 : 1;
+  g.concurrent_groups_per_node = std::clamp<int64_t>(s.tp, 1, domain);
+  const int64_t leaf = c.inter.gpus_per_leaf;
+  if (leaf > 0 && cp * s.tp > leaf && s.tp >= domain) {
+    g.leaf_groups = 2;
+    g.gpus_per_spine_flow = static_cast<double>(leaf) / static_cast<double>(std::min(s.tp, leaf));
+  }
+  return g;
+}
+
 GroupLayout shard_group(const Strategy& s, const ClusterSpec& c) {
   const int64_t domain = nvlink_domain_size(c);
   GroupLayout g;
@@ -72,9 +103,10 @@ GroupLayout replicate_group(const Strategy& s, const ClusterSpec& c) {
   GroupLayout g;
   if (s.hsdp <= 0 || s.hsdp >= s.dp) return g;
   g.size = s.dp / s.hsdp;
-  g.ranks_per_node = members_per_block(s.tp * s.hsdp, g.size, domain);
+  const int64_t stride = s.tp * std::max<int64_t>(s.cp, 1) * s.hsdp;
+  g.ranks_per_node = members_per_block(stride, g.size, domain);
   g.concurrent_groups_per_node = std::clamp<int64_t>(domain / g.ranks_per_node, 1, domain);
-  place_on_leaves(g, c, s.tp * s.hsdp);
+  place_on_leaves(g, c, stride);
   return g;
 }
 
@@ -82,7 +114,7 @@ GroupLayout pp_link(const Strategy& s, const ClusterSpec& c) {
   const int64_t domain = nvlink_domain_size(c);
   GroupLayout g;
   g.size = 2;
-  const int64_t stride = s.tp * s.dp;
+  const int64_t stride = s.tp * std::max<int64_t>(s.cp, 1) * s.dp;
   g.ranks_per_node = stride < domain ? 2 : 1;
   g.concurrent_groups_per_node = std::clamp<int64_t>(stride, 1, domain);
   // Pipeline neighbours are `stride` ranks apart. Once the stages outgrow a leaf group, some boundary between two
@@ -112,6 +144,7 @@ std::vector<GroupPlacement> group_placements(const Strategy& s, const ClusterSpe
       out.push_back({group, collectives, g, network_tier(c, g), spine_bandwidth_factor(c, g)});
   };
   add("tp", s.sp ? "all_gather, reduce_scatter" : "all_reduce", tp_group(s, c));
+  add("cp", "send_recv (ring attention K/V)", cp_group(s, c));
   add(s.hsdp > 0 ? "dp_shard" : "dp", s.zero == 0 ? "all_reduce" : "reduce_scatter, all_gather", shard_group(s, c));
   add("dp_replicate", "all_reduce", replicate_group(s, c));
   if (s.ep > 1) {

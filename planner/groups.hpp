@@ -11,6 +11,10 @@
 namespace shardplan {
 
 GroupLayout tp_group(const Strategy& s, const ClusterSpec& c);
+// The context-parallel group (cp ranks at stride tp) that passes K/V around the ring.
+GroupLayout cp_group(const Strategy& s, const ClusterSpec& c);
+// One hop of that ring (size 2), at the pace of its slowest hop: what each ring step's send/recv costs.
+GroupLayout cp_ring_link(const Strategy& s, const ClusterSpec& c);
 // The group that shards model states: all of dp, or the HSDP shard group.
 GroupLayout shard_group(const Strategy& s, const ClusterSpec& c);
 // Expert parallelism (issue 17), Megatron-Core's rank order tp-cp-ep-dp-pp (parallel_state.py
@@ -29,7 +33,7 @@ GroupLayout world_group(const Strategy& s, const ClusterSpec& c);
 // One process group of the layout and the tier of the network its collectives reach: what `predict` reports under
 // "network" (which collective crosses the spine, and at what share of the NIC rate).
 struct GroupPlacement {
-  const char* group;        // tp, dp, dp_shard, dp_replicate, pp
+  const char* group;        // tp, cp, dp, dp_shard, dp_replicate, pp
   const char* collectives;  // what the group runs
   GroupLayout layout;
   NetworkTier tier;

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "planner/activations.hpp"
+#include "planner/context_parallel.hpp"
 #include "planner/error.hpp"
 #include "planner/fp8.hpp"
 #include "planner/framework.hpp"
@@ -207,7 +208,7 @@ void add_reduction_buffers(Ledger& l, const StageInputs& in) {
           std::min(static_cast<double>(in.fw.reduce_bucket_elements), in.psi) * grad_b);
     return;
   }
-  if (s.zero <= 1 && in.fw.ddp_bucket_copy && s.dp > 1)
+  if (s.zero <= 1 && in.fw.ddp_bucket_copy && grad_reduce_degree(s) > 1)
     l.add(&MemoryComponents::buffers, "buffers", text("DDP gradient buckets (a second copy of the gradients)"),
           in.psi * grad_b);
   if (s.zero == 2 && in.fw.zero2_keeps_shard_copy)
@@ -226,7 +227,7 @@ namespace memory_detail {
 void add_parallel_buffers(Ledger& l, const StageInputs& in) {
   const Strategy& s = in.strategy;
   const double a = static_cast<double>(dtype_bytes(precision_compute_dtype(s.precision)));
-  const double boundary = a * static_cast<double>(s.seq * s.micro_batch * in.model.hidden) / (s.sp ? s.tp : 1);
+  const double boundary = a * static_cast<double>(seq_per_rank(s) * s.micro_batch * in.model.hidden) / (s.sp ? s.tp : 1);
   if (s.pp > 1) l.add(&MemoryComponents::buffers, "buffers", text("pipeline send/receive activations"), 2 * boundary);
   if (s.sp) l.add(&MemoryComponents::buffers, "buffers", text("sequence-parallel all-gather output"), boundary * s.tp);
   // Expert parallelism (issue 17): the all-to-all's receive buffer of one MoE layer, T·k·h activations
@@ -237,12 +238,16 @@ void add_parallel_buffers(Ledger& l, const StageInputs& in) {
           moe_all_to_all_bytes(in.model, s));
   if (in.fw.attention_score_matrices > 0)
     l.add(&MemoryComponents::buffers, "buffers", text("attention workspace (T×T fp32 scores, one head at a time)"),
-          static_cast<double>(in.fw.attention_score_matrices) * static_cast<double>(s.seq * s.seq) * 4);
+          static_cast<double>(in.fw.attention_score_matrices) * static_cast<double>(seq_per_rank(s) * s.seq) * 4);
+  if (s.cp > 1)
+    l.add(&MemoryComponents::buffers, "buffers", [&] { return fmt::format("context-parallel K/V buffers of one layer's attention ({})", to_string(cp_comm(s.framework))); },
+          cp_kv_buffer_bytes(in.model, s));
 }
 
 int64_t communicators(const ModelSpec& m, const Strategy& s, const StageParams& st) {
   int64_t n = 0;
-  if (s.dp > 1) n += (s.hsdp > 0 && s.hsdp < s.dp) ? 2 : 1;  // HSDP: shard group + replicate group
+  if (grad_reduce_degree(s) > 1) n += (s.hsdp > 0 && s.hsdp < s.dp) ? 2 : 1;  // HSDP: shard group + replicate group
+  if (s.cp > 1) n += 1;  // the context-parallel ring's group
   if (s.tp > 1) n += 1;
   if (s.pp > 1) n += 1;
   if (s.pp > 1 && m.tied_embeddings && (st.first || st.last)) n += 1;  // Megatron's embedding group
@@ -276,7 +281,7 @@ Ledger forward_backward_phase(const StageInputs& in, bool record) {
   add_model_states(l, in, MemoryPhase::forward_backward);
   add_activations(l, in);
   if (in.strategy.zero == 3 && in.shard > 1) add_zero3_working_set(l, in);
-  if (in.shard > 1 || in.strategy.dp > 1) add_reduction_buffers(l, in);
+  if (in.shard > 1 || grad_reduce_degree(in.strategy) > 1) add_reduction_buffers(l, in);
   // Transformer Engine keeps each linear weight's FP8 cast (and its transpose) from the first micro-batch of a step
   // (planner/fp8.cpp): the blocks' weights on this rank.
   l.add(&MemoryComponents::buffers, "buffers",
@@ -299,7 +304,7 @@ Ledger optimizer_step_phase(const StageInputs& in, bool record) {
     l.add(&MemoryComponents::buffers, "buffers", text("optimizer-step temporaries: the gradient partition cast to fp32"),
           optimizer_grad_copy_bytes(s, in.fw, local));
   }
-  if (s.zero <= 1 && in.fw.ddp_bucket_copy && s.dp > 1)
+  if (s.zero <= 1 && in.fw.ddp_bucket_copy && grad_reduce_degree(s) > 1)
     l.add(&MemoryComponents::buffers, "buffers", text("DDP gradient buckets (a second copy of the gradients)"),
           in.psi * in.state.grads);
   add_runtime(l, in);

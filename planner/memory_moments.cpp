@@ -63,7 +63,7 @@ Sizes sizes_of(const StageInputs& in) {
   return z;
 }
 
-double tokens(const Strategy& s) { return static_cast<double>(s.seq * s.micro_batch); }
+double tokens(const Strategy& s) { return static_cast<double>(seq_per_rank(s) * s.micro_batch); }  // seq / cp per rank
 double seq_split(const Strategy& s) { return s.sp ? static_cast<double>(s.tp) : 1.0; }
 double kv_width(const ModelSpec& m, const Strategy& s) {
   return std::max<double>(static_cast<double>(m.kv_heads) / static_cast<double>(s.tp), 1.0) * static_cast<double>(model_head_dim(m));
@@ -134,8 +134,9 @@ void add_gathered(Ledger& l, const StageInputs& in, const Sizes& z, double block
 void add_rope_caches(Ledger& l, const StageInputs& in) {
   const ModelSpec& m = in.model;
   if (!in.fw.rope_cache_per_layer || m.position != PositionKind::rotary) return;
-  // torchtitan models/common/rope.py ComplexRoPE: per attention layer a complex64 [seq, head_dim / 2] table.
-  const double per_layer = static_cast<double>(in.strategy.seq) * static_cast<double>(model_head_dim(m)) / 2 * 8;
+  // torchtitan models/common/rope.py ComplexRoPE: per attention layer a complex64 [seq, head_dim / 2] table; under
+  // CP the table is one of the buffers context_parallel shards along the sequence (seq / cp rows).
+  const double per_layer = static_cast<double>(seq_per_rank(in.strategy)) * static_cast<double>(model_head_dim(m)) / 2 * 8;
   l.add(&MemoryComponents::buffers, "buffers", text("RoPE caches (complex64, one per attention layer)"),
         per_layer * static_cast<double>(in.stage.layers));
 }

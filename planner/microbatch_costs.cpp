@@ -27,7 +27,7 @@ struct Dims {
 
 Dims dims_of(const ModelSpec& m, const Strategy& s) {
   Dims d{};
-  d.tokens = static_cast<double>(s.micro_batch * s.seq);
+  d.tokens = static_cast<double>(s.micro_batch * seq_per_rank(s));  // seq / cp under context parallelism
   d.h = static_cast<double>(m.hidden);
   d.f = static_cast<double>(m.ffn_hidden);
   d.vocab = static_cast<double>(model_padded_vocab(m));
@@ -58,9 +58,13 @@ LinearTime attention_time(const ModelSpec& m, const GpuSpec& g, DType dt, const 
   if (s.flash_attn) {
     const AttentionKernel kernel = s.attention_kernel.value_or(fw.attention_kernel);
     // Sliding windows: the kernel skips the blocks outside the window (planner/moe.hpp attention_work_fraction).
-    const double window = attention_work_fraction(m, seq);
-    return {window * flash_attention_forward_s(g, dt, b, seq, d.heads_r, d.head_dim, true, kernel),
-            window * flash_attention_backward_s(g, dt, b, seq, d.heads_r, d.head_dim, true, kernel)};
+    // Context parallelism: each rank's queries are 2 of the sequence's 2·cp chunks, chunks i and 2cp−1−i, so every
+    // rank does 1/cp of the causal work (Megatron-Core get_batch_on_this_cp_rank, megatron/core/utils.py; torch
+    // _HeadTailLoadBalancer): the whole sequence's attention of this rank's heads, divided by cp. (CP needs a fused
+    // kernel: strategy.cpp validate_context_parallel.)
+    const double share = attention_work_fraction(m, seq) / static_cast<double>(std::max<int64_t>(s.cp, 1));
+    return {share * flash_attention_forward_s(g, dt, b, seq, d.heads_r, d.head_dim, true, kernel),
+            share * flash_attention_backward_s(g, dt, b, seq, d.heads_r, d.head_dim, true, kernel)};
   }
   // Unfused (Megatron without flash): batched q·kᵀ and softmax·v over the full s×s (the causal mask is applied
   // to it, not skipped), softmax (+ dropout) over b·heads·s² elements read and written.
@@ -103,8 +107,8 @@ struct TpGemms {
 };
 
 // One block: forward, backward and what recomputation repeats.
-TpGemms block_compute(const ModelSpec& m, const Strategy& s, const GpuSpec& g, const FrameworkTraits& fw, const Dims& d,
-                      MicrobatchCosts& out) {
+TpGemms block_compute(const ModelSpec& m, const Strategy& s, const ClusterSpec& c, const GpuSpec& g,
+                      const FrameworkTraits& fw, const Dims& d, MicrobatchCosts& out) {
   const DType dt = precision_compute_dtype(s.precision);
   const auto T = static_cast<int64_t>(d.tokens);
   const auto h = m.hidden;
@@ -124,7 +128,15 @@ TpGemms block_compute(const ModelSpec& m, const Strategy& s, const GpuSpec& g, c
     up = {e.up.fwd, e.up.bwd, e.up.wgrad};
     down = {e.down.fwd, e.down.bwd, e.down.wgrad};
   }
-  const LinearTime core = attention_time(m, g, dt, s, fw, d, m.dropout);
+  LinearTime core = attention_time(m, g, dt, s, fw, d, m.dropout);
+  // Context parallelism: torch's merge of each step's partial output (memory-bound, inside the slices), then the K/V
+  // ring around the attention slices (planner/context_parallel.hpp).
+  const CpMergeBytes merge = cp_merge_bytes(m, s);
+  core.fwd += memory_bound_time_s(g, merge.fwd);
+  core.bwd += memory_bound_time_s(g, merge.bwd);
+  out.cp = cp_rings(m, s, c, core.fwd, core.bwd);
+  out.block_cp_fwd_s = out.cp.fwd.exposed();
+  out.block_cp_bwd_s = out.cp.bwd.exposed();
   const double elementwise = memory_bound_time_s(g, elementwise_traffic_factor(s, fw) * block_elementwise_bytes(m, s, d));
   // FP8 casts of each linear layer's operands (planner/fp8.cpp), memory-bound.
   Fp8CastBytes casts;
@@ -279,7 +291,7 @@ MicrobatchCosts microbatch_costs(const ModelSpec& m, const Strategy& s, const Cl
   const FrameworkTraits fw = framework_traits(s.framework);
   // GEMMs and attention at what a training run sustains (compute_cost.hpp training_device).
   const GpuSpec device = training_device(c.gpu);
-  const TpGemms gemms = block_compute(m, s, device, fw, d, out);
+  const TpGemms gemms = block_compute(m, s, c, device, fw, d, out);
   block_tp_comm(m, s, c, fw, d, gemms, out);
   // Expert-parallel dispatch and combine (planner/moe_costs.hpp; issue 17).
   const MoeAllToAll a2a = moe_all_to_all_time(m, s, c, out.block_fwd_s, out.block_bwd_s + out.block_recompute_s);

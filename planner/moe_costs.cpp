@@ -40,7 +40,7 @@ double grouped_gemm_time_s(const GpuSpec& g, DType d, int64_t groups, const Gemm
 
 MoeMlpTime moe_mlp_time(const ModelSpec& m, const Strategy& s, const GpuSpec& g, DType d) {
   MoeMlpTime out;
-  const int64_t T = s.micro_batch * s.seq, h = m.hidden, t = std::max<int64_t>(s.tp, 1);
+  const int64_t T = s.micro_batch * seq_per_rank(s), h = m.hidden, t = std::max<int64_t>(s.tp, 1);
   const int64_t column = (model_mlp_matrices(m) - 1) * m.expert_ffn_hidden / t;  // gate + up on one TP rank
   const int64_t row = m.expert_ffn_hidden / t;
   // Balanced, dropless routing: T·k/E rows per expert, rounded up (the busiest expert sets the grouped kernel's end).
@@ -64,7 +64,7 @@ MoeMlpTime moe_mlp_time(const ModelSpec& m, const Strategy& s, const GpuSpec& g,
 double moe_all_to_all_bytes(const ModelSpec& m, const Strategy& s) {
   if (!model_is_moe(m) || s.ep <= 1) return 0;
   const double a = static_cast<double>(dtype_bytes(precision_compute_dtype(s.precision)));
-  const double tokens = static_cast<double>(s.micro_batch * s.seq) / static_cast<double>(s.sp ? s.tp : 1);
+  const double tokens = static_cast<double>(s.micro_batch * seq_per_rank(s)) / static_cast<double>(s.sp ? s.tp : 1);
   return tokens * static_cast<double>(m.experts_per_token * m.hidden) * a * kExpertLoadImbalance;
 }
 
@@ -97,7 +97,7 @@ double moe_dispatch_bytes_per_token(const ModelSpec& m, double a) {
 
 void add_mtp_costs(const ModelSpec& m, const Strategy& s, const GpuSpec& g, MicrobatchCosts& out) {
   if (m.mtp_layers <= 0) return;
-  const int64_t T = s.micro_batch * s.seq, h = m.hidden, t = std::max<int64_t>(s.tp, 1);
+  const int64_t T = s.micro_batch * seq_per_rank(s), h = m.hidden, t = std::max<int64_t>(s.tp, 1);
   const DType d = precision_compute_dtype(s.precision);
   // eh_proj: [T × 2h] · [2h × h/t] (Megatron-Core multi_token_prediction.py: column-parallel eh_proj).
   const MoeGemmTime proj = grouped_linear(g, d, 1, T, h / t, 2 * h);

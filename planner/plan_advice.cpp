@@ -65,6 +65,13 @@ std::vector<FixThatFits> fixes_that_fit(const ModelSpec& m, const ClusterSpec& c
       offer("--framework deepspeed --offload-optimizer", sp);
     }
   }
+  // A long sequence on a runtime without context parallelism: the nearest one that splits the sequence
+  // (framework_support.cpp cp_support): torchtitan for the PyTorch runtimes, Megatron-Core for DeepSpeed.
+  if (!space.cp && b.seq >= kCpMinSeq && !cp_support(b.framework).runs && b.framework != Framework::reference) {
+    SearchSpace sp = space;
+    sp.base.framework = b.framework == Framework::deepspeed ? Framework::megatron : Framework::torchtitan;
+    offer(fmt::format("--framework {} (context parallelism)", to_string(sp.base.framework)), sp);
+  }
   if (space.tp) {
     for (int64_t tp = *space.tp * 2; tp <= nvlink_domain_size(c) && tp <= b.gpus; tp *= 2) {
       SearchSpace sp = space;

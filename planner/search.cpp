@@ -36,6 +36,7 @@ std::string family_of(const Strategy& s) {
   std::string f = zero[std::clamp(s.zero, 0, 3)];
   if (s.hsdp > 0) f += " HSDP";
   if (s.tp > 1) f += " + TP";
+  if (s.cp > 1) f += " + CP";
   // A schedule that splits the backward into B and W passes is a family of its own, so that plan weighs it against
   // the plain schedule with the simplicity allowance (kSimplicityTolerance).
   if (s.pp > 1) f += schedule_splits_backward(s.schedule) ? " + ZB-PP" : " + PP";
@@ -48,6 +49,7 @@ int complexity(const Strategy& s) {
   int c = 0;
   if (s.pp > 1) c += 4 + (s.vpp > 1 ? 1 : 0) + (schedule_splits_backward(s.schedule) ? 1 : 0);
   if (s.tp > 1) c += 2 + (s.sp ? 1 : 0);
+  if (s.cp > 1) c += 3;  // a ring per attention layer, a sequence sharded over ranks
   if (s.offload_optimizer) c += 3;
   if (s.hsdp > 0) c += 1;
   if (s.ep > 1) c += 2;  // an all-to-all dispatcher and a second (expert) data-parallel group
@@ -124,15 +126,16 @@ class TopK {
   std::vector<Candidate> items_;
 };
 
-// Index of a family in a fixed table: zero (4) × hsdp × tp × pp × zero-bubble × offload × ep.
-constexpr size_t kFamilies = 4 * 2 * 2 * 2 * 2 * 2 * 2;
+// Index of a family in a fixed table: cp × zero (4) × hsdp × tp × pp × zero-bubble × offload × ep.
+constexpr size_t kFamilies = 2 * 4 * 2 * 2 * 2 * 2 * 2 * 2;
 size_t family_index(const Strategy& s) {
-  return static_cast<size_t>(s.zero) * 64 + (s.ep > 1 ? 32 : 0) + (s.hsdp > 0 ? 16 : 0) + (s.tp > 1 ? 8 : 0) +
+  return (s.cp > 1 ? 256 : 0) + static_cast<size_t>(s.zero) * 64 + (s.ep > 1 ? 32 : 0) + (s.hsdp > 0 ? 16 : 0) + (s.tp > 1 ? 8 : 0) +
          (s.pp > 1 ? 4 : 0) + (s.pp > 1 && schedule_splits_backward(s.schedule) ? 2 : 0) + (s.offload_optimizer ? 1 : 0);
 }
 
-// Expert-parallel degrees worth pricing for a layout with `dp` data-parallel ranks (issue 17): 1, and for an MoE model
-// on a runtime with EP every divisor of the routed experts that divides dp (strategy.cpp validate_expert_parallel).
+// Expert-parallel degrees worth pricing for a layout with `dp` data-parallel (× context-parallel) ranks (issue 17): 1,
+// and for an MoE model on a runtime with EP every divisor of the routed experts that divides them (strategy.cpp
+// validate_expert_parallel).
 std::vector<int64_t> ep_options(const ModelSpec& m, const SearchSpace& sp, int64_t dp) {
   if (sp.ep) return dp % *sp.ep == 0 ? std::vector<int64_t>{*sp.ep} : std::vector<int64_t>{};
   std::vector<int64_t> out{1};
@@ -195,7 +198,21 @@ struct Dimensions {
   std::vector<int> zeros;
   std::vector<Recompute> recomputes;
   std::vector<bool> offloads;
+  std::vector<int64_t> cps;
 };
+
+// Context-parallel degrees worth pricing: 1, and for long sequences (kCpMinSeq and beyond, search.hpp) on a runtime
+// that runs CP, powers of two up to kMaxSearchedCp that split the sequence into 2·cp chunks.
+constexpr int64_t kMaxSearchedCp = 32;
+std::vector<int64_t> cp_options(const SearchSpace& sp) {
+  if (sp.cp) return {*sp.cp};
+  std::vector<int64_t> out{1};
+  const Strategy& b = sp.base;
+  if (b.seq < kCpMinSeq || !b.flash_attn || !cp_support(b.framework).runs) return out;
+  for (int64_t cp = 2; cp <= kMaxSearchedCp && cp <= b.gpus; cp *= 2)
+    if (b.seq % (2 * cp) == 0 && b.gpus % cp == 0) out.push_back(cp);
+  return out;
+}
 
 Dimensions dimensions(const ModelSpec& m, const ClusterSpec& c, const SearchSpace& sp) {
   Dimensions d;
@@ -208,6 +225,7 @@ Dimensions dimensions(const ModelSpec& m, const ClusterSpec& c, const SearchSpac
   d.zeros = fixed_or(sp.zero, zeros);
   d.recomputes = fixed_or(sp.recompute, std::vector<Recompute>{Recompute::none, Recompute::selective, Recompute::full});
   d.offloads = sp.offload_optimizer ? std::vector<bool>{false, true} : std::vector<bool>{false};
+  d.cps = cp_options(sp);
   return d;
 }
 
@@ -219,6 +237,7 @@ void check_fixed_dimensions(const SearchSpace& sp) {
   if (!sp.zero && !has(framework_support(probe.framework).zero_stages, probe.zero)) probe.zero = 0;
   probe.tp = sp.tp.value_or(1);
   probe.pp = sp.pp.value_or(1);
+  probe.cp = sp.cp.value_or(1);
   probe.dp = std::max<int64_t>(sp.dp.value_or(2), 2);
   probe.hsdp = sp.hsdp.value_or(0);
   probe.schedule = sp.schedule.value_or(Schedule::one_f_one_b);
@@ -292,21 +311,26 @@ SearchResult search_strategies(const ModelSpec& m, const ClusterSpec& c, const S
   int64_t max_dp = INT64_MAX;
   if (space.batch_default) {
     bool any_within = false;
-    for (int64_t tp : dims.tps)
-      for (int64_t pp : fixed_or(space.pp, divisors(base.gpus / tp, m.layers)))
-        if ((base.gpus / tp) % pp == 0 && base.gpus / (tp * pp) <= space.batch_default->sequences &&
-            (!space.dp || *space.dp == base.gpus / (tp * pp)) && (pp == 1 || framework_support(base.framework).pipeline))
-          any_within = true;
+    for (int64_t cp : dims.cps)
+      for (int64_t tp : dims.tps)
+        for (int64_t pp : fixed_or(space.pp, divisors(base.gpus / tp, m.layers)))
+          if ((base.gpus / tp) % pp == 0 && (base.gpus / (tp * pp)) % cp == 0 &&
+              base.gpus / (tp * pp * cp) <= space.batch_default->sequences &&
+              (!space.dp || *space.dp == base.gpus / (tp * pp * cp)) &&
+              (pp == 1 || framework_support(base.framework).pipeline))
+            any_within = true;
     if (any_within) max_dp = space.batch_default->sequences;
   }
 
+  for (int64_t cp : dims.cps) {
   for (int64_t tp : dims.tps) {
     for (bool sp : fixed_or(space.sp, tp > 1 ? std::vector<bool>{false, true} : std::vector<bool>{false})) {
-      if (sp && (tp < 2 || base.seq % tp != 0)) continue;
+      if (sp && (tp < 2 || (base.seq / cp) % tp != 0)) continue;
       for (int64_t pp : fixed_or(space.pp, divisors(base.gpus / tp, m.layers))) {
         if ((base.gpus / tp) % pp != 0 || pp > m.layers) continue;
         if (pp > 1 && !framework_support(base.framework).pipeline) continue;  // framework_runs would drop them all
-        const int64_t dp = base.gpus / (tp * pp);
+        if ((base.gpus / (tp * pp)) % cp != 0) continue;
+        const int64_t dp = base.gpus / (tp * pp * cp);
         if (space.dp && *space.dp != dp) continue;
         any_layout = true;
         if (dp > max_dp) continue;
@@ -340,13 +364,14 @@ SearchResult search_strategies(const ModelSpec& m, const ClusterSpec& c, const S
             if (rc == Recompute::selective && base.flash_attn && !space.recompute &&
                 fw.selective_recompute_gemm_share == 0 && !fw.selective_recomputes_elementwise)
               continue;
-            for (int64_t ep : ep_options(m, space, dp)) {
+            for (int64_t ep : ep_options(m, space, dp * cp)) {  // EP is carved from dp·cp (strategy.cpp)
               Strategy s = base;
               s.ep = ep;
               s.global_batch = dp * per_replica;
               s.tp = tp;
               s.sp = sp;
               s.pp = pp;
+              s.cp = cp;
               s.dp = dp;
               s.micro_batch = mb;
               s.recompute = rc;
@@ -415,6 +440,7 @@ SearchResult search_strategies(const ModelSpec& m, const ClusterSpec& c, const S
       }
     }
   }
+  }  // cp
   if (!any_layout)
     throw InputError(fmt::format("no layout of {} GPUs suits {}: tp must divide the GPUs, the heads ({}) and ffn_hidden "
                                  "and be at most {} (GPUs per NVLink domain), pp at most {} (layers){}; try another --gpus",

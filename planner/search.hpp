@@ -22,12 +22,17 @@ std::optional<Objective> parse_objective(const std::string& s);
 const char* to_string(Objective o);
 
 // What the search enumerates. A set optional fixes that dimension; an unset one is searched.
+// The shortest sequence for which plan tries context parallelism (--cp). Below 16 K tokens a sequence's attention is
+// a small share of a block's work and the layouts without CP already cover its memory (torchtitan's CP table starts
+// at 32 K: bench/data/published_runs_modern.csv TT-2412-T2).
+constexpr int64_t kCpMinSeq = 16384;
+
 struct SearchSpace {
   Strategy base;  // gpus, global_batch, seq, precision, framework, flash_attn, loss, grad_sync
   // Set when --global-batch was not given: each layout then gets the default rule's batch for its dp and micro-batch
   // (planner/batch.hpp), and base.global_batch is ignored.
   std::optional<BatchTarget> batch_default;
-  std::optional<int64_t> tp, pp, ep, dp, vpp, micro_batch, hsdp;  // ep: expert parallelism (issue 17)
+  std::optional<int64_t> tp, pp, cp, ep, dp, vpp, micro_batch, hsdp;  // ep: expert parallelism (issue 17)
   std::optional<int> zero;
   std::optional<Recompute> recompute;
   std::optional<bool> sp;

@@ -31,8 +31,9 @@ struct StageCompute {
   double fwd = 0;       // compute of one micro-batch's forward on this stage
   double bwd = 0;       // backward incl. recomputation
   double tp = 0;        // TP collectives of one micro-batch (critical path)
+  double cp = 0;        // context-parallel ring exposure of one micro-batch (critical path)
   double ep = 0;        // EP all-to-alls of one micro-batch (critical path)
-  double total() const { return fwd + bwd + tp + ep; }
+  double total() const { return fwd + bwd + tp + cp + ep; }
 };
 
 StageCompute stage_compute(const ModelSpec& m, const Strategy& s, const MicrobatchCosts& mb, int64_t stage) {
@@ -44,6 +45,7 @@ StageCompute stage_compute(const ModelSpec& m, const Strategy& s, const Microbat
            (sc.params.last ? mb.head_bwd_s : 0);
   sc.tp = layers * (mb.block_tp_fwd_s + mb.block_tp_bwd_s);
   sc.ep = layers * (mb.block_ep_fwd_s + mb.block_ep_bwd_s);
+  sc.cp = layers * (mb.block_cp_fwd_s + mb.block_cp_bwd_s);
   return sc;
 }
 
@@ -129,7 +131,7 @@ UnitSchedule unit_schedule(const Strategy& s, const FrameworkTraits& fw) {
 DpTraffic dp_traffic(const Strategy& s, const ClusterSpec& c, const FrameworkTraits& fw, const StageCompute& sc) {
   DpTraffic out;
   const int64_t n = shard_degree(s);
-  if (s.dp <= 1) return out;
+  if (grad_reduce_degree(s) <= 1) return out;
   const GroupLayout repl = replicate_group(s, c);
   const StateBytes sb = precision_state_bytes(s.precision);
   const double param_b = static_cast<double>(dtype_bytes(precision_compute_dtype(s.precision)));
@@ -157,8 +159,10 @@ DpTraffic dp_traffic(const Strategy& s, const ClusterSpec& c, const FrameworkTra
   };
   // HSDP: each unit's reduced shard is all-reduced across the replicas (Zhao et al. 2023, PyTorch FSDP §3.2.3).
   auto replica_ar = [&](double params) { return repl.size > 1 ? ar(params * grad_b / static_cast<double>(n), repl) : 0.0; };
-  const double c_fwd = units > 0 ? (sc.fwd + sc.tp / 2) / units : 0;
-  const double c_bwd = units > 0 ? (sc.bwd + sc.tp / 2) / units : 0;
+  // What hides the traffic: compute, and the TP collectives and CP ring waits on the critical path (half of them in
+  // each pass), during which the data-parallel link is free.
+  const double c_fwd = units > 0 ? (sc.fwd + (sc.tp + sc.cp) / 2) / units : 0;
+  const double c_bwd = units > 0 ? (sc.bwd + (sc.tp + sc.cp) / 2) / units : 0;
 
   if (s.zero >= 2 && n > 1 && (fw.zero2_gathers_units || s.zero == 3)) {
     const UnitSchedule u = unit_schedule(s, fw);
@@ -204,13 +208,13 @@ DpTraffic dp_traffic(const Strategy& s, const ClusterSpec& c, const FrameworkTra
   const double routed = static_cast<double>(sc.params.routed_experts);
   const GradientBuckets gb = gradient_buckets(s, c, fw, psi, routed, grad_b);
   const double buckets = gb.count, per_bucket = gb.per_bucket_s;
-  const double bwd_compute = sc.bwd + sc.tp / 2;
+  const double bwd_compute = sc.bwd + (sc.tp + sc.cp) / 2;
   out.total = syncs * buckets * per_bucket;
   out.exposed = effective_overlap_grad_reduce(s, fw) ? syncs * pipelined_exposure(buckets, per_bucket, bwd_compute / buckets)
                                                     : out.total;
   if (reduce_scatter) {
     const double gather = split_dp_collective_s(s, c, Collective::all_gather, psi, routed, sb.params);
-    const double fwd_compute = sc.fwd + sc.tp / 2;
+    const double fwd_compute = sc.fwd + (sc.tp + sc.cp) / 2;
     out.exposed += effective_overlap_param_gather(s, fw)
                        ? pipelined_exposure(buckets, gather / buckets, fwd_compute / buckets)
                        : gather;
@@ -246,7 +250,7 @@ double pipeline_send_s(const ModelSpec& m, const Strategy& s, const ClusterSpec&
   if (s.pp <= 1) return 0;
   // Megatron sends the sequence-scattered activation under SP (Korthikanti §4.2.2).
   const double a = static_cast<double>(dtype_bytes(precision_compute_dtype(s.precision)));
-  const double bytes = static_cast<double>(s.micro_batch * s.seq * m.hidden) * a / (s.sp ? static_cast<double>(s.tp) : 1.0);
+  const double bytes = static_cast<double>(s.micro_batch * seq_per_rank(s) * m.hidden) * a / (s.sp ? static_cast<double>(s.tp) : 1.0);
   return collective_time_s(c, Collective::send_recv, bytes, pp_link(s, c));
 }
 
@@ -266,11 +270,13 @@ StepTime step_time_from_costs(const ModelSpec& m, const Strategy& s, const Clust
   t.modelled = true;
   t.exposed_tp_s = ga * slowest.tp;
   t.exposed_ep_s = ga * slowest.ep;
+  t.exposed_cp_s = ga * slowest.cp;
   // Bubble and pipeline transfers of the schedule (planner/pipeline_schedule.hpp gives each formula and its source);
   // the zero-bubble schedules fill part of the bubble with the W passes (weight-gradient GEMMs) of the stage.
   const double block_wgrad = schedule_splits_backward(s.schedule) ? mb.block_wgrad_s : 0;
   const double wgrad = static_cast<double>(slowest.params.layers) * block_wgrad;
-  const PipelineTimes pipe = pipeline_times(m, s, mb, block_wgrad, {slowest.fwd, slowest.bwd, wgrad, slowest.tp + slowest.ep, send});
+  const PipelineTimes pipe =
+      pipeline_times(m, s, mb, block_wgrad, {slowest.fwd, slowest.bwd, wgrad, slowest.tp + slowest.cp + slowest.ep, send});
   t.exposed_pp_s = pipe.exposed_pp_s;
   t.bubble_s = pipe.bubble_s;
   const DpTraffic dp = dp_traffic(s, c, fw, slowest);
@@ -280,7 +286,7 @@ StepTime step_time_from_costs(const ModelSpec& m, const Strategy& s, const Clust
   t.overlap_slowdown_s = kOverlapComputeSlowdown * std::min(dp.total - dp.exposed, busy);
   t.compute_s = busy + t.overlap_slowdown_s;
   t.optimizer_s = optimizer_time(s, c, slowest);
-  t.exposed_comm_s = t.exposed_tp_s + t.exposed_pp_s + t.exposed_dp_s + t.exposed_ep_s;
+  t.exposed_comm_s = t.exposed_tp_s + t.exposed_cp_s + t.exposed_pp_s + t.exposed_dp_s + t.exposed_ep_s;
   t.step_s = t.compute_s + t.exposed_comm_s + t.bubble_s + t.optimizer_s;
   return t;
 }

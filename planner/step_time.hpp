@@ -3,6 +3,7 @@
 // communication that is exposed (TP on the critical path, pipeline sends, the part of data-parallel traffic
 // that compute cannot hide), the pipeline bubble, and the optimizer.
 #include "planner/comm_cost.hpp"
+#include "planner/context_parallel.hpp"
 #include "planner/framework.hpp"
 #include "planner/hardware.hpp"
 #include "planner/model.hpp"
@@ -14,12 +15,13 @@ struct StepTime {
   bool modelled = false;
   double step_s = 0;
   double compute_s = 0;         // busy compute of the busiest stage, incl. recomputation and overlap slowdown
-  double exposed_comm_s = 0;    // = tp + pp + dp + ep below
+  double exposed_comm_s = 0;    // = tp + cp + pp + dp + ep below
   double bubble_s = 0;
   double optimizer_s = 0;
   // Exposed communication per process group.
   double exposed_tp_s = 0;
   double exposed_pp_s = 0;
+  double exposed_cp_s = 0;      // context-parallel K/V ring not hidden behind the attention slices
   double exposed_dp_s = 0;      // DDP/ZeRO/FSDP/HSDP traffic compute did not hide (incl. the expert-DP group's)
   double exposed_ep_s = 0;      // expert-parallel all-to-alls on the critical path (in exposed_comm_s)
   double dp_comm_total_s = 0;   // all DP traffic, hidden or not
@@ -39,6 +41,10 @@ struct MicrobatchCosts {
   double block_ep_fwd_s = 0;     // expert-parallel all-to-alls of one block's forward (critical path; moe_costs.hpp)
   double block_ep_bwd_s = 0;     // ... of its backward
   double block_ep_total_s = 0;   // their own time, hidden (DualPipe) or not
+  // Context parallelism (planner/context_parallel.hpp): the rings of one block, and what they add to its forward and
+  // backward beyond the attention slices (critical path, like the TP collectives).
+  CpRings cp;
+  double block_cp_fwd_s = 0, block_cp_bwd_s = 0;
   double embed_fwd_s = 0, embed_bwd_s = 0;
   double head_fwd_s = 0, head_bwd_s = 0;  // final norm, LM head, loss (incl. their TP collectives)
 };

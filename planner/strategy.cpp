@@ -15,9 +15,13 @@
 
 namespace shardplan {
 
-int64_t shard_degree(const Strategy& s) { return s.hsdp > 0 ? s.hsdp : s.dp; }
+int64_t shard_degree(const Strategy& s) { return (s.hsdp > 0 ? s.hsdp : s.dp) * std::max<int64_t>(s.cp, 1); }
 
-int64_t expert_data_parallel(const Strategy& s) { return s.dp / std::max<int64_t>(s.ep, 1); }
+int64_t grad_reduce_degree(const Strategy& s) { return s.dp * std::max<int64_t>(s.cp, 1); }
+
+int64_t seq_per_rank(const Strategy& s) { return s.seq / std::max<int64_t>(s.cp, 1); }
+
+int64_t expert_data_parallel(const Strategy& s) { return grad_reduce_degree(s) / std::max<int64_t>(s.ep, 1); }
 
 int64_t grad_accum_steps(const Strategy& s) {
   const int64_t per_step = s.micro_batch * s.dp;
@@ -42,33 +46,65 @@ static void validate_expert_parallel(const Strategy& s, const ModelSpec& m) {
     throw InputError(fmt::format("--ep {} must divide the model's {} routed experts (each EP rank holds experts/ep of "
                                  "them); choose a divisor of {}",
                                  s.ep, m.experts, m.experts));
-  if (s.dp % s.ep != 0)
-    throw InputError(fmt::format("--ep {} must divide the data-parallel degree dp = {} (expert-parallel groups are "
-                                 "carved from the data-parallel ranks); choose a divisor of {} or change --dp/--gpus",
-                                 s.ep, s.dp, s.dp));
+  // Megatron-Core carves the EP groups from the data- and context-parallel ranks together (rank order tp-cp-ep-dp-pp).
+  if ((s.dp * s.cp) % s.ep != 0)
+    throw InputError(fmt::format("--ep {} must divide the data-parallel × context-parallel degree dp·cp = {} "
+                                 "(expert-parallel groups are carved from those ranks); choose a divisor of {} or "
+                                 "change --dp/--gpus",
+                                 s.ep, s.dp * s.cp, s.dp * s.cp));
   if (s.hsdp > 0 && s.hsdp < s.dp)
     throw InputError(fmt::format("--hsdp {} with --ep {}: hybrid sharding of the expert-data-parallel group is not "
                                  "modelled; drop --hsdp",
                                  s.hsdp, s.ep));
 }
 
+// Context parallelism splits each sequence into 2·cp chunks and gives rank i chunks i and 2·cp−1−i, so that every
+// rank has the same causal work (Megatron-Core get_batch_on_this_cp_rank, megatron/core/utils.py; torch's
+// _HeadTailLoadBalancer, torch/distributed/tensor/experimental/_context_parallel/_load_balancer.py, torchtitan's
+// default context_parallel_load_balancer "headtail"): the sequence must split into 2·cp equal chunks. Both runtimes
+// run CP only inside a fused attention kernel: Megatron-Core asserts "Context parallelism is only supported by
+// TEDotProductAttention!" (megatron/core/transformer/dot_product_attention.py DotProductAttention.__init__); torch's
+// ring handles only the SDPA flash / efficient / cuDNN ops (_attention.py _sdpa_handler).
+std::string context_parallel_refusal(const Strategy& s) {
+  if (s.cp <= 1) return "";
+  if (s.seq % (2 * s.cp) != 0)
+    return fmt::format("--cp {} must split --seq {} into 2·cp = {} equal chunks (load-balanced causal attention); "
+                       "choose a --cp with seq divisible by 2·cp",
+                       s.cp, s.seq, 2 * s.cp);
+  if (!s.flash_attn)
+    return "--cp needs a fused attention kernel (Megatron-Core: TEDotProductAttention; torch: SDPA flash/efficient); "
+           "drop --no-flash-attn or use --cp 1";
+  return "";
+}
+
+static void validate_context_parallel(const Strategy& s) {
+  if (const std::string why = context_parallel_refusal(s); !why.empty()) throw InputError(why);
+}
+
 static void validate_layout(const Strategy& s, const ModelSpec& m) {
   require_at_least("--gpus", s.gpus, 1);
   require_at_least("--tp", s.tp, 1);
   require_at_least("--pp", s.pp, 1);
+  require_at_least("--cp", s.cp, 1);
   require_at_least("--dp", s.dp, 1);
   require_at_least("--vpp", s.vpp, 1);
   require_at_least("--ep", s.ep, 1);
   // Bounds before any product: tp·pp·dp of absurd degrees would overflow.
   constexpr int64_t kMaxRanks = int64_t{1} << 24;
-  for (auto [flag, v] : {std::pair{"--gpus", s.gpus}, {"--tp", s.tp}, {"--pp", s.pp}, {"--dp", s.dp}, {"--vpp", s.vpp},
-                        {"--ep", s.ep}})
+  for (auto [flag, v] : {std::pair{"--gpus", s.gpus}, {"--tp", s.tp}, {"--pp", s.pp}, {"--cp", s.cp}, {"--dp", s.dp},
+                        {"--vpp", s.vpp}, {"--ep", s.ep}})
     if (v > kMaxRanks) throw InputError(fmt::format("{} {} is implausibly large (at most {})", flag, v, kMaxRanks));
   int64_t ranks = 0;
-  const bool overflow = __builtin_mul_overflow(s.tp, s.pp, &ranks) || __builtin_mul_overflow(ranks, s.dp, &ranks);
-  if (overflow || ranks != s.gpus)
+  const bool overflow = __builtin_mul_overflow(s.tp, s.pp, &ranks) || __builtin_mul_overflow(ranks, s.cp, &ranks) ||
+                        __builtin_mul_overflow(ranks, s.dp, &ranks);
+  if (overflow || ranks != s.gpus) {
+    if (s.cp > 1)
+      throw InputError(fmt::format("--gpus ({}) must equal tp·pp·cp·dp = {}·{}·{}·{}{}; change --cp or --dp, or omit "
+                                   "--dp to derive it",
+                                   s.gpus, s.tp, s.pp, s.cp, s.dp, overflow ? "" : fmt::format(" = {}", ranks)));
     throw InputError(fmt::format("--gpus ({}) must equal tp·pp·dp = {}·{}·{}{}; change --dp or omit it to derive it",
                                  s.gpus, s.tp, s.pp, s.dp, overflow ? "" : fmt::format(" = {}", ranks)));
+  }
   if (m.heads % s.tp != 0)
     throw InputError(fmt::format("--tp {} must divide the model's heads ({}); choose a divisor of {}", s.tp, m.heads,
                                  m.heads));
@@ -86,6 +122,7 @@ static void validate_layout(const Strategy& s, const ModelSpec& m) {
   // Schedule, chunks and the blocks per stage, under the runtime's split rule (planner/pipeline_layout.cpp).
   if (const auto why = pipeline_layout_refusal(m, s)) throw InputError(*why);
   if (s.sp && s.tp < 2) throw InputError("--sp (sequence parallelism) needs --tp of at least 2");
+  if (s.cp > 1) validate_context_parallel(s);
   if (const std::string why = seq_refusal(m, s.seq); !why.empty()) throw InputError(why);
 }
 
@@ -130,8 +167,9 @@ static void validate_batch(const Strategy& s) {
                                  "--pp {}; raise --global-batch or lower --micro-batch",
                                  grad_accum_steps(s), s.pp));
   if (const auto why = pipeline_microbatch_refusal(s)) throw InputError(*why);
-  if (s.sp && s.seq % s.tp != 0)
-    throw InputError(fmt::format("--seq {} must be divisible by --tp {} with sequence parallelism", s.seq, s.tp));
+  if (s.sp && seq_per_rank(s) % s.tp != 0)
+    throw InputError(fmt::format("--seq {} must be divisible by --tp {}{} with sequence parallelism", s.seq, s.tp,
+                                 s.cp > 1 ? fmt::format(" × --cp {}", s.cp) : ""));
 }
 
 static void validate_hardware(const Strategy& s, const ClusterSpec& c) {

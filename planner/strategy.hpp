@@ -41,6 +41,7 @@ struct Strategy {
   int64_t gpus = 1;
   int64_t tp = 1;
   int64_t pp = 1;
+  int64_t cp = 1;                   // context parallelism: each sequence split over cp ranks (ring / all-gather KV)
   int64_t ep = 1;                   // expert parallelism: routed experts split over ep of the data-parallel ranks
   int64_t dp = 1;
   int64_t vpp = 1;                  // virtual pipeline stages per rank (interleaved 1F1B)
@@ -69,17 +70,28 @@ struct Strategy {
   bool operator==(const Strategy&) const = default;
 };
 
-// Data-parallel ranks over which model states are sharded (hsdp group, or all of dp).
+// Ranks over which model states are sharded and gradients reduced: (hsdp group, or all of dp) × cp. Context-parallel
+// ranks hold the same weights and see different tokens, so the runtimes fold them into the sharding group:
+// torchtitan's FSDP mesh is dp_shard × cp flattened (torchtitan/distributed/parallel_dims.py ParallelDims:
+// expected_sizes["fsdp"] = dp_shard * cp), Megatron-Core's distributed optimizer and gradient reduce use
+// get_data_parallel_group(with_context_parallel=True) (megatron/core/parallel_state.py).
 int64_t shard_degree(const Strategy& s);
 // Expert parallelism (issue 17) as Megatron-Core lays it out (megatron/core/parallel_state.py
 // initialize_model_parallel, rank order tp-cp-ep-dp-pp): the EP groups are carved from the data-parallel ranks, each
 // holds experts/ep of the routed experts, and the ranks holding the same experts form the expert-data-parallel group
-// of dp/ep ranks that reduces (and under ZeRO shards) the expert states. Expert tensor parallelism is TP's
+// of dp·cp/ep ranks that reduces (and under ZeRO shards) the expert states. Expert tensor parallelism is TP's
 // (--expert-tensor-parallel-size defaults to --tensor-model-parallel-size; a different ETP is not modelled).
-// The one place the expert-DP degree is derived: context parallelism would make it dp·cp/ep.
+// The one place the expert-DP degree is derived: dp·cp/ep (EP is carved from the data- and context-parallel ranks).
 int64_t expert_data_parallel(const Strategy& s);
+// Ranks that reduce each gradient: dp · cp (the batch is split over dp replicas and each sequence over cp ranks).
+int64_t grad_reduce_degree(const Strategy& s);
+// Tokens of one sequence on one rank: seq / cp (each rank holds 2 of the sequence's 2·cp chunks).
+int64_t seq_per_rank(const Strategy& s);
 // Micro-batches per optimizer step per replica: global / (micro · dp).
 int64_t grad_accum_steps(const Strategy& s);
+
+// Why --cp cannot split this strategy's sequence (seq not divisible by 2·cp, no fused attention), or "".
+std::string context_parallel_refusal(const Strategy& s);
 
 // Checks the strategy against the model and the cluster; throws InputError naming the flag.
 void validate_strategy(const Strategy& s, const ModelSpec& m, const ClusterSpec& c);

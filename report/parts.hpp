@@ -110,8 +110,8 @@ inline std::string secs(double s) {
 
 struct Config {
   std::string model, cluster, gpu, precision, framework, recompute, schedule;
-  int64_t gpus = 0, tp = 1, pp = 1, dp = 1, vpp = 1, zero = 0, hsdp = 0, micro_batch = 1, global_batch = 0, seq = 0,
-          grad_accum = 0, nodes = 1;
+  int64_t gpus = 0, tp = 1, pp = 1, cp = 1, dp = 1, vpp = 1, zero = 0, hsdp = 0, micro_batch = 1, global_batch = 0,
+          seq = 0, grad_accum = 0, nodes = 1;
   int64_t ep = 1;  // expert parallelism (issue 17); absent in older JSON: 1
   bool sp = false, offload = false, flash = true;
 };
@@ -124,8 +124,8 @@ std::string strategy_line(const Config& c, bool bold = false);
 
 struct Time {
   bool modelled = false;
-  double step = 0, compute = 0, slowdown = 0, tp = 0, pp = 0, dp = 0, dp_total = 0, bubble = 0, optimizer = 0;
-  double overhead() const { return slowdown + tp + pp + dp + bubble + optimizer; }
+  double step = 0, compute = 0, slowdown = 0, tp = 0, cp = 0, pp = 0, dp = 0, dp_total = 0, bubble = 0, optimizer = 0;
+  double overhead() const { return slowdown + tp + cp + pp + dp + bubble + optimizer; }
 };
 
 struct Memory {

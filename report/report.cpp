@@ -73,6 +73,7 @@ const std::vector<Series>& time_series() {
   static const std::vector<Series> s = {{"compute", "compute", "#4e79a7"},
                                         {"slowdown", "compute slowed by overlapped comm.", "#a0cbe8"},
                                         {"tp", "TP comm. (exposed)", "#e15759"},
+                                        {"cp", "CP ring (exposed)", "#ff9da7"},
                                         {"pp", "PP sends (exposed)", "#f28e2b"},
                                         {"dp", "DP comm. (exposed)", "#59a14f"},
                                         {"bubble", "pipeline bubble", "#bab0ac"},
@@ -95,6 +96,7 @@ Config read_config(const Reader& r, const json& c, const std::string& where) {
   k.gpus = static_cast<int64_t>(r.num(c, "gpus", where));
   k.tp = static_cast<int64_t>(r.num_or(c, "tp", 1));
   k.pp = static_cast<int64_t>(r.num_or(c, "pp", 1));
+  k.cp = static_cast<int64_t>(r.num_or(c, "cp", 1));
   k.dp = static_cast<int64_t>(r.num_or(c, "dp", 1));
   k.vpp = static_cast<int64_t>(r.num_or(c, "vpp", 1));
   k.zero = static_cast<int64_t>(r.num_or(c, "zero", 0));
@@ -118,6 +120,7 @@ std::string family(const Config& c) {
   s.ep = c.ep;
   s.tp = c.tp;
   s.pp = c.pp;
+  s.cp = c.cp;
   s.offload_optimizer = c.offload;
   return family_of(s);
 }
@@ -130,7 +133,9 @@ std::string layout(int64_t tp, int64_t pp, int64_t dp, int64_t vpp, bool sp, int
   return out;
 }
 std::string layout(const Config& c) {
-  return layout(c.tp, c.pp, c.dp, c.vpp, c.sp, c.hsdp) + (c.ep > 1 ? fmt::format(" ep {}", c.ep) : "");
+  std::string out = layout(c.tp, c.pp, c.dp, c.vpp, c.sp, c.hsdp);
+  if (c.cp > 1) out.insert(out.find(" dp "), fmt::format(" cp {}", c.cp));  // "tp 8 pp 16 cp 16 dp 8"
+  return out + (c.ep > 1 ? fmt::format(" ep {}", c.ep) : "");
 }
 
 Time read_time(const Reader& r, const json& p, const std::string& where) {
@@ -144,6 +149,7 @@ Time read_time(const Reader& r, const json& p, const std::string& where) {
   t.optimizer = r.num(j, "optimizer_s", sub(where, "time"));
   if (r.find(j, "exposed_comm_by_group_s")) {
     t.tp = r.num_or(j, "exposed_comm_by_group_s.tp", 0);
+    t.cp = r.num_or(j, "exposed_comm_by_group_s.cp", 0);
     t.pp = r.num_or(j, "exposed_comm_by_group_s.pp", 0);
     t.dp = r.num_or(j, "exposed_comm_by_group_s.dp", 0);
   } else {
@@ -158,6 +164,7 @@ std::vector<Segment> time_segments(const Time& t, bool with_compute) {
   if (with_compute) s.push_back({"compute", t.compute - t.slowdown});
   s.push_back({"slowdown", t.slowdown});
   s.push_back({"tp", t.tp});
+  s.push_back({"cp", t.cp});
   s.push_back({"pp", t.pp});
   s.push_back({"dp", t.dp});
   s.push_back({"bubble", t.bubble});

@@ -18,6 +18,8 @@ const char* category_of(sim::OpKind k) {
     case OpKind::backward_weight: return "backward";
     case OpKind::tp_fwd:
     case OpKind::tp_bwd: return "tp";
+    case OpKind::cp_fwd:
+    case OpKind::cp_bwd: return "cp";
     case OpKind::send_act:
     case OpKind::send_grad: return "pp";
     case OpKind::gather_fwd:
@@ -42,7 +44,8 @@ Timeline timeline_from_simulation(const sim::SimResult& r) {
   t.step_s = r.step_s;
   t.capacity_bytes = static_cast<double>(r.analytic.memory.capacity_bytes);
   t.categories = {{"forward", "forward", "#4e79a7"},        {"backward", "backward", "#2f5d8a"},
-                  {"tp", "TP collective", "#e15759"},       {"pp", "pipeline send", "#f28e2b"},
+                  {"tp", "TP collective", "#e15759"},       {"cp", "CP ring", "#ff9da7"},
+                  {"pp", "pipeline send", "#f28e2b"},
                   {"dp_gather", "DP all-gather", "#59a14f"}, {"dp_reduce", "DP reduce", "#8cd17d"},
                   {"optimizer", "optimizer", "#b07aa1"},    {"other", "other", "#bab0ac"}};
   if (!r.engine) return t;

@@ -86,7 +86,7 @@ StepPlan plan_step(const ModelSpec& m, const Strategy& s, const ClusterSpec& c) 
   const int64_t n = shard_degree(s);
   const bool per_step = effective_grad_sync(s, fw) == GradSync::per_step;
   plan.sync_every_micro = !per_step;
-  if (s.dp > 1)
+  if (grad_reduce_degree(s) > 1)
     plan.dp_mode = s.zero >= 2 && n > 1 && (fw.zero2_gathers_units || s.zero == 3) ? DpMode::units : DpMode::buckets;
   plan.keeps_unsharded_grads = s.zero >= 2 && n > 1 && plan.micro_batches > 1 && per_step;
   plan.overlap_buckets = effective_overlap_grad_reduce(s, fw);
@@ -138,6 +138,8 @@ StepPlan plan_step(const ModelSpec& m, const Strategy& s, const ClusterSpec& c) 
     sc.tp_bwd = mb.block_tp_bwd_s;
     sc.ep_fwd = mb.block_ep_fwd_s;  // the all-to-alls on their own stream (planner/moe_costs.hpp)
     sc.ep_bwd = mb.block_ep_bwd_s;
+    sc.cp_fwd = mb.cp.fwd;
+    sc.cp_bwd = mb.cp.bwd;
     if (sp.first) sc.embed_fwd = mb.embed_fwd_s, sc.embed_bwd = mb.embed_bwd_s;
     if (sp.last) sc.head_fwd = mb.head_fwd_s, sc.head_bwd = mb.head_bwd_s;
     const double psi = static_cast<double>(sp.total());
@@ -199,19 +201,20 @@ StepPlan plan_step(const ModelSpec& m, const Strategy& s, const ClusterSpec& c) 
         sc.optimizer_temps = local * fw.optimizer_temp_bytes_per_param + optimizer_grad_copy_bytes(s, fw, local);
       }
       add_static(sc, MemKind::runtime, mem.stages[static_cast<size_t>(i)].peak.runtime);
-      if (n > 1 || s.dp > 1) {
+      if (n > 1 || grad_reduce_degree(s) > 1) {
         if (fw.reduce_bucket_elements > 0)
           add_static(sc, MemKind::reduce_buffers, std::min(static_cast<double>(fw.reduce_bucket_elements), psi) * grad_b);
-        else if (s.zero <= 1 && fw.ddp_bucket_copy && s.dp > 1)
+        else if (s.zero <= 1 && fw.ddp_bucket_copy && grad_reduce_degree(s) > 1)
           add_static(sc, MemKind::reduce_buffers, psi * grad_b);  // DDP buckets: a second copy of the gradients
         if (fw.reduce_bucket_elements == 0 && s.zero == 2 && fw.zero2_keeps_shard_copy)
           add_static(sc, MemKind::reduce_buffers, memory_detail::stage_inputs(m, s, fw, sp).local_psi * sb.params);
       }
     }
-    const double boundary = param_b * static_cast<double>(s.seq * s.micro_batch * m.hidden) / static_cast<double>(s.sp ? s.tp : 1);
+    const double boundary = param_b * static_cast<double>(seq_per_rank(s) * s.micro_batch * m.hidden) / static_cast<double>(s.sp ? s.tp : 1);
     if (s.pp > 1) add_static(sc, MemKind::pipeline_buffers, 2 * boundary);
     if (s.sp) add_static(sc, MemKind::sp_buffer, boundary * static_cast<double>(s.tp));
     if (s.ep > 1 && sp.moe_layers > 0) add_static(sc, MemKind::ep_buffers, moe_all_to_all_bytes(m, s));  // memory.cpp
+    if (s.cp > 1) add_static(sc, MemKind::cp_buffers, cp_kv_buffer_bytes(m, s));
     sc.activations_per_block = block_activation_bytes(m, s, fw);
     if (s.recompute == Recompute::full) sc.recompute_working_set = block_working_set_bytes(m, s, fw);
     if (sp.first) sc.first_extra = first_stage_extra_bytes(m, s);

@@ -17,6 +17,7 @@ const char* to_string(StreamKind k) {
     case StreamKind::dp_reduce: return "dp reduce-scatter";
     case StreamKind::dp_bucket: return "dp reduce / step";
     case StreamKind::ep: return "ep all-to-all";
+    case StreamKind::cp: return "cp ring";
     case StreamKind::count: break;
   }
   return "?";
@@ -28,6 +29,7 @@ Resource resource_of(StreamKind k) {
     case StreamKind::tp: return Resource::tp_link;
     case StreamKind::pp: return Resource::pp_link;
     case StreamKind::ep: return Resource::ep_link;
+    case StreamKind::cp: return Resource::cp_link;
     default: return Resource::dp_link;
   }
 }
@@ -38,7 +40,7 @@ const char* to_string(OpKind k) {
                                       "all-gather", "all-gather (bwd)", "all-gather root", "reduce-scatter",
                                       "reduce-scatter root", "gradient reduce", "grad-norm all-reduce", "optimizer",
                                       "param all-gather", "weight grad", "release", "EP all-to-all fwd",
-                                      "EP all-to-all bwd"};
+                                      "EP all-to-all bwd", "CP ring fwd", "CP ring bwd"};
   const auto i = static_cast<size_t>(k);
   return i < std::size(names) ? names[i] : "?";
 }
@@ -55,7 +57,8 @@ const char* to_string(MemKind k) {
                                       "sequence-parallel all-gather output", "optimizer-step temporaries",
                                       "reduce-scatter inputs", "block backward temporaries", "module buffers (RoPE)",
                                       "gathered units (compute dtype)", "unsharded gradients in backward",
-                                      "cached free segments", "EP all-to-all receive buffer"};
+                                      "cached free segments", "EP all-to-all receive buffer",
+                                      "context-parallel K/V buffers"};
   const auto i = static_cast<size_t>(k);
   return i < std::size(names) ? names[i] : "?";
 }

@@ -13,13 +13,13 @@
 namespace shardplan::sim {
 
 // What a stream carries. The resource follows from it (compute, or one link per kind of process group).
-// ep: the expert-parallel all-to-alls (issue 17), on their own stream and link.
-enum class StreamKind : uint8_t { compute, tp, pp, dp_gather, dp_reduce, dp_bucket, ep, count };
+// ep: the expert-parallel all-to-alls (issue 17), on their own stream and link; cp: the context-parallel ring.
+enum class StreamKind : uint8_t { compute, tp, pp, dp_gather, dp_reduce, dp_bucket, ep, cp, count };
 const char* to_string(StreamKind k);
 
 // Resources of one rank: compute, and the links of its process groups. FSDP all-gathers, reduce-scatters and DDP
 // buckets share the data-parallel link (their costs in step_time.cpp add up on it).
-enum class Resource : uint8_t { compute, tp_link, pp_link, dp_link, ep_link, count };
+enum class Resource : uint8_t { compute, tp_link, pp_link, dp_link, ep_link, cp_link, count };
 Resource resource_of(StreamKind k);
 
 // What an op does (for traces and for the breakdown).
@@ -29,6 +29,7 @@ enum class OpKind : uint8_t {
   grad_norm, optimizer, param_gather, backward_weight,
   release,  // zero-duration: frees (or allocates) what waits for two streams (a reduce-scatter input, a gradient shard)
   ep_fwd, ep_bwd,  // a block's expert-parallel all-to-alls (dispatch + combine), forward / backward
+  cp_fwd, cp_bwd,  // a context-parallel ring transfer (K/V forward; K/V and dK/dV backward)
   count
 };
 const char* to_string(OpKind k);
@@ -46,6 +47,7 @@ enum class MemKind : uint8_t {
   working_grads,    // ... and the bf16 unsharded gradients of the units in backward, counted as grads
   cached_free,      // freed blocks the caching allocator keeps reserved (counted as fragmentation, not allocated)
   ep_buffers,       // the expert-parallel all-to-all receive buffer (planner/memory.cpp add_parallel_buffers)
+  cp_buffers,       // context-parallel K/V ring buffers of one layer's attention (planner/context_parallel.hpp)
   count
 };
 const char* to_string(MemKind k);            // what it is, for people

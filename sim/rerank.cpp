@@ -80,6 +80,7 @@ SimulatedCandidate simulate_candidate(const ModelSpec& m, const Strategy& s, con
   t.busy_compute_s = at(a.stage.busy_compute_s, b.stage.busy_compute_s);
   t.overlap_slowdown_s = at(a.stage.overlap_slowdown_s, b.stage.overlap_slowdown_s);
   t.exposed_tp_s = at(a.stage.exposed_tp_s, b.stage.exposed_tp_s);
+  t.exposed_cp_s = at(a.stage.exposed_cp_s, b.stage.exposed_cp_s);
   t.exposed_pp_s = at(a.stage.exposed_pp_s, b.stage.exposed_pp_s);
   t.exposed_dp_s = at(a.stage.exposed_dp_s, b.stage.exposed_dp_s);
   t.exposed_ep_s = at(a.stage.exposed_ep_s, b.stage.exposed_ep_s);

@@ -75,7 +75,8 @@ namespace {
 constexpr int32_t kNone = -1;
 
 struct StageStreams {
-  int32_t compute = kNone, tp = kNone, pp = kNone, gather = kNone, reduce = kNone, bucket = kNone, ep = kNone;
+  int32_t compute = kNone, tp = kNone, pp = kNone, gather = kNone, reduce = kNone, bucket = kNone, ep = kNone,
+          cp = kNone;
 };
 
 // Per stage, what the cross-stage edges and the step's tail need.
@@ -159,6 +160,40 @@ class StageBuilder {
     const auto n = static_cast<double>(param_gathers_.size());
     const auto i = static_cast<size_t>(std::clamp(std::floor(params_before / total * n), 0.0, n - 1));
     return param_gathers_[i];
+  }
+
+  // The attention slices of a ring, played by ring() below rather than inside the block's own op.
+  static double ring_slices(const CpRing& r) { return r.steps > 1 ? static_cast<double>(r.steps) * r.slice_s : 0; }
+
+  // One block's ring attention (planner/context_parallel.hpp CpRing): its slices on the compute stream, each
+  // transfer on the cp stream issued as the slice before it starts (it waits for the previous transfer and for the
+  // compute before that slice), each slice after the transfer it needs; the tail after the last slice gates what
+  // follows. Returns the pass's last op.
+  int32_t ring(const CpRing& r, OpKind kind, int32_t mb, int32_t chunk, int32_t layer) {
+    int32_t comm = kNone, out = kNone;
+    for (int64_t k = 0; k < r.steps; ++k) {
+      const int32_t issued_after = last_compute_;
+      const double slowdown = k == r.steps - 1 ? r.slowdown_s : 0;  // the hidden traffic's cost (kOverlapComputeSlowdown)
+      const int32_t slice = compute(kind == OpKind::cp_fwd ? OpKind::forward : OpKind::backward, r.slice_s + slowdown, mb,
+                                    chunk, layer);
+      e_.add_dep(slice, comm);
+      out = slice;
+      if (k + 1 < r.steps) {
+        const double seconds = k == 0 ? r.first_s : r.step_s;
+        if (seconds > 0) {
+          comm = e_.add_op(st_.cp, kind, seconds, mb, chunk, layer);
+          e_.add_dep(comm, issued_after);
+        } else {
+          comm = kNone;
+        }
+      }
+    }
+    if (r.tail_s > 0) {
+      out = e_.add_op(st_.cp, kind, r.tail_s, mb, chunk, layer);
+      e_.add_dep(out, last_compute_);
+      gate_ = out;
+    }
+    return out;
   }
 
   // A compute op that waits for the gate (the last TP collective or blocking transfer) before it starts.
@@ -251,7 +286,7 @@ class StageBuilder {
       if (gathering) ag = gather(OpKind::gather_fwd, c_.gather_block, c_.gathered_block, mb, chunk, layer);
       const double copy = (gathering ? c_.copy_block : 0) + root_copy;
       root_copy = 0;
-      const int32_t op = compute(OpKind::forward, c_.block_fwd + copy, mb, chunk, layer);
+      const int32_t op = compute(OpKind::forward, c_.block_fwd - ring_slices(c_.cp_fwd) + copy, mb, chunk, layer);
       if (entry == kNone) entry = op;
       e_.add_dep(op, ag);
       if (mb == 0) e_.add_dep(op, param_gather_for(c_.embed_params + static_cast<double>(l) * c_.block_params));
@@ -262,9 +297,11 @@ class StageBuilder {
       }
       e_.alloc_at_start(op, MemKind::activations, c_.activations_per_block);
       out = op;
+      if (c_.cp_fwd.steps > 1) out = ring(c_.cp_fwd, OpKind::cp_fwd, mb, chunk, layer);
       if (c_.tp_fwd > 0) {
+        const int32_t after = out;
         out = e_.add_op(st_.tp, OpKind::tp_fwd, c_.tp_fwd, mb, chunk, layer);
-        e_.add_dep(out, op);
+        e_.add_dep(out, after);
         gate_ = out;
       }
       if (c_.ep_fwd > 0) {
@@ -328,9 +365,11 @@ class StageBuilder {
       issued_after = last_compute_;
       const double copy = regather ? c_.copy_block : 0;
       const auto [a, b] = input_only
-                              ? std::pair{compute(OpKind::backward, c_.block_bwd - c_.block_wgrad + copy, mb, chunk, layer),
+                              ? std::pair{compute(OpKind::backward, c_.block_bwd - c_.block_wgrad - ring_slices(c_.cp_bwd) + copy,
+                                                  mb, chunk, layer),
                                           last_compute_}
-                              : backward_compute(OpKind::backward, c_.block_bwd + copy, c_.block_params, mb, chunk, layer);
+                              : backward_compute(OpKind::backward, c_.block_bwd - ring_slices(c_.cp_bwd) + copy,
+                                                 c_.block_params, mb, chunk, layer);
       if (entry == kNone) entry = a;
       e_.add_dep(a, ag);
       if (regather) gathered_compute_.push_back(b);
@@ -344,9 +383,11 @@ class StageBuilder {
       e_.free_at_end(b, MemKind::recompute_working_set, c_.recompute_working_set);
       out = b;
       if (units() && !input_only) unit_gradients(a, b, mb, chunk, layer, sync);
+      if (c_.cp_bwd.steps > 1) out = ring(c_.cp_bwd, OpKind::cp_bwd, mb, chunk, layer);
       if (c_.tp_bwd > 0) {
+        const int32_t after = out;
         out = e_.add_op(st_.tp, OpKind::tp_bwd, c_.tp_bwd, mb, chunk, layer);
-        e_.add_dep(out, b);
+        e_.add_dep(out, after);
         gate_ = out;
       }
       if (c_.ep_bwd > 0) {
@@ -521,6 +562,7 @@ BuiltStep build_step(const StepPlan& plan, Engine& e) {
     st.compute = e.add_stream(rank, StreamKind::compute);
     if (c.tp_fwd > 0 || c.tp_bwd > 0) st.tp = e.add_stream(rank, StreamKind::tp);
     if (c.ep_fwd > 0 || c.ep_bwd > 0) st.ep = e.add_stream(rank, StreamKind::ep);
+    if (c.cp_fwd.steps > 1) st.cp = e.add_stream(rank, StreamKind::cp);
     if (p > 1) st.pp = e.add_stream(rank, StreamKind::pp);
     if (plan.dp_mode == DpMode::units) {
       st.gather = e.add_stream(rank, StreamKind::dp_gather);

@@ -14,12 +14,13 @@ namespace shardplan::sim {
 
 namespace {
 
-enum Lane : int { kCompute = 0, kTp, kPp, kDp, kEp, kLanes };
+enum Lane : int { kCompute = 0, kTp, kCp, kPp, kDp, kEp, kLanes };
 
 Lane lane_of(StreamKind k) {
   switch (k) {
     case StreamKind::compute: return kCompute;
     case StreamKind::tp: return kTp;
+    case StreamKind::cp: return kCp;
     case StreamKind::pp: return kPp;
     case StreamKind::ep: return kEp;
     default: return kDp;
@@ -78,6 +79,7 @@ std::vector<StageTime> breakdown(const Engine& e, double step, bool v_shaped) {
       if (dt <= 0) return;
       if (active[kCompute] > 0) {
       } else if (active[kTp] > 0) t.exposed_tp_s += dt;
+      else if (active[kCp] > 0) t.exposed_cp_s += dt;
       else if (active[kEp] > 0) t.exposed_ep_s += dt;
       else if (active[kPp] > 0) t.exposed_pp_s += dt;
       else if (active[kDp] > 0) t.exposed_dp_s += dt;

@@ -18,6 +18,7 @@ struct StageTime {
   double busy_compute_s = 0;   // compute ops as they ran, incl. the slowdown while DP traffic overlapped them
   double overlap_slowdown_s = 0;  // the part of busy_compute_s lost to overlapping DP traffic
   double exposed_tp_s = 0;     // compute idle while a TP collective ran
+  double exposed_cp_s = 0;     // ... while a context-parallel ring transfer ran
   double exposed_pp_s = 0;     // ... while a pipeline transfer to or from this stage ran
   double exposed_dp_s = 0;     // ... while data-parallel traffic ran (gathers, reductions, grad norm)
   double exposed_ep_s = 0;     // ... while an expert-parallel all-to-all ran

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "planner/context_parallel.hpp"
 #include "planner/hardware.hpp"
 #include "planner/model.hpp"
 #include "planner/strategy.hpp"
@@ -28,6 +29,9 @@ struct StageCosts {
   double block_wgrad = 0;               // the W share of block_bwd where the schedule splits backward (B = bwd − W)
   double tp_fwd = 0, tp_bwd = 0;        // TP collectives of one block (critical path)
   double ep_fwd = 0, ep_bwd = 0;        // EP all-to-alls of one block (critical path, their own stream)
+  // Context parallelism: the ring of one block's forward and backward (planner/context_parallel.hpp). Its slices are
+  // part of block_fwd / block_bwd; the simulator plays them on the compute stream and the transfers on a cp stream.
+  CpRing cp_fwd, cp_bwd;
   double embed_fwd = 0, embed_bwd = 0, head_fwd = 0, head_bwd = 0;
   double optimizer = 0;                 // the optimizer step
   // Data-parallel communication, seconds (the collectives of planner/step_time.cpp dp_traffic).

@@ -319,6 +319,7 @@ TEST_SUITE("bad input") {
         {"validate --preset 8b --timeout -1", {"--timeout"}},
         {"validate --preset 8b --format pdf", {"--format"}},
         {"validate --preset 8b --tp 2", {"--tp"}},
+        {"validate --preset 8b --cp 2", {"--cp"}},
         {"validate --preset 8b --steps-out a-file/s.jsonl", {"--steps-out a-file/s.jsonl"}},
         {"validate --preset 8b --steps-out out/taken.html", {"--steps-out out/taken.html"}},
         {"validate --preset 8b --report out/v.pdf", {"--report", "v.pdf"}},

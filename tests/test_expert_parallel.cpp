@@ -259,7 +259,7 @@ TEST_SUITE("expert parallel") {
     CHECK(ok.out.find("\"ep\": 8") != std::string::npos);
     check_refused("predict --preset llama3-8b --gpus 16 --framework megatron --ep 2", "--ep 2");       // dense model
     check_refused("predict --preset mixtral-8x7b --gpus 16 --framework megatron --ep 3", "--ep 3");    // 8 experts
-    check_refused("predict --preset deepseek-v3 --gpus 16 --tp 8 --framework megatron --ep 4", "dp = 2");  // dp 2
+    check_refused("predict --preset deepseek-v3 --gpus 16 --tp 8 --framework megatron --ep 4", "dp·cp = 2");  // dp 2, cp 1
     check_refused("predict --preset mixtral-8x7b --gpus 16 --ep 2", "--ep");                           // FSDP2
     check_refused("predict --preset mixtral-8x7b --gpus 16 --framework deepspeed --zero 3 --ep 2", "Stage 3");
     check_refused("predict --preset mixtral-8x7b --gpus 16 --framework megatron --ep 0", "--ep");
