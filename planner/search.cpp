@@ -272,6 +272,11 @@ std::vector<NotRun> not_run_by_framework(const SearchSpace& sp, const ModelSpec&
   if (!sp.pp && m.layers > 1 && sp.base.gpus > 1 && !fs.pipeline) out.push_back({"pipeline parallelism", fs.pipeline_refusal});
   if (!sp.tp && sp.base.gpus > 1 && !fs.tensor_parallel) out.push_back({"tensor parallelism", fs.tp_refusal});
   if (sp.offload_optimizer && !fs.offload_optimizer) out.push_back({"optimizer offload", fs.offload_refusal});
+  // The parallelisms an MoE model or a long sequence would search, where this runtime has none of them.
+  if (!sp.ep && m.experts > 0 && sp.base.gpus > 1 && !ep_support(sp.base.framework).expert_parallel)
+    out.push_back({"expert parallelism", ep_support(sp.base.framework).refusal});
+  if (!sp.cp && sp.base.seq >= kCpMinSeq && sp.base.gpus > 1 && !cp_support(sp.base.framework).runs)
+    out.push_back({"context parallelism", cp_support(sp.base.framework).refusal});
   return out;
 }
 

@@ -159,10 +159,10 @@ DpTraffic dp_traffic(const Strategy& s, const ClusterSpec& c, const FrameworkTra
   };
   // HSDP: each unit's reduced shard is all-reduced across the replicas (Zhao et al. 2023, PyTorch FSDP §3.2.3).
   auto replica_ar = [&](double params) { return repl.size > 1 ? ar(params * grad_b / static_cast<double>(n), repl) : 0.0; };
-  // What hides the traffic: compute, and the TP collectives and CP ring waits on the critical path (half of them in
-  // each pass), during which the data-parallel link is free.
-  const double c_fwd = units > 0 ? (sc.fwd + (sc.tp + sc.cp) / 2) / units : 0;
-  const double c_bwd = units > 0 ? (sc.bwd + (sc.tp + sc.cp) / 2) / units : 0;
+  // What hides the traffic: compute, and the TP collectives, CP ring waits and EP all-to-alls on the critical path
+  // (half of them in each pass), during which the data-parallel link is free (sim/ gives each its own link).
+  const double c_fwd = units > 0 ? (sc.fwd + (sc.tp + sc.cp + sc.ep) / 2) / units : 0;
+  const double c_bwd = units > 0 ? (sc.bwd + (sc.tp + sc.cp + sc.ep) / 2) / units : 0;
 
   if (s.zero >= 2 && n > 1 && (fw.zero2_gathers_units || s.zero == 3)) {
     const UnitSchedule u = unit_schedule(s, fw);
@@ -208,13 +208,13 @@ DpTraffic dp_traffic(const Strategy& s, const ClusterSpec& c, const FrameworkTra
   const double routed = static_cast<double>(sc.params.routed_experts);
   const GradientBuckets gb = gradient_buckets(s, c, fw, psi, routed, grad_b);
   const double buckets = gb.count, per_bucket = gb.per_bucket_s;
-  const double bwd_compute = sc.bwd + (sc.tp + sc.cp) / 2;
+  const double bwd_compute = sc.bwd + (sc.tp + sc.cp + sc.ep) / 2;
   out.total = syncs * buckets * per_bucket;
   out.exposed = effective_overlap_grad_reduce(s, fw) ? syncs * pipelined_exposure(buckets, per_bucket, bwd_compute / buckets)
                                                     : out.total;
   if (reduce_scatter) {
     const double gather = split_dp_collective_s(s, c, Collective::all_gather, psi, routed, sb.params);
-    const double fwd_compute = sc.fwd + (sc.tp + sc.cp) / 2;
+    const double fwd_compute = sc.fwd + (sc.tp + sc.cp + sc.ep) / 2;
     out.exposed += effective_overlap_param_gather(s, fw)
                        ? pipelined_exposure(buckets, gather / buckets, fwd_compute / buckets)
                        : gather;

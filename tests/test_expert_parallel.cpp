@@ -227,6 +227,57 @@ TEST_SUITE("expert parallel") {
     CHECK(best_dense->tokens_per_s < r.recommended->tokens_per_s);
   }
 
+  TEST_CASE("plan under a runtime without EP says so for an MoE model, with the runtimes that have it") {
+    SearchSpace sp;
+    sp.base = megatron_on(64, 1, 1);
+    sp.base.framework = Framework::fsdp;
+    sp.base.precision = Precision::amp_bf16;
+    sp.base.zero = 3;
+    sp.base.global_batch = 64;
+    const SearchResult r = search_strategies(store().model("mixtral-8x7b"), store().cluster("dgx-h100"), sp, 5);
+    bool named = false;
+    for (const NotRun& n : r.not_run)
+      if (n.what == "expert parallelism") named = n.reason.find("megatron") != std::string::npos;
+    CHECK(named);
+    // Under Megatron-Core it is searched, not listed as not run.
+    sp.base.framework = Framework::megatron;
+    sp.base.zero = 1;
+    sp.base.precision = Precision::megatron_bf16;
+    const SearchResult mc = search_strategies(store().model("mixtral-8x7b"), store().cluster("dgx-h100"), sp, 5);
+    for (const NotRun& n : mc.not_run) CHECK(n.what != "expert parallelism");
+  }
+
+  TEST_CASE("with context parallelism EP is carved from dp·cp: expert-DP = dp·cp/ep, dense states over dp·cp") {
+    const ModelSpec m = store().model("mixtral-8x7b");
+    // 16 GPUs, tp 1, cp 4, dp 4, seq 8192: ep 8 divides dp·cp = 16 though not dp (Megatron's rank order tp-cp-ep-dp-pp,
+    // parallel_state.py: expert_data_parallel_size = world / (etp · ep · pp) = 16 / 8 = 2).
+    Strategy s = megatron_on(16, 1, 8);
+    s.cp = 4;
+    s.dp = 4;
+    s.seq = 8192;
+    s.global_batch = 4;
+    CHECK_NOTHROW(validate_strategy(s, m, store().cluster("dgx-h100")));
+    CHECK(expert_data_parallel(s) == 2);
+    const StageParams st = stage_params(m, s, 0);
+    const double routed = static_cast<double>(st.routed_experts), dense = static_cast<double>(st.total()) - routed;
+    // fp32 master: the dense part sharded over dp·cp = 16 ranks, each rank's 1 routed expert per layer over 2.
+    CHECK(stage_model_states(st, s).master == doctest::Approx(4 * dense / 16 + 4 * routed / 2));
+    // The all-to-all moves this rank's tokens: seq/cp of one sequence (8192 / 4 = 2048), top-2, h 4096, bf16.
+    CHECK(moe_all_to_all_bytes(m, s) == doctest::Approx(2048.0 * 2 * 4096 * 2));
+    // ep 3 divides neither: refused naming both degrees.
+    Strategy bad = s;
+    bad.ep = 3;
+    CHECK_THROWS_AS(validate_strategy(bad, m, store().cluster("dgx-h100")), InputError);
+    // The simulator agrees with the analytic step for an EP × CP layout (ep 4 within dp·cp = 16) as for the others.
+    // Known gap: with ep > dp (the layout above, EP groups spanning CP ranks) the simulator hides more data-parallel
+    // traffic than the analytic model (−7 % at one micro-batch): not resolved yet.
+    Strategy within = s;
+    within.ep = 4;
+    within.global_batch = 16;
+    const sim::SimResult r = sim::simulate(m, within, store().cluster("dgx-h100"));
+    CHECK(std::fabs(r.step_s / r.analytic.time.step_s - 1) < 0.03);
+  }
+
   TEST_CASE("the simulator plays the all-to-alls on their own stream and agrees with the analytic step") {
     const ClusterSpec h100 = store().cluster("dgx-h100");
     // Mixtral, EP 8 over two DGX at stride tp 2 (the group spans both nodes), full recomputation.
