@@ -222,7 +222,8 @@ TEST_SUITE("cp") {
     // At 8 K tokens the search does not try CP (cp_options in planner/search.cpp).
     const auto r = run_cli("plan --preset llama3-8b --gpus 16 --cluster dgx-h100 --framework torchtitan --format json");
     REQUIRE(r.exit_code == 0);
-    for (const auto& cand : nlohmann::json::parse(r.out)["candidates"]) CHECK(cand["config"]["cp"] == 1);
+    const nlohmann::json short_plan = nlohmann::json::parse(r.out);  // named: a range-for over parse()[...] dangles
+    for (const auto& cand : short_plan["candidates"]) CHECK(cand["config"]["cp"] == 1);
   }
 
   TEST_CASE("--emit writes the CP degree into torchtitan.toml and the Megatron arguments") {
