@@ -13,6 +13,7 @@
 #include "planner/allocator_reserve.hpp"
 #include "planner/error.hpp"
 #include "planner/predict.hpp"
+#include "tests/memory_check.hpp"
 #include "sim/simulate.hpp"
 #include "tests/cli_runner.hpp"
 
@@ -43,15 +44,9 @@ Strategy fsdp2(Framework f, int64_t ranks, int zero, Recompute rc, int64_t seq, 
 
 ClusterSpec h100() { return cluster_from_gpu(presets().gpu("h100-sxm")); }
 
-// What the tracker can see: the peak less the runtime's allocations and the allocator's reserve.
-double allocated(const Prediction& p) {
-  const MemoryComponents& c = p.memory.peak_stage().peak;
-  return c.total() - c.runtime - c.fragmentation;
-}
+double allocated(const Prediction& p) { return test::tracked_allocation(p); }
 
-Recompute recompute_of(const std::string& r) {
-  return r == "full" ? Recompute::full : r == "selective" ? Recompute::selective : Recompute::none;
-}
+Recompute recompute_of(const std::string& r) { return test::recompute_named(r); }
 
 }  // namespace
 

@@ -14,6 +14,7 @@
 #include "planner/activations.hpp"
 #include "planner/framework.hpp"
 #include "planner/predict.hpp"
+#include "tests/memory_check.hpp"
 
 using namespace shardplan;
 
@@ -42,14 +43,9 @@ Strategy titan_tp(int64_t ranks, int64_t tp, int zero, Recompute rc, int64_t seq
 
 ClusterSpec h100() { return cluster_from_gpu(presets().gpu("h100-sxm")); }
 
-double allocated(const Prediction& p) {
-  const MemoryComponents& c = p.memory.peak_stage().peak;
-  return c.total() - c.runtime - c.fragmentation;
-}
+double allocated(const Prediction& p) { return test::tracked_allocation(p); }
 
-Recompute recompute_of(const std::string& r) {
-  return r == "full" ? Recompute::full : r == "selective" ? Recompute::selective : Recompute::none;
-}
+Recompute recompute_of(const std::string& r) { return test::recompute_named(r); }
 
 }  // namespace
 
