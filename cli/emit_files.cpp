@@ -68,7 +68,8 @@ LaunchFacts launch_facts(const LaunchPlan& plan) {
   f.offload = s.offload_optimizer;
   f.flash = s.flash_attn;
   f.compile = s.compile;
-  f.async_tp = s.framework != Framework::megatron && effective_tp_comm_overlap(s, framework_traits(s.framework));
+  const FrameworkTraits traits = framework_traits(s.framework);
+  f.async_tp = traits.tp_overlap_kind == TpOverlapKind::micro_pipeline && effective_tp_comm_overlap(s, traits);
   const DType compute = precision_compute_dtype(s.precision);
   f.bf16 = compute == DType::bf16;
   f.fp16 = compute == DType::fp16;

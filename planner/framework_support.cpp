@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "planner/framework.hpp"
+
 namespace shardplan {
 
 namespace {
@@ -132,8 +134,11 @@ constexpr const char* kAsyncTpCompileRefusal =
     "PyTorch's async TP is an Inductor pass (torch._inductor.config._micro_pipeline_tp): torchtitan refuses it "
     "without torch.compile (torchtitan/config/configs.py CompileConfig.__post_init__); add --compile or drop "
     "--tp-comm-overlap";
-bool overlaps_tp(Framework f) { return f == Framework::megatron || f == Framework::fsdp || f == Framework::torchtitan; }
-bool tp_overlap_needs_compile(Framework f) { return f == Framework::fsdp || f == Framework::torchtitan; }
+// The kind is the runtime's trait (framework.cpp tp_overlap_kind): one place says which runtime overlaps how.
+bool overlaps_tp(Framework f) { return framework_traits(f).tp_overlap_kind != TpOverlapKind::none; }
+bool tp_overlap_needs_compile(Framework f) {
+  return framework_traits(f).tp_overlap_kind == TpOverlapKind::micro_pipeline;
+}
 
 // FP8 recipes per runtime.
 //   PyTorch FSDP2 and torchtitan: torchao's Float8Linear, recipes "tensorwise" and "rowwise"

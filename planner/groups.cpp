@@ -22,6 +22,18 @@ void place_on_leaves(GroupLayout& g, const ClusterSpec& c, int64_t stride) {
   g.leaf_groups = (g.size + per_leaf - 1) / per_leaf;
   g.gpus_per_spine_flow = static_cast<double>(per_leaf) / static_cast<double>(std::max<int64_t>(g.ranks_per_node, 1));
 }
+
+// A group of `size` members at stride tp (CP, the sharding group, EP): the tp ranks of a domain each belong to a
+// different such group, and they all communicate at once.
+GroupLayout group_at_tp_stride(int64_t size, const Strategy& s, const ClusterSpec& c) {
+  const int64_t domain = nvlink_domain_size(c);
+  GroupLayout g;
+  g.size = std::max<int64_t>(size, 1);
+  g.ranks_per_node = members_per_block(s.tp, g.size, domain);
+  g.concurrent_groups_per_node = std::clamp<int64_t>(s.tp, 1, domain);
+  place_on_leaves(g, c, s.tp);
+  return g;
+}
 }  // namespace
 
 // The blocks are NVLink domains (nvlink_domain_size): TP groups fill a GB200 NVL72 domain of 72 though a host has 4.
@@ -39,15 +51,7 @@ GroupLayout tp_group(const Strategy& s, const ClusterSpec& c) {
 // (megatron/core/parallel_state.py initialize_model_parallel), torchtitan's mesh ["pp", "dp_replicate", "dp_shard",
 // "cp", "tp"] (torchtitan/distributed/parallel_dims.py). The sharding group (dp × cp, shard_degree) is then
 // consecutive at stride tp, and the replicate and pipeline groups are cp times further apart.
-GroupLayout cp_group(const Strategy& s, const ClusterSpec& c) {
-  const int64_t domain = nvlink_domain_size(c);
-  GroupLayout g;
-  g.size = std::max<int64_t>(s.cp, 1);
-  g.ranks_per_node = members_per_block(s.tp, g.size, domain);
-  g.concurrent_groups_per_node = std::clamp<int64_t>(s.tp, 1, domain);
-  place_on_leaves(g, c, s.tp);
-  return g;
-}
+GroupLayout cp_group(const Strategy& s, const ClusterSpec& c) { return group_at_tp_stride(s.cp, s, c); }
 
 // One hop of the ring: the ring's ranks all send at once, so a ring that leaves the NVLink domain runs at the pace
 // of its hops across the network, shared by the domain's tp ranks (each in its own CP ring), as pp_link below.
@@ -66,26 +70,9 @@ GroupLayout cp_ring_link(const Strategy& s, const ClusterSpec& c) {
   return g;
 }
 
-GroupLayout shard_group(const Strategy& s, const ClusterSpec& c) {
-  const int64_t domain = nvlink_domain_size(c);
-  GroupLayout g;
-  g.size = shard_degree(s);
-  g.ranks_per_node = members_per_block(s.tp, g.size, domain);
-  // The tp ranks of a domain each belong to a different data-parallel group, and they all communicate at once.
-  g.concurrent_groups_per_node = std::clamp<int64_t>(s.tp, 1, domain);
-  place_on_leaves(g, c, s.tp);
-  return g;
-}
+GroupLayout shard_group(const Strategy& s, const ClusterSpec& c) { return group_at_tp_stride(shard_degree(s), s, c); }
 
-GroupLayout ep_group(const Strategy& s, const ClusterSpec& c) {
-  const int64_t domain = nvlink_domain_size(c);
-  GroupLayout g;
-  g.size = std::max<int64_t>(s.ep, 1);
-  g.ranks_per_node = members_per_block(s.tp, g.size, domain);
-  g.concurrent_groups_per_node = std::clamp<int64_t>(s.tp, 1, domain);  // the tp ranks of a domain: one group each
-  place_on_leaves(g, c, s.tp);
-  return g;
-}
+GroupLayout ep_group(const Strategy& s, const ClusterSpec& c) { return group_at_tp_stride(s.ep, s, c); }
 
 GroupLayout expert_dp_group(const Strategy& s, const ClusterSpec& c) {
   const int64_t domain = nvlink_domain_size(c);

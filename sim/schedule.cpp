@@ -110,6 +110,15 @@ class StageBuilder {
   // The attention slices of a ring, played by ring() below rather than inside the block's own op.
   static double ring_slices(const CpRing& r) { return r.steps > 1 ? static_cast<double>(r.steps) * r.slice_s : 0; }
 
+  // A collective on the critical path (TP, EP): on its own stream after `after`, and the next compute waits for it.
+  int32_t critical_comm(int32_t after, int32_t stream, OpKind kind, double work, int32_t mb, int32_t chunk,
+                        int32_t layer) {
+    const int32_t op = e_.add_op(stream, kind, work, mb, chunk, layer);
+    e_.add_dep(op, after);
+    gate_ = op;
+    return op;
+  }
+
   // One block's ring attention (planner/context_parallel.hpp CpRing): its slices on the compute stream, each
   // transfer on the cp stream issued as the slice before it starts (it waits for the previous transfer and for the
   // compute before that slice), each slice after the transfer it needs; the tail after the last slice gates what
@@ -243,18 +252,8 @@ class StageBuilder {
       e_.alloc_at_start(op, MemKind::activations, c_.activations_per_block);
       out = op;
       if (c_.cp_fwd.steps > 1) out = ring(c_.cp_fwd, OpKind::cp_fwd, mb, chunk, layer);
-      if (c_.tp_fwd > 0) {
-        const int32_t after = out;
-        out = e_.add_op(st_.tp, OpKind::tp_fwd, c_.tp_fwd, mb, chunk, layer);
-        e_.add_dep(out, after);
-        gate_ = out;
-      }
-      if (c_.ep_fwd > 0) {
-        const int32_t before = out;
-        out = e_.add_op(st_.ep, OpKind::ep_fwd, c_.ep_fwd, mb, chunk, layer);
-        e_.add_dep(out, before);
-        gate_ = out;
-      }
+      if (c_.tp_fwd > 0) out = critical_comm(out, st_.tp, OpKind::tp_fwd, c_.tp_fwd, mb, chunk, layer);
+      if (c_.ep_fwd > 0) out = critical_comm(out, st_.ep, OpKind::ep_fwd, c_.ep_fwd, mb, chunk, layer);
     }
     if (last_chunk) {
       const int32_t op = compute(OpKind::head_fwd, c_.head_fwd + root_copy, mb, chunk, -1);
@@ -329,18 +328,8 @@ class StageBuilder {
       out = b;
       if (units() && !input_only) unit_gradients(a, b, mb, chunk, layer, sync);
       if (c_.cp_bwd.steps > 1) out = ring(c_.cp_bwd, OpKind::cp_bwd, mb, chunk, layer);
-      if (c_.tp_bwd > 0) {
-        const int32_t after = out;
-        out = e_.add_op(st_.tp, OpKind::tp_bwd, c_.tp_bwd, mb, chunk, layer);
-        e_.add_dep(out, after);
-        gate_ = out;
-      }
-      if (c_.ep_bwd > 0) {
-        const int32_t before = out;
-        out = e_.add_op(st_.ep, OpKind::ep_bwd, c_.ep_bwd, mb, chunk, layer);
-        e_.add_dep(out, before);
-        gate_ = out;
-      }
+      if (c_.tp_bwd > 0) out = critical_comm(out, st_.tp, OpKind::tp_bwd, c_.tp_bwd, mb, chunk, layer);
+      if (c_.ep_bwd > 0) out = critical_comm(out, st_.ep, OpKind::ep_bwd, c_.ep_bwd, mb, chunk, layer);
     }
     if (first_chunk) {
       const auto [a, b] = backward_compute(OpKind::embed_bwd, c_.embed_bwd, c_.embed_params, mb, chunk, -1);
