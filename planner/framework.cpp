@@ -39,7 +39,7 @@ FrameworkTraits fsdp2_traits() {
   FrameworkTraits t = pytorch_base();
   t.framework = Framework::fsdp;
   // DTensor tensor parallelism under torch.compile can run PyTorch's async TP (torch._inductor.config.
-  // _micro_pipeline_tp; framework.hpp TpOverlapKind): off unless asked (--tp-comm-overlap on, with --compile).
+  // _micro_pipeline_tp; framework.hpp TpOverlapKind): off unless asked (--tp-comm-overlap, with --compile).
   t.tp_overlap_kind = TpOverlapKind::micro_pipeline;
   // torch.distributed.tensor.parallel: PrepareModuleInput / ColwiseParallel redistribute the sequence-sharded input to
   // Replicate (an all-gather) and nn.Linear's autograd saves that whole input; backward redistributes only the

@@ -1,8 +1,9 @@
 """Tensor parallelism for the cross-check's torchtitan-style decoder (fsdp2_mem.py --tp N): torchtitan's plan, on
 fake tensors.
 
-The plan is torchtitan's apply_tp (torchtitan/models/llama3/infra/parallelize.py, read at the commit fsdp2_mem.py
-models): the token embedding row-wise with a sequence-sharded output, every norm SequenceParallel, each block's
+The plan is torchtitan's apply_tp (torchtitan/parallelisms/parallelize_llama.py at 9dec370; the same layouts in
+torchtitan/models/llama3/sharding.py today), with the harness's one QKV projection (models.py, current torchtitan's
+FusedQKVLinear) where 9dec370 had wq, wk and wv: the token embedding row-wise with a sequence-sharded output, every norm SequenceParallel, each block's
 attention and feed-forward inputs all-gathered (PrepareModuleInput Shard(1) -> Replicate), QKV and w1/w3 column-wise,
 wo and w2 row-wise with sequence-sharded outputs, the LM head column-wise keeping the vocabulary sharded for
 loss_parallel. FSDP then shards over the data-parallel mesh dimension (the 2-D mesh's "dp"), as torchtitan's
