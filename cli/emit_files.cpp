@@ -41,6 +41,7 @@ LaunchFacts launch_facts(const LaunchPlan& plan) {
   f.tp = s.tp;
   f.pp = s.pp;
   f.cp = s.cp;
+  f.ep = s.ep;
   f.dp = s.dp;
   f.vpp = s.vpp;
   // ZeRO-0 shards nothing: every data-parallel rank is a replica.
@@ -116,8 +117,10 @@ std::string readme(const LaunchPlan& plan, const LaunchFacts& f, const std::vect
                      to_string(s.framework));
   out += fmt::format("- {} parameters; {} node(s) × {} GPUs (cluster {})\n", format_param_count(static_cast<double>(p.params.total)), f.nodes,
                      f.procs_per_node, p.cluster.name);
-  out += fmt::format("- tp {} · pp {}{} · dp {} (ZeRO-{}, model states sharded over {}, {} replica(s)){}{}\n", f.tp,
-                     f.pp, f.vpp > 1 ? fmt::format(" (vpp {})", f.vpp) : "", f.dp, f.zero, f.shard, f.replicate,
+  out += fmt::format("- tp {} · pp {}{}{}{} · dp {} (ZeRO-{}, model states sharded over {}, {} replica(s)){}{}\n",
+                     f.tp, f.pp, f.vpp > 1 ? fmt::format(" (vpp {})", f.vpp) : "",
+                     f.cp > 1 ? fmt::format(" · cp {}", f.cp) : "", f.ep > 1 ? fmt::format(" · ep {}", f.ep) : "",
+                     f.dp, f.zero, f.shard, f.replicate,
                      f.sp ? " · sequence parallel" : "", f.offload ? " · optimizer offloaded to the host" : "");
   out += fmt::format("- micro-batch {} × {} accumulation steps = global batch {} sequences of {} tokens\n",
                      f.micro_batch, f.grad_accum, f.global_batch, f.seq);
@@ -160,7 +163,9 @@ std::string readme(const LaunchPlan& plan, const LaunchFacts& f, const std::vect
   out += fmt::format("- Megatron-LM: `source {}/megatron_args.sh; torchrun ... pretrain_gpt.py \"${{MEGATRON_ARGS[@]}}\"` "
                      "(add data, tokenizer and optimizer arguments)\n",
                      plan.emit_dir);
-  out += fmt::format("- torchtitan: `CONFIG_FILE={}/torchtitan.toml ./run_train.sh` from a torchtitan checkout{}\n",
+  out += fmt::format("- torchtitan >= 0.3: `{}/torchtitan.sh` with torchtitan installed or on PYTHONPATH{}\n",
+                     plan.emit_dir, f.nodes == 1 ? "" : " (on every node, with NODE_RANK and MASTER_ADDR as for torchrun.sh)");
+  out += fmt::format("- torchtitan <= 0.2: `CONFIG_FILE={}/torchtitan.toml ./run_train.sh` from a torchtitan checkout{}\n",
                      plan.emit_dir,
                      f.nodes == 1 ? "" : fmt::format(" (run_train.sh starts one node: on {} nodes launch it with "
                                                      "torchrun's --nnodes/--node-rank/--rdzv-* as torchrun.sh does)",
@@ -175,14 +180,12 @@ std::string readme(const LaunchPlan& plan, const LaunchFacts& f, const std::vect
 }  // namespace
 
 std::vector<EmittedFile> launch_files(const LaunchPlan& plan) {
-  // The launch files describe dense models only (issue 17): an MoE/MLA/windowed model would be launched as another one.
-  if (const std::string feature = first_extended_feature(plan.prediction.model); !feature.empty())
-    throw InputError(fmt::format("--emit: the launch files do not yet carry '{}' (model '{}'): the runtimes would train "
-                                 "a different model; plan without --emit", feature, plan.prediction.model.name));
+  // Experts, latent attention, MTP, windows: each writer carries what its runtime can express and says what it cannot
+  // (megatron_args.sh carries them all; config.json by model_family; torchtitan by the models it ships).
   const LaunchFacts f = launch_facts(plan);
-  std::vector<EmittedFile> files = {emit_torchrun(plan, f),    emit_fsdp2_script(plan, f), emit_accelerate(plan, f),
-                                    emit_deepspeed(plan, f),   emit_hostfile(f),           emit_megatron(plan, f),
-                                    emit_torchtitan(plan, f),  emit_slurm(plan, f)};
+  std::vector<EmittedFile> files = {emit_torchrun(plan, f),          emit_fsdp2_script(plan, f), emit_accelerate(plan, f),
+                                    emit_deepspeed(plan, f),         emit_hostfile(f),           emit_megatron(plan, f),
+                                    emit_torchtitan_script(plan, f), emit_torchtitan(plan, f),   emit_slurm(plan, f)};
   if (auto config = emit_model_config(plan)) files.push_back(std::move(*config));
   EmittedFile doc{"README.md", readme(plan, f, files), false, {}};
   files.push_back(std::move(doc));

@@ -5,8 +5,10 @@
 //   accelerate_config.yaml   Accelerate (FSDP2, DeepSpeed or Megatron-LM plugin, by the modelled framework)
 //   ds_config.json           DeepSpeed: ZeRO stage, offload, micro-batch, gradient accumulation, bf16
 //   megatron_args.sh         Megatron-LM arguments: TP, PP, virtual stages, SP, recompute, batches, distributed optimizer
-//   torchtitan.toml          torchtitan job config
-//   config.json              the model for transformers' AutoConfig (the --hf-config file, or a Llama/Qwen2 preset)
+//   torchtitan.sh            torchtitan >= 0.3 (Python config registry): torchrun -m torchtitan.train with overrides
+//   torchtitan.toml          torchtitan <= 0.2 job config (TOML, before pytorch/torchtitan#2386)
+//   config.json              the model for transformers' AutoConfig (the --hf-config file, or a preset of a family
+//                            transformers has a class for: model_family)
 //   hostfile                 DeepSpeed's host list; slurm.sbatch: one srun task per node running torchrun.sh
 //   README.md                the plan, and what each file could not express (notes)
 // All are written atomically (emit_files.cpp): every file to a temporary name first, then renamed; on failure
@@ -39,6 +41,7 @@ struct LaunchFacts {
   std::string block_class;  // HF decoder layer class, "" when unknown (not from --hf-config)
   int64_t gpus = 1, nodes = 1, procs_per_node = 1;
   int64_t tp = 1, pp = 1, cp = 1, dp = 1, vpp = 1;
+  int64_t ep = 1;  // expert parallelism, carved from dp·cp (planner/strategy.hpp)
   int64_t shard = 1, replicate = 1;  // data-parallel ranks that shard model states (cp ranks apart), and the replicas
   int64_t micro_batch = 1, grad_accum = 1, global_batch = 1, seq = 1;
   int64_t layers = 1, layers_per_virtual_stage = 1;
@@ -67,19 +70,28 @@ struct EmittedFile {
 // Every file of the plan, in memory (nothing is written).
 std::vector<EmittedFile> launch_files(const LaunchPlan& plan);
 
-// config.json, the DeepSpeed hostfile and the Slurm script (emit_cluster.cpp).
+// The architecture family, as transformers and torchtitan name it (emit_model_config.cpp); unknown when no one class
+// builds the model without guessing.
+enum class ModelFamily { unknown, llama, qwen2, qwen3, mixtral, qwen3_moe, deepseek_v3, gpt_oss, llama4 };
+ModelFamily model_family(const ModelSpec& m);
+const char* to_string(ModelFamily family);
+
+// config.json (emit_model_config.cpp), the DeepSpeed hostfile and the Slurm script (emit_cluster.cpp).
 bool emits_model_config(const LaunchPlan& plan);
 std::optional<EmittedFile> emit_model_config(const LaunchPlan& plan);
 EmittedFile emit_hostfile(const LaunchFacts& f);
 EmittedFile emit_slurm(const LaunchPlan& plan, const LaunchFacts& f);
 
-// One writer per runtime (emit_torch.cpp, emit_frameworks.cpp).
+// One writer per runtime (emit_torch.cpp, emit_frameworks.cpp, emit_megatron.cpp, emit_torchtitan.cpp).
+// torchrun_command: the torchrun line(s) for one node of the plan, each ending in a line continuation.
+std::string torchrun_command(const LaunchFacts& f);
 EmittedFile emit_torchrun(const LaunchPlan& plan, const LaunchFacts& f);
 EmittedFile emit_fsdp2_script(const LaunchPlan& plan, const LaunchFacts& f);
 EmittedFile emit_accelerate(const LaunchPlan& plan, const LaunchFacts& f);
 EmittedFile emit_deepspeed(const LaunchPlan& plan, const LaunchFacts& f);
 EmittedFile emit_megatron(const LaunchPlan& plan, const LaunchFacts& f);
 EmittedFile emit_torchtitan(const LaunchPlan& plan, const LaunchFacts& f);
+EmittedFile emit_torchtitan_script(const LaunchPlan& plan, const LaunchFacts& f);
 
 // Writes `files` into `dir` (created if missing) so that either all of them appear or none: each is written to a
 // hidden temporary name and fsynced, then all are renamed into place. Throws InputError naming DIR (and the reason)

@@ -7,6 +7,17 @@
 
 namespace shardplan::cli {
 
+std::string torchrun_command(const LaunchFacts& f) {
+  if (f.nodes == 1) return fmt::format("torchrun --standalone --nnodes 1 --nproc-per-node {} \\\n", f.procs_per_node);
+  // A c10d rendezvous on node 0 (torchrun docs, "Usage: multi-node"); Slurm's node index when under srun.
+  std::string out = fmt::format("torchrun --nnodes {} --nproc-per-node {} \\\n", f.nodes, f.procs_per_node);
+  out += "  --node-rank \"${NODE_RANK:-${SLURM_NODEID:?set NODE_RANK to the index of this node, 0 to nodes-1}}\" \\\n";
+  out += "  --rdzv-backend c10d \\\n";
+  out += "  --rdzv-endpoint \"${MASTER_ADDR:?set MASTER_ADDR to the address of node 0}:${MASTER_PORT:-29500}\" \\\n";
+  out += "  --rdzv-id \"${RDZV_ID:-shardplan}\" \\\n";
+  return out;
+}
+
 EmittedFile emit_torchrun(const LaunchPlan& plan, const LaunchFacts& f) {
   EmittedFile file{"torchrun.sh", "", true, {}};
   std::string& out = file.text;
@@ -21,16 +32,7 @@ EmittedFile emit_torchrun(const LaunchPlan& plan, const LaunchFacts& f) {
   out += f.config_json ? "export MODEL=\"${MODEL:-${HERE}}\"\n"
                        : fmt::format("export MODEL=\"${{MODEL:-{}}}\"  # set to a Hugging Face id or folder\n", f.model_ref);
   out += "export SHARDPLAN_STEPS=\"${SHARDPLAN_STEPS:-${HERE}/shardplan_steps.jsonl}\"\n";
-  if (f.nodes == 1) {
-    out += fmt::format("torchrun --standalone --nnodes 1 --nproc-per-node {} \\\n", f.procs_per_node);
-  } else {
-    // A c10d rendezvous on node 0 (torchrun docs, "Usage: multi-node"); Slurm's node index when under srun.
-    out += fmt::format("torchrun --nnodes {} --nproc-per-node {} \\\n", f.nodes, f.procs_per_node);
-    out += "  --node-rank \"${NODE_RANK:-${SLURM_NODEID:?set NODE_RANK to the index of this node, 0 to nodes-1}}\" \\\n";
-    out += "  --rdzv-backend c10d \\\n";
-    out += "  --rdzv-endpoint \"${MASTER_ADDR:?set MASTER_ADDR to the address of node 0}:${MASTER_PORT:-29500}\" \\\n";
-    out += "  --rdzv-id \"${RDZV_ID:-shardplan}\" \\\n";
-  }
+  out += torchrun_command(f);
   out += "  \"${HERE}/train_fsdp2.py\" \"$@\"\n";
   if (f.gpus % f.procs_per_node != 0)
     file.notes.push_back(fmt::format("{} GPUs do not fill {} nodes of {}: torchrun needs the same count on every node",
@@ -154,15 +156,20 @@ def main():
         raise SystemExit(f"this plan needs {GPUS} ranks, torchrun started {dist.get_world_size()}")
     if PP > 1:
         raise SystemExit("this plan pipelines the layers (pp > 1), which this FSDP2 loop does not do; "
-                         "launch torchtitan.toml or megatron_args.sh instead")
+                         "launch torchtitan.sh or megatron_args.sh instead")
     if CP > 1:
         raise SystemExit("this plan splits each sequence over ranks (cp > 1), which this FSDP2 loop does not do; "
-                         "launch torchtitan.toml or megatron_args.sh instead")
+                         "launch torchtitan.sh or megatron_args.sh instead")
+    if EP > 1:
+        raise SystemExit("this plan spreads the experts over ranks (ep > 1), which this FSDP2 loop does not do; "
+                         "launch torchtitan.sh or megatron_args.sh instead")
     mesh = init_device_mesh(device, (REPLICATE, SHARD, TP), mesh_dim_names=("replicate", "shard", "tp"))
     model = build_model(mesh, device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4, betas=(0.9, 0.95), weight_decay=0.1)
     data = batches(model.config.vocab_size, device)
     rank = dist.get_rank()
+    # The whole model's parameters (a DTensor's numel is its global size), to hold against shardplan's count.
+    params = sum(p.numel() for p in model.parameters())
     # One JSON line per step for `shardplan validate --measurements` (io/measurements.hpp schema).
     log = open(os.environ.get("SHARDPLAN_STEPS", os.path.join(HERE, "shardplan_steps.jsonl")), "w") if rank == 0 else None
     for step in range(STEPS):
@@ -189,7 +196,8 @@ def main():
             seconds, used, allocated, reserved = figures.tolist()
             print(f"step {step}: loss {loss.item() * GRAD_ACCUM:.3f}, {seconds:.3f} s, "
                   f"peak {allocated / 1e9:.1f} GB allocated, {used / 1e9:.1f} GB in use", flush=True)
-            log.write(json.dumps({"step": step, "warmup": step == 0, "step_s": seconds, "peak_bytes": int(used),
+            log.write(json.dumps({"step": step, "warmup": step == 0, "param_count": params, "step_s": seconds,
+                                  "peak_bytes": int(used),
                                   "max_allocated_bytes": int(allocated), "max_reserved_bytes": int(reserved),
                                   "loss": loss.item() * GRAD_ACCUM}) + "\n")
             log.flush()
@@ -230,7 +238,7 @@ EmittedFile emit_fsdp2_script(const LaunchPlan& plan, const LaunchFacts& f) {
     out += fmt::format("MODEL = os.environ.get(\"MODEL\", {})  # set to a Hugging Face model id or folder\n",
                        double_quoted(f.model_ref));
   out += fmt::format("NUM_LAYERS = {}\n", f.layers);
-  out += fmt::format("GPUS, TP, PP, CP = {}, {}, {}, {}\n", f.gpus, f.tp, f.pp, f.cp);
+  out += fmt::format("GPUS, TP, PP, CP, EP = {}, {}, {}, {}, {}\n", f.gpus, f.tp, f.pp, f.cp, f.ep);
   out += fmt::format("SHARD, REPLICATE = {}, {}  # data-parallel ranks sharding model states, and their replicas\n",
                      f.shard, f.replicate);
   out += fmt::format("ZERO = {}\n", f.zero);
@@ -249,6 +257,7 @@ EmittedFile emit_fsdp2_script(const LaunchPlan& plan, const LaunchFacts& f) {
   out += kFsdp2Body;
   if (f.pp > 1) file.notes.push_back("pipeline parallelism is not in this loop: it stops and points to torchtitan/Megatron");
   if (f.cp > 1) file.notes.push_back("context parallelism is not in this loop: it stops and points to torchtitan/Megatron");
+  if (f.ep > 1) file.notes.push_back("expert parallelism is not in this loop: it stops and points to torchtitan/Megatron");
   if (f.tp > 1) {
     file.notes.push_back("tensor parallelism assumes Llama-style projection names (q_proj ... down_proj)");
     if (f.sp) file.notes.push_back("sequence parallelism is not applied here (torchtitan.toml and Megatron apply it)");

@@ -389,6 +389,8 @@ SearchResult search_strategies(const ModelSpec& m, const ClusterSpec& c, const S
                   s.zero = zero;
                   for (int64_t hsdp : zero >= 2 ? hsdp_options : no_hsdp) {
                     if (hsdp > 0 && (zero < 2 || dp % hsdp != 0 || hsdp >= dp)) continue;
+                    // Hybrid sharding of the expert-data-parallel group is not modelled (strategy.cpp refuses it).
+                    if (hsdp > 0 && s.ep > 1) continue;
                     s.hsdp = hsdp;
                     for (bool offload : dims.offloads) {
                       if (offload && zero == 0) continue;

@@ -2,6 +2,8 @@
 // group, the all-to-all's bytes and price, the search choosing EP, the simulator agreeing, and the refusals.
 #include <doctest/doctest.h>
 
+#include <nlohmann/json.hpp>
+
 #include <cmath>
 #include <string>
 
@@ -318,5 +320,21 @@ TEST_SUITE("expert parallel") {
     check_refused("plan --preset llama3-8b --gpus 16 --framework megatron --ep 2", "--ep 2");
     check_refused("plan --preset mixtral-8x7b --gpus 16 --ep 2", "--ep");
     check_refused("predict --preset mixtral-8x7b --gpus 16 --framework torchtitan --zero 3 --ep 2 --hsdp 4", "--hsdp");
+  }
+
+  TEST_CASE("plan never offers hybrid sharding with EP, which predict refuses") {
+    // The search once ranked HSDP × EP layouts of Qwen3-30B-A3B on 16 GPUs and then failed on its own recommendation.
+    using shardplan::test::run_cli;
+    const auto r = run_cli("plan --preset qwen3-30b-a3b --gpus 16 --framework torchtitan --format json --top 50");
+    CAPTURE(r.err);
+    REQUIRE(r.exit_code == 0);
+    const auto j = nlohmann::json::parse(r.out);
+    bool any_ep = false;
+    for (const auto& c : j["candidates"]) {
+      const bool ep = c["config"]["ep"].get<int64_t>() > 1;
+      any_ep = any_ep || ep;
+      if (ep) CHECK(c["config"]["hsdp"].get<int64_t>() == 0);
+    }
+    CHECK(any_ep);
   }
 }

@@ -1,0 +1,217 @@
+// megatron_args.sh: the plan as Megatron-LM arguments (megatron/training/arguments.py; the TransformerConfig fields of
+// megatron/core/transformer/transformer_config.py become flags of the same name, ArgumentGroupFactory), with the
+// mixture-of-experts, latent-attention, multi-token-prediction and sliding-window arguments of the model.
+#include <fmt/format.h>
+
+#include "cli/emit_launch.hpp"
+#include "planner/framework.hpp"
+#include "planner/moe.hpp"
+
+namespace shardplan::cli {
+
+namespace {
+
+// Which layers are MoE (1) or dense (0), as the Python list expression --moe-layer-freq evaluates
+// (arguments.py moe_freq_type: "([0]*3+[1]*58)"; its length must be the layer count). The dense prefix, then the
+// shortest period that repeats over the rest.
+std::string moe_layer_pattern(const ModelSpec& m) {
+  std::vector<int> layers;
+  for (int64_t i = 0; i < m.layers; ++i) layers.push_back(layer_is_moe(m, i) ? 1 : 0);
+  const size_t dense = static_cast<size_t>(std::min<int64_t>(m.dense_layers, m.layers));
+  const size_t rest = layers.size() - dense;
+  size_t period = rest;
+  for (size_t p = 1; p <= rest; ++p) {
+    if (rest % p != 0) continue;
+    bool repeats = true;
+    for (size_t i = dense + p; i < layers.size() && repeats; ++i) repeats = layers[i] == layers[i - p];
+    if (repeats) { period = p; break; }
+  }
+  std::vector<std::string> parts;
+  if (dense > 0) parts.push_back(fmt::format("[0]*{}", dense));
+  if (rest > 0) {
+    std::string block;
+    for (size_t i = 0; i < period; ++i) block += (i ? "," : "") + std::to_string(layers[dense + i]);
+    parts.push_back(period == 1 ? fmt::format("[{}]*{}", block, rest) : fmt::format("([{}])*{}", block, rest / period));
+  }
+  return fmt::format("({})", fmt::join(parts, "+"));
+}
+
+// The model's experts, latent attention, MTP modules, windows, Q/K norms and sinks as Megatron-Core spells them.
+void add_extended_model_args(const ModelSpec& m, const LaunchFacts& f, std::vector<std::string>& args,
+                             std::vector<std::string>& notes) {
+  auto arg = [&](const std::string& a) { args.push_back(a); };
+  auto arg2 = [&](const std::string& a, const std::string& v) { args.push_back(a + " " + v); };
+  if (model_is_moe(m)) {
+    arg2("--num-experts", std::to_string(m.experts));
+    arg2("--moe-router-topk", std::to_string(m.experts_per_token));
+    arg2("--moe-ffn-hidden-size", std::to_string(m.expert_ffn_hidden));
+    // "num_shared_experts * ffn_size_of_each_shared_expert" (transformer_config.py moe_shared_expert_intermediate_size).
+    if (m.shared_experts > 0)
+      arg2("--moe-shared-expert-intermediate-size", std::to_string(m.shared_experts * m.expert_ffn_hidden));
+    bool every_layer = true;
+    for (int64_t i = 0; i < m.layers; ++i) every_layer = every_layer && layer_is_moe(m, i);
+    if (!every_layer) arg2("--moe-layer-freq", shell_quoted(moe_layer_pattern(m)));
+    // The expert tensor-parallel size stays Megatron's default, the TP size (arguments.py: expert_tensor_parallel_size
+    // None -> tensor_model_parallel_size), as shardplan priced it (planner/moe.hpp).
+    if (f.ep > 1) arg2("--expert-model-parallel-size", std::to_string(f.ep));
+    // The dispatch shardplan prices is an all-to-all (planner/comm_cost.cpp); Megatron's default is "allgather".
+    arg2("--moe-token-dispatcher-type", "alltoall");
+    arg("--moe-grouped-gemm");
+    if (model_has_mla(m) && m.router_bias) {
+      // DeepSeek-V3's auxiliary-loss-free balancing: sigmoid scores and a per-expert bias (report §2.1.2).
+      arg2("--moe-router-score-function", "sigmoid");
+      arg("--moe-router-enable-expert-bias");
+    } else {
+      // Megatron's defaults balance nothing (moe_aux_loss_coeff 0.0); 1e-2 is its help text's starting value. The
+      // plan assumed balanced experts.
+      arg2("--moe-router-load-balancing-type", "aux_loss");
+      arg2("--moe-aux-loss-coeff", "1e-2");
+    }
+    notes.push_back("routing: set the score function, balancing loss and its coefficient your model needs; the "
+                    "prediction assumed tokens spread evenly over the experts");
+  }
+  if (model_has_mla(m)) {
+    arg("--multi-latent-attention");
+    if (m.q_lora_rank > 0) arg2("--q-lora-rank", std::to_string(m.q_lora_rank));
+    arg2("--kv-lora-rank", std::to_string(m.kv_lora_rank));
+    arg2("--qk-head-dim", std::to_string(m.qk_nope_head_dim));
+    arg2("--qk-pos-emb-head-dim", std::to_string(m.qk_rope_head_dim));
+    arg2("--v-head-dim", std::to_string(m.v_head_dim));
+  }
+  if (m.mtp_layers > 0) arg2("--mtp-num-layers", std::to_string(m.mtp_layers));
+  if (m.sliding_window > 0) {
+    // (left, right) keys beside the query itself: a window of W tokens is "W-1,0" (examples/gptoss/02_train.sh
+    // --window-size 127,0 for gpt-oss's 128); one full-attention layer in every N (--window-attn-skip-freq N).
+    arg2("--window-size", fmt::format("{},0", m.sliding_window - 1));
+    if (m.sliding_window_pattern > 1) arg2("--window-attn-skip-freq", std::to_string(m.sliding_window_pattern));
+  }
+  if (m.qk_norm) arg("--qk-layernorm");
+  // One learned logit per head in the softmax's denominator (transformer_config.py softmax_type 'learnable';
+  // examples/gptoss/02_train.sh).
+  if (m.attention_sinks) arg2("--softmax-type", "learnable");
+  if (m.attention_sinks && m.experts > 0)
+    notes.push_back("gpt-oss's clamped SwiGLU is an activation detail shardplan does not price: add "
+                    "--quick-geglu --glu-linear-offset 1.0 --activation-func-clamp-value 7.0 as "
+                    "examples/gptoss/02_train.sh does, for the same model");
+  if (m.block_norms != 2)
+    notes.push_back(fmt::format("{} norms per block (Gemma's post-norms) have no Megatron-LM argument: the block is "
+                                "built with 2", m.block_norms));
+}
+
+}  // namespace
+
+EmittedFile emit_megatron(const LaunchPlan& plan, const LaunchFacts& f) {
+  EmittedFile file{"megatron_args.sh", "", false, {}};
+  const ModelSpec& m = plan.prediction.model;
+  std::vector<std::string> args;
+  auto arg = [&](const std::string& a) { args.push_back(a); };
+  auto arg2 = [&](const std::string& a, const std::string& v) { args.push_back(a + " " + v); };
+  // Parallelism and batch.
+  arg2("--tensor-model-parallel-size", std::to_string(f.tp));
+  arg2("--pipeline-model-parallel-size", std::to_string(f.pp));
+  // Context parallelism: Transformer Engine's ring attention (the default --cp-comm-type p2p, megatron/training/
+  // arguments.py), what shardplan priced (planner/context_parallel.hpp).
+  if (f.cp > 1) arg2("--context-parallel-size", std::to_string(f.cp));
+  // Uneven ends need --num-virtual-stages-per-pipeline-rank (megatron/training/arguments.py "Uneven virtual
+  // pipeline parallelism"); the embedding and loss counted as layers are switches.
+  // The split is the plan's only when it was planned for Megatron (another runtime's split rule may not be one
+  // Megatron accepts: planner/pipeline_layout.cpp).
+  const bool own = f.framework == Framework::megatron && f.pp > 1;
+  const bool uneven = own && (f.pp_first_layers > 0 || f.pp_last_layers > 0);
+  if (f.vpp > 1 && uneven) arg2("--num-virtual-stages-per-pipeline-rank", std::to_string(f.vpp));
+  else if (f.vpp > 1) arg2("--num-layers-per-virtual-pipeline-stage", std::to_string(f.layers_per_virtual_stage));
+  if (uneven && f.pp_first_layers > 0) arg2("--decoder-first-pipeline-num-layers", std::to_string(f.pp_first_layers));
+  if (uneven && f.pp_last_layers > 0) arg2("--decoder-last-pipeline-num-layers", std::to_string(f.pp_last_layers));
+  if (own && f.pp_embedding_layers > 0) arg("--account-for-embedding-in-pipeline-split");
+  if (own && f.pp_loss_layers > 0) arg("--account-for-loss-in-pipeline-split");
+  if (f.sp) arg("--sequence-parallel");
+  arg2("--micro-batch-size", std::to_string(f.micro_batch));
+  arg2("--global-batch-size", std::to_string(f.global_batch));
+  // ZeRO-1/2: the distributed optimizer (sharded within dp / instances ranks with hybrid sharding); ZeRO-3:
+  // PyTorch FSDP2 inside Megatron (megatron/core/distributed/README.md).
+  if (f.zero == 1 || f.zero == 2) arg("--use-distributed-optimizer");
+  if ((f.zero == 1 || f.zero == 2) && f.replicate > 1)
+    arg2("--num-distributed-optimizer-instances", std::to_string(f.replicate));
+  if (f.zero == 3) {
+    arg("--use-torch-fsdp2");
+    arg("--no-gradient-accumulation-fusion");
+    arg2("--ckpt-format", "torch_dist");
+  }
+  if (f.offload) {
+    arg("--optimizer-cpu-offload");
+    arg2("--optimizer-offload-fraction", "1.0");
+  }
+  if (f.recompute == Recompute::selective) arg("--recompute-activations");
+  if (f.recompute == Recompute::full) {
+    arg2("--recompute-granularity", "full");
+    arg2("--recompute-method", "uniform");
+    arg2("--recompute-num-layers", "1");
+  }
+  // The overlaps the prediction assumed, as Megatron-Core would run this layout (framework.cpp megatron_traits).
+  Strategy s = plan.prediction.strategy;
+  s.framework = Framework::megatron;
+  const FrameworkTraits megatron = framework_traits(Framework::megatron);
+  if (effective_overlap_grad_reduce(s, megatron)) arg("--overlap-grad-reduce");
+  if (f.zero == 1 && effective_overlap_param_gather(s, megatron)) arg("--overlap-param-gather");
+  if (effective_tp_comm_overlap(s, megatron)) arg("--tp-comm-overlap");
+  // The model.
+  arg2("--num-layers", std::to_string(m.layers));
+  arg2("--hidden-size", std::to_string(m.hidden));
+  arg2("--ffn-hidden-size", std::to_string(m.ffn_hidden));
+  arg2("--num-attention-heads", std::to_string(m.heads));
+  if (m.kv_heads != m.heads) {
+    arg("--group-query-attention");
+    arg2("--num-query-groups", std::to_string(m.kv_heads));
+  }
+  if (m.head_dim > 0) arg2("--kv-channels", std::to_string(m.head_dim));
+  arg2("--seq-length", std::to_string(f.seq));
+  arg2("--max-position-embeddings", std::to_string(std::max(f.seq, m.seq)));
+  if (m.mlp == MlpKind::swiglu) arg("--swiglu");
+  arg2("--normalization", m.norm == NormKind::rmsnorm ? "RMSNorm" : "LayerNorm");
+  arg2("--position-embedding-type", m.position == PositionKind::learned ? "learned_absolute"
+                                    : m.position == PositionKind::rotary  ? "rope"
+                                                                          : "none");
+  // Megatron's defaults are 10000 and 1e-5 (megatron/training/arguments.py); Llama 3 needs 500000.
+  if (m.position == PositionKind::rotary) arg2("--rotary-base", fmt::format("{:g}", m.rotary_base));
+  arg2("--norm-epsilon", fmt::format("{:g}", m.norm_eps));
+  if (!m.tied_embeddings) arg("--untie-embeddings-and-output-weights");
+  if (!m.qkv_bias && !m.out_bias) arg("--disable-bias-linear");
+  if (m.qkv_bias && !m.out_bias) {
+    arg("--disable-bias-linear");
+    arg("--add-qkv-bias");
+  }
+  if (!m.dropout) {
+    arg2("--attention-dropout", "0.0");
+    arg2("--hidden-dropout", "0.0");
+  }
+  arg2("--tokenizer-type", "NullTokenizer");
+  arg2("--vocab-size", std::to_string(m.vocab));
+  if (f.bf16) arg("--bf16");
+  if (f.fp16) arg("--fp16");
+  if (f.flash) arg2("--attention-backend", "flash");
+  if (f.steps) arg2("--train-iters", std::to_string(*f.steps));
+  add_extended_model_args(m, f, args, file.notes);
+
+  std::string& out = file.text;
+  out += "#!/usr/bin/env bash\n";
+  out += fmt::format("# shardplan: Megatron-LM arguments for {} on {} GPUs (tp {} pp {}{} dp {}{}).\n",
+                     f.model_name, f.gpus, f.tp, f.pp, f.cp > 1 ? fmt::format(" cp {}", f.cp) : "", f.dp,
+                     f.ep > 1 ? fmt::format(" ep {}", f.ep) : "");
+  out += "# source megatron_args.sh; torchrun ... pretrain_gpt.py \"${MEGATRON_ARGS[@]}\" --data-path ... --lr ...\n";
+  out += "MEGATRON_ARGS=(\n";
+  for (const std::string& a : args) out += "  " + a + "\n";
+  out += ")\n";
+  out += "export CUDA_DEVICE_MAX_CONNECTIONS=1\n";
+  if (f.zero == 3) file.notes.push_back("ZeRO-3 maps to Megatron's --use-torch-fsdp2");
+  if (f.zero == 2) file.notes.push_back("Megatron has no ZeRO-2: the distributed optimizer shards optimizer states");
+  if (m.position == PositionKind::alibi) file.notes.push_back("Megatron-LM has no ALiBi: position embedding 'none'");
+  if (m.out_bias && !m.qkv_bias) file.notes.push_back("biases on the projections but not on Q/K/V are not expressible");
+  if (!f.fp32_master) file.notes.push_back("Megatron keeps fp32 main parameters (the plan assumed pure low precision)");
+  if (f.replicate > 1 && f.zero == 3)
+    file.notes.push_back("Megatron's FSDP2 shards over all data-parallel ranks: hybrid sharding is not expressed");
+  if (!f.steps) file.notes.push_back("no --train-iters: give --tokens to set it from the training budget");
+  return file;
+}
+
+
+}  // namespace shardplan::cli
