@@ -6,6 +6,7 @@
 //                    (torchtitan/distributed/activation_checkpoint.py ActivationCheckpointingConfig).
 //   torchtitan.toml  torchtitan <= 0.2 (PyPI 0.2.2): CONFIG_FILE=... ./run_train.sh (torchtitan/config/job_config.py
 //                    JobConfig: [model] name/flavor, [training], [parallelism], [activation_checkpoint] mode).
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -103,6 +104,7 @@ const char* schedule_name(Schedule s) {
 struct TitanSetting {
   std::string section, key, value;
   bool toml_only = false;  // 0.3's CLI keeps the config's default
+  bool cli_only = false;   // a 0.3 key 0.2's JobConfig lacks
 };
 
 std::vector<TitanSetting> titan_settings(const LaunchFacts& f) {
@@ -122,6 +124,9 @@ std::vector<TitanSetting> titan_settings(const LaunchFacts& f) {
   set("training", "mixed_precision_param", double_quoted(f.bf16 ? "bfloat16" : "float32"));
   set("training", "mixed_precision_reduce", "\"float32\"");
   if (f.offload) set("training", "enable_cpu_offload", "true");
+  // 0.3 captures forward and backward in CUDA graphs unless told not to, and refuses that with pipelines or with EP's
+  // default dispatcher (trainer.py Trainer.Config._validate_cuda_graphs); 0.2 has no such key.
+  if (f.pp > 1 || f.ep > 1) s.push_back({"training", "disable_cuda_graphs", "true", false, true});
   set("parallelism", "data_parallel_replicate_degree", num(f.replicate));
   set("parallelism", "data_parallel_shard_degree", num(f.shard));
   set("parallelism", "fsdp_reshard_after_forward", double_quoted(f.zero >= 3 ? "always" : "never"));
@@ -135,12 +140,11 @@ std::vector<TitanSetting> titan_settings(const LaunchFacts& f) {
     set("parallelism", "pipeline_parallel_last_stage_less_layers", num(f.pp_loss_layers));
   }
   set("parallelism", "context_parallel_degree", num(f.cp));
-  if (f.compile) {
-    // CompileConfig (torchtitan/config/configs.py): async TP needs the model compiled.
-    set("compile", "enable", "true");
-    if (f.async_tp) set("compile", "enable_async_tensor_parallel", "true");
-    s.push_back({"compile", "components", "[\"model\", \"loss\"]", true});
-  }
+  // CompileConfig (torchtitan/config/configs.py): async TP needs the model compiled. Both are said either way: 0.3's
+  // config functions turn them on (llama3_405b: enable, enable_async_tensor_parallel; deepseek_v3_671b: the loss).
+  set("compile", "enable", f.compile ? "true" : "false");
+  set("compile", "enable_async_tensor_parallel", f.async_tp ? "true" : "false");
+  if (f.compile) s.push_back({"compile", "components", "[\"model\", \"loss\"]", true});
   set("checkpoint", "enable", "false");
   return s;
 }
@@ -195,22 +199,27 @@ EmittedFile emit_torchtitan(const LaunchPlan& plan, const LaunchFacts& f) {
     out += fmt::format("flavor = {}\n", double_quoted(c.flavor));
   }
   out += fmt::format("hf_assets_path = {}\n", double_quoted(f.model_ref));
-  std::string section;
+  // 0.2's sections (job_config.py): async TP is a [parallelism] key there, EP's degrees too; the experts keep TP's
+  // split (expert_tensor_parallel_degree = tp: "partial dp -> ep", Parallelism), as shardplan priced them.
+  std::vector<std::pair<std::string, std::string>> lines;  // (section, "key = value")
   for (const TitanSetting& s : titan_settings(f)) {
-    if (s.section != section) out += fmt::format("\n[{}]\n", section = s.section);
-    out += fmt::format("{} = {}\n", s.key, s.value);
-    if (s.key == "context_parallel_degree" && f.ep > 1) {
-      // 0.2's experts keep TP's split (expert_tensor_parallel_degree = tp: "partial dp -> ep",
-      // job_config.py Parallelism), as shardplan priced them.
-      out += fmt::format("expert_parallel_degree = {}\n", f.ep);
-      out += fmt::format("expert_tensor_parallel_degree = {}\n", f.tp);
-    }
-    if (s.key == "context_parallel_degree") {
-      out += "\n[activation_checkpoint]\n";
-      out += fmt::format("mode = {}\n", double_quoted(to_string(f.recompute)));
-      if (f.recompute == Recompute::selective) out += "selective_ac_option = \"op\"\n";
-      section = "activation_checkpoint";
-    }
+    if (s.cli_only) continue;
+    const bool async_tp = s.key == "enable_async_tensor_parallel";
+    lines.push_back({async_tp ? "parallelism" : s.section, s.key + " = " + s.value});
+  }
+  if (f.ep > 1) {
+    lines.push_back({"parallelism", fmt::format("expert_parallel_degree = {}", f.ep)});
+    lines.push_back({"parallelism", fmt::format("expert_tensor_parallel_degree = {}", f.tp)});
+  }
+  lines.push_back({"activation_checkpoint", "mode = " + double_quoted(to_string(f.recompute))});
+  if (f.recompute == Recompute::selective) lines.push_back({"activation_checkpoint", "selective_ac_option = \"op\""});
+  std::vector<std::string> sections;
+  for (const auto& [section, line] : lines)
+    if (std::find(sections.begin(), sections.end(), section) == sections.end()) sections.push_back(section);
+  for (const std::string& section : sections) {
+    out += fmt::format("\n[{}]\n", section);
+    for (const auto& [in, line] : lines)
+      if (in == section) out += line + "\n";
   }
   add_common_notes(m, f, c, version, c.module + "/" + c.flavor, file.notes);
   return file;
@@ -239,16 +248,17 @@ EmittedFile emit_torchtitan_script(const LaunchPlan& plan, const LaunchFacts& f)
   }
   out += "TITAN_ARGS=(\n";
   out += fmt::format("  --module {} --config {}\n", c.module, c.config);
-  out += fmt::format("  --hf-assets-path {}\n", shell_quoted(f.model_ref));
   out += "  --dump-folder ./outputs\n";
   for (const TitanSetting& s : titan_settings(f)) {
     if (s.toml_only) continue;
     std::string flag = s.section + "." + s.key;
     for (char& ch : flag) ch = ch == '_' ? '-' : ch;
     if (s.value == "true") out += fmt::format("  --{}\n", flag);
-    else if (s.value == "false") out += fmt::format("  --{}\n", flag.insert(s.section.size() + 1, "no-"));
+    else if (s.value == "false") out += fmt::format("  --{}\n", flag.insert(s.section.size() + 1, "no-"));  // tyro
     else if (s.value.front() == '"') out += fmt::format("  --{} {}\n", flag, s.value.substr(1, s.value.size() - 2));
     else out += fmt::format("  --{} {}\n", flag, s.value);
+    if (s.key == "context_parallel_degree" && f.ep == 1)
+      out += "  --parallelism.expert-parallel-degree 1\n";  // 0.3's MoE configs set their own (deepseek_v3_671b: 2)
     if (s.key == "context_parallel_degree" && f.ep > 1) {
       // 0.3 splits no expert by TP: EP spans dp_shard·cp·tp (configs.py expert_parallel_degree; parallel_dims.py
       // efsdp = dp_shard·cp·tp/ep). ep·tp holds the experts/(ep·tp) whole experts per rank that shardplan's
@@ -271,7 +281,20 @@ EmittedFile emit_torchtitan_script(const LaunchPlan& plan, const LaunchFacts& f)
   const char* ac = f.recompute == Recompute::full ? "full" : f.recompute == Recompute::selective ? "selective" : "none";
   out += torchrun_command(f);
   out += fmt::format("  -m torchtitan.train \"${{TITAN_ARGS[@]}}\" \"$@\" activation-checkpoint:{}\n", ac);
+  // hf_assets_path is where torchtitan finds the tokenizer (and weights): the config function's own default.
+  file.notes.push_back(fmt::format("the tokenizer comes from {}'s hf_assets_path (./assets/hf/...): download it there "
+                                   "(torchtitan scripts/download_hf_assets.py) or add --hf-assets-path DIR",
+                                   c.config));
   if (f.compile) file.notes.push_back("compile.components keeps the config's default (model, loss)");
+  // Converters are part of the model spec, which the command line cannot change (trainer.py: model_spec is
+  // tyro.conf.Suppress): llama3_405b swaps its linears for torchao's Float8Linear (config_registry.py llama3_405b).
+  if (c.config == "llama3_405b" && plan.prediction.strategy.fp8 == Fp8Recipe::off)
+    file.notes.push_back("llama3_405b converts the linear layers to Float8 (tensorwise, torchao), which no override "
+                         "undoes: it trains in FP8 although this plan priced bf16 GEMMs; plan with --fp8 tensorwise, "
+                         "or register a config without the converter");
+  else if (plan.prediction.strategy.fp8 != Fp8Recipe::off && c.config != "llama3_405b")
+    file.notes.push_back(fmt::format("{} has no FP8 converter: the FP8 GEMMs this plan priced need a config with "
+                                     "torchao's Float8LinearConverter (as llama3_405b has)", c.config));
   add_common_notes(m, f, c, version, c.config, file.notes);
   return file;
 }

@@ -26,8 +26,8 @@ inline std::string read_all(const std::filesystem::path& p) {
   return ss.str();
 }
 
-// `args` is appended to the binary path as-is (shell syntax); run in `cwd` when given.
-inline CliResult run_cli(const std::string& args, const std::string& cwd = "") {
+// Runs a shell command line (run in `cwd` when given) and captures what it printed and its exit code.
+inline CliResult run_shell(const std::string& command, const std::string& cwd = "") {
   namespace fs = std::filesystem;
   static int counter = 0;
   fs::path dir = fs::temp_directory_path() / ("shardplan_cli_" + std::to_string(::getpid()));
@@ -36,7 +36,7 @@ inline CliResult run_cli(const std::string& args, const std::string& cwd = "") {
   fs::path err = dir / ("err" + std::to_string(counter++));
   std::string cmd;
   if (!cwd.empty()) cmd += "cd '" + cwd + "' && ";
-  cmd += std::string("'") + SHARDPLAN_BIN + "' " + args + " >'" + out.string() + "' 2>'" + err.string() + "' </dev/null";
+  cmd += "{ " + command + "; } >'" + out.string() + "' 2>'" + err.string() + "' </dev/null";
   int status = std::system(cmd.c_str());
   CliResult r;
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
@@ -45,6 +45,11 @@ inline CliResult run_cli(const std::string& args, const std::string& cwd = "") {
   fs::remove(out);
   fs::remove(err);
   return r;
+}
+
+// `args` is appended to the binary path as-is (shell syntax); run in `cwd` when given.
+inline CliResult run_cli(const std::string& args, const std::string& cwd = "") {
+  return run_shell(std::string("'") + SHARDPLAN_BIN + "' " + args, cwd);
 }
 
 // A bad-input failure: exit 2 and exactly one stderr line starting with "error:".

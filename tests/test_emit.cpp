@@ -8,6 +8,7 @@
 #include <fstream>
 #include <set>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 #include <yaml-cpp/yaml.h>
@@ -41,7 +42,7 @@ int shell(const std::string& cmd) { return std::system((cmd + " >/dev/null 2>&1"
 // config.json comes beside them when transformers has a class for the architecture (cli/emit_cluster.cpp).
 const std::set<std::string> kFiles = {"README.md",   "accelerate_config.yaml", "ds_config.json", "megatron_args.sh",
                                       "torchrun.sh", "torchtitan.toml",        "train_fsdp2.py", "hostfile",
-                                      "slurm.sbatch"};
+                                      "slurm.sbatch", "torchtitan.sh"};
 
 std::set<std::string> without_config(std::set<std::string> names) {
   names.erase("config.json");
@@ -68,6 +69,7 @@ void check_syntax(const fs::path& dir) {
   CHECK(shell("bash -n '" + (dir / "slurm.sbatch").string() + "'") == 0);
   if (fs::exists(dir / "config.json")) CHECK_NOTHROW((void)nlohmann::json::parse(read_all(dir / "config.json")));
   CHECK(shell("bash -n '" + (dir / "megatron_args.sh").string() + "'") == 0);
+  CHECK(shell("bash -n '" + (dir / "torchtitan.sh").string() + "'") == 0);
   CHECK((fs::status(dir / "torchrun.sh").permissions() & fs::perms::owner_exec) != fs::perms::none);
   if (!has_python()) {
     MESSAGE("python3 with tomllib not found: TOML and Python syntax not checked");
@@ -129,13 +131,17 @@ TEST_SUITE("emit") {
                                  "--framework torchtitan --compile --tp-comm-overlap", dir);
     check_syntax(dir);
     CHECK(c["config"]["tp"] == 8);
+    // torchtitan <= 0.2: a [parallelism] key (job_config.py Parallelism); 0.3: a compile option (configs.py).
     const std::string toml = read_all(dir / "torchtitan.toml");
     CHECK(toml.find("[compile]\nenable = true") != std::string::npos);
-    CHECK(toml.find("enable_async_tensor_parallel = true") != std::string::npos);
+    CHECK(toml.find("context_parallel_degree = 1\nenable_async_tensor_parallel = true") != std::string::npos);
+    CHECK(read_all(dir / "torchtitan.sh").find("  --compile.enable-async-tensor-parallel\n") != std::string::npos);
     const fs::path plain = fresh_dir("no-async-tp");
     plan_and_emit("--preset llama3-70b --gpus 64 --cluster dgx-h100 --tp 8 --recompute full --framework torchtitan "
                   "--compile", plain);
-    CHECK(read_all(plain / "torchtitan.toml").find("enable_async_tensor_parallel") == std::string::npos);
+    CHECK(read_all(plain / "torchtitan.toml").find("enable_async_tensor_parallel = false") != std::string::npos);
+    // 0.3's llama3_405b turns async TP on by itself: the script says off when the plan did not price it.
+    CHECK(read_all(plain / "torchtitan.sh").find("  --compile.no-enable-async-tensor-parallel\n") != std::string::npos);
   }
 
   TEST_CASE("a pipelined multi-node plan and an HF model: schedule, virtual stages, layer class") {
@@ -264,5 +270,77 @@ TEST_SUITE("emit") {
     CHECK(is_one_error_line(r));
     CHECK(names_in(dir) == std::set<std::string>{"torchtitan.toml"});
     CHECK(fs::is_directory(dir / "torchtitan.toml"));
+  }
+
+  TEST_CASE("MoE, MLA and MTP models: Megatron's arguments, and a config.json that reads back to the same counts") {
+    const fs::path dir = fresh_dir("deepseek");
+    const auto c = plan_and_emit("--preset deepseek-v3 --gpus 2048 --cluster h800x8 --framework megatron", dir);
+    check_syntax(dir);
+    const int64_t ep = c["config"]["ep"].get<int64_t>();
+    REQUIRE(ep > 1);
+    const std::string megatron = read_all(dir / "megatron_args.sh");
+    for (const std::string& arg : std::vector<std::string>{"--num-experts 256", "--moe-router-topk 8", "--moe-ffn-hidden-size 2048",
+                                  "--moe-shared-expert-intermediate-size 2048", "--moe-layer-freq '([0]*3+[1]*58)'",
+                                  "--expert-model-parallel-size " + std::to_string(ep),
+                                  "--moe-token-dispatcher-type alltoall", "--moe-grouped-gemm",
+                                  "--moe-router-score-function sigmoid", "--multi-latent-attention",
+                                  "--q-lora-rank 1536", "--kv-lora-rank 512", "--qk-head-dim 128",
+                                  "--qk-pos-emb-head-dim 64", "--v-head-dim 128", "--mtp-num-layers 1"})
+      CHECK_MESSAGE(megatron.find("  " + arg + "\n") != std::string::npos, arg);
+    const std::string titan = read_all(dir / "torchtitan.sh");
+    CHECK(titan.find("--module deepseek_v3 --config deepseek_v3_671b") != std::string::npos);
+    CHECK(read_all(dir / "torchtitan.toml").find("expert_parallel_degree = " + std::to_string(ep)) != std::string::npos);
+    CHECK(read_all(dir / "train_fsdp2.py").find("if EP > 1:") != std::string::npos);
+    CHECK(read_all(dir / "README.md").find("ep " + std::to_string(ep)) != std::string::npos);
+  }
+
+  TEST_CASE("config.json written from each MoE preset imports to the preset's exact counts") {
+    for (const char* preset : {"mixtral-8x7b", "mixtral-8x22b", "qwen3-30b-a3b", "qwen3-235b-a22b", "deepseek-v3",
+                               "gpt-oss-20b", "gpt-oss-120b", "llama3-8b"}) {
+      CAPTURE(preset);
+      const fs::path dir = fresh_dir(std::string("roundtrip-") + preset);
+      const auto r = run_cli(std::string("plan --preset ") + preset + " --gpus 256 --cluster dgx-h100 --framework "
+                             "megatron --simulate-top 0 --emit '" + dir.string() + "'");
+      CAPTURE(r.err);
+      REQUIRE(r.exit_code == 0);
+      REQUIRE(fs::exists(dir / "config.json"));
+      const std::string shape = " --gpus 8 --zero 3 --recompute full --format json";
+      const auto from_preset = run_cli(std::string("predict --preset ") + preset + shape);
+      const auto from_config = run_cli("predict --hf-config '" + (dir / "config.json").string() + "'" + shape);
+      CAPTURE(from_config.err);
+      REQUIRE(from_preset.exit_code == 0);
+      REQUIRE(from_config.exit_code == 0);
+      const auto a = nlohmann::json::parse(from_preset.out)["model"];
+      const auto b = nlohmann::json::parse(from_config.out)["model"];
+      CHECK(a["params"] == b["params"]);
+      CHECK(a["active_params"] == b["active_params"]);
+      CHECK(a["mtp_params"] == b["mtp_params"]);
+    }
+  }
+
+  TEST_CASE("windows, sinks and interleaved MoE layers; a family torchtitan lacks stops its script") {
+    const fs::path oss = fresh_dir("gpt-oss");
+    plan_and_emit("--preset gpt-oss-120b --gpus 64 --cluster dgx-h100 --framework megatron", oss);
+    check_syntax(oss);
+    const std::string megatron = read_all(oss / "megatron_args.sh");
+    CHECK(megatron.find("  --window-size 127,0\n") != std::string::npos);  // window of 128 (examples/gptoss)
+    CHECK(megatron.find("  --window-attn-skip-freq 2\n") != std::string::npos);
+    CHECK(megatron.find("  --softmax-type learnable\n") != std::string::npos);
+    CHECK(megatron.find("--moe-layer-freq") == std::string::npos);  // every layer MoE: the default
+    const auto config = nlohmann::json::parse(read_all(oss / "config.json"));
+    CHECK(config["model_type"] == "gpt_oss");
+    CHECK(config["layer_types"][0] == "sliding_attention");
+    CHECK(config["layer_types"][1] == "full_attention");
+
+    const fs::path maverick = fresh_dir("maverick");
+    plan_and_emit("--preset llama4-maverick --gpus 512 --cluster dgx-h100 --framework megatron", maverick);
+    check_syntax(maverick);
+    CHECK(read_all(maverick / "megatron_args.sh").find("--moe-layer-freq '(([0,1])*24)'") != std::string::npos);
+    CHECK_FALSE(fs::exists(maverick / "config.json"));  // Llama 4's transformers class is multimodal
+    // torchtitan 0.3 has no Llama 4: its script says so on one error line and exits 2 before starting anything.
+    const auto titan = shardplan::test::run_shell("bash '" + (maverick / "torchtitan.sh").string() + "'");
+    CAPTURE(titan.err);
+    CHECK(is_one_error_line(titan));
+    CHECK(titan.err.find("llama4") != std::string::npos);
   }
 }
