@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# ctest emit_fsdp2_cpu (issue 16): the launch files of `plan --emit` run as written. The tiny preset's plan on 2 ranks
-# is emitted, its torchrun.sh starts train_fsdp2.py for 3 steps on CPU (gloo; SHARDPLAN_DEVICE=cpu) from another
-# folder than the emit folder, and the README's own validate command holds the step log against the prediction.
+# ctest emit_fsdp2_cpu (issues 16, 17): the launch files of `plan --emit` run as written. The tiny preset's plan on 2
+# ranks is emitted, its torchrun.sh starts train_fsdp2.py for 3 steps on CPU (gloo; SHARDPLAN_DEVICE=cpu) from another
+# folder than the emit folder, and the README's own validate command holds the step log against the prediction. Then
+# two MoE models (tests/data/tiny-moe.yaml, Mixtral's layout; tiny-mla.yaml, DeepSeek-V3's) are emitted with the
+# config.json shardplan writes for them, trained 3 steps the same way, and the model transformers built from that
+# config has shardplan's parameter count.
 # Exit 77 (ctest SKIP_RETURN_CODE) when the venv of scripts/torch-venv.sh is absent or cannot import torch.
 #   tests/emit_fsdp2_cpu.sh SHARDPLAN_BIN REPO_ROOT [VENV]
 set -euo pipefail
@@ -43,3 +46,29 @@ losses = [s["loss"] for s in steps]
 assert all(l == l and 0 < l < 10 for l in losses), losses  # finite, about ln(256) = 5.5 at the start
 print(f"ok: 3 steps, measured step {v['measured']['step_s']:.3f} s (predicted for an H100: {v['predicted']['step_s']:.4f} s)")
 PY
+
+# MoE: the config.json written for each model builds, in transformers, the model shardplan counted, and it trains.
+for model in tiny-moe tiny-mla; do
+  "$bin" plan --model "$root/tests/data/$model.yaml" --gpus 2 --gpu h100-sxm --zero 3 --global-batch 4 --micro-batch 1 \
+    --simulate-top 0 --emit "$work/$model" >/dev/null
+  "$bin" predict --model "$root/tests/data/$model.yaml" --gpus 2 --gpu h100-sxm --zero 3 --format json \
+    > "$work/$model.json"
+  PATH="$venv/bin:$PATH" SHARDPLAN_DEVICE=cpu STEPS=3 OMP_NUM_THREADS=1 timeout 600 "$work/$model/torchrun.sh" \
+    > "$work/$model.log" 2>&1 || { echo "FAIL: $model did not train"; tail -20 "$work/$model.log"; exit 1; }
+  python3 - "$work/$model/shardplan_steps.jsonl" "$work/$model.json" "$work/$model/config.json" <<'PY'
+import json, sys
+steps = [json.loads(line) for line in open(sys.argv[1])]
+model = json.load(open(sys.argv[2]))["model"]
+config = json.load(open(sys.argv[3]))
+assert len(steps) == 3 and all(0 < s["loss"] < 10 for s in steps), steps
+built = steps[0]["param_count"]
+# DeepseekV3TopkRouter keeps e_score_correction_bias as a buffer (updated by a rule, not by the optimizer): one per
+# routed expert in each MoE layer, which shardplan counts with the router as the checkpoint stores it.
+buffers = 0
+if config["model_type"] == "deepseek_v3" and config["topk_method"] == "noaux_tc":
+    buffers = config["n_routed_experts"] * (config["num_hidden_layers"] - config["first_k_dense_replace"])
+assert built + buffers == model["params"], (config["model_type"], built, buffers, model["params"])
+print(f"ok: {config['architectures'][0]} from shardplan's config.json: {built} parameters (+{buffers} router-bias "
+      f"buffers) = shardplan's {model['params']}; 3 steps, loss {steps[-1]['loss']:.3f}")
+PY
+done
