@@ -367,6 +367,13 @@ std::string flops_and_time(const Prediction& p, const Terminal& term) {
                        p.band->step_low_s, p.band->step_high_s, p.band->basis);
   else
     out += "  Error band: none (no comparable published runs of this framework family)\n";
+  // The routing the MoE terms assume (planner/moe_costs.hpp), said so that a user with measured imbalance knows what
+  // it would change; the MoE rows of the public set are outside the band's fit (bench/sustained_fit.cpp).
+  if (p.model.experts > 0)
+    out += fmt::format("  MoE routing assumed: dropless and balanced ({} of {} experts per token, T·k/E tokens per "
+                       "expert); a busiest expert with f× the mean load stretches its grouped GEMMs and all-to-all "
+                       "about f×, not modelled\n",
+                       p.model.experts_per_token, p.model.experts);
   return out;
 }
 
