@@ -44,7 +44,8 @@ float input_value(int rank, std::size_t i) { return static_cast<float>(rank % 4 
 }  // namespace
 
 int64_t collective_count(const std::string& op, int64_t bytes, int64_t ranks, int64_t element_bytes) {
-  if (op == "all_reduce") return bytes / element_bytes;
+  // all_reduce: S is each rank's buffer; send_recv: S is what one rank sends its neighbour (one pipeline hop).
+  if (op == "all_reduce" || op == "send_recv") return bytes / element_bytes;
   return bytes / (element_bytes * ranks);
 }
 
@@ -56,6 +57,10 @@ RawRecord measure_collective(Coordinator& co, comm::Communicator& group, Device&
   const int n = group.size(), me = group.rank();
   const std::size_t count = static_cast<std::size_t>(collective_count(plan.op, plan.bytes, n, static_cast<int64_t>(elem)));
   const bool gather = plan.op == "all_gather", scatter = plan.op == "reduce_scatter", a2a = plan.op == "all_to_all";
+  // send_recv: every rank sends `count` to the next rank and receives `count` from the previous one, all at once (a
+  // pipeline's neighbours; nccl-tests src/sendrecv.cu pairs ranks the same way).
+  const bool p2p = plan.op == "send_recv";
+  const int next = (me + 1) % n, prev = (me + n - 1) % n;
   // all_to_all: each rank sends one block of `count` to every rank and receives one from each.
   const std::size_t send_count = scatter || a2a ? count * static_cast<std::size_t>(n) : count;  // [send_count]
   const std::size_t recv_count = gather || a2a ? count * static_cast<std::size_t>(n) : count;   // [recv_count]
@@ -67,6 +72,7 @@ RawRecord measure_collective(Coordinator& co, comm::Communicator& group, Device&
   auto launch = [&] {
     if (gather) return group.all_gather(send.data(), recv.data(), count, t);
     if (a2a) return group.all_to_all(send.data(), recv.data(), count, t);
+    if (p2p) return group.send_recv(send.data(), recv.data(), count, t, next, prev);
     if (scatter) return group.reduce_scatter(send.data(), recv.data(), count, t);
     return group.all_reduce(send.data(), recv.data(), count, t);
   };
@@ -98,6 +104,8 @@ RawRecord measure_collective(Coordinator& co, comm::Communicator& group, Device&
     float want = 0;
     if (gather) {
       want = input_value(static_cast<int>(i / count), i % count);  // block q comes from rank q
+    } else if (p2p) {
+      want = input_value(prev, i);  // the previous rank's buffer, whole
     } else if (a2a) {
       // block q is rank q's block `me`: its elements me·count … me·count + count − 1
       want = input_value(static_cast<int>(i / count), static_cast<std::size_t>(me) * count + i % count);

@@ -198,12 +198,13 @@ std::vector<RawRecord> plan_steps(const RunPlan& plan, const comm::WorldInfo& wo
       scopes.push_back({"rail", world.nodes, 1});
     }
     for (const Scope& s : scopes) {
-      for (const char* op : {"all_gather", "reduce_scatter", "all_reduce", "all_to_all"}) {
+      for (const char* op : {"all_gather", "reduce_scatter", "all_reduce", "all_to_all", "send_recv"}) {
         int64_t last = 0;
         for (int64_t bytes = plan.min_bytes; bytes <= plan.max_bytes; bytes *= plan.size_factor) {
           const int64_t count = collective_count(op, bytes, s.ranks, elem);
           if (count < 1) continue;
-          const int64_t actual = std::string(op) == "all_reduce" ? count * elem : count * elem * s.ranks;
+          const bool per_rank = std::string(op) == "all_reduce" || std::string(op) == "send_recv";
+          const int64_t actual = per_rank ? count * elem : count * elem * s.ranks;
           if (actual == last) continue;
           last = actual;
           RawRecord r;

@@ -34,7 +34,7 @@ std::string quoted(const std::string& s) {
 
 // Order of collectives and scopes in the file.
 int op_rank(const std::string& op) {
-  return op == "all_gather" ? 0 : op == "reduce_scatter" ? 1 : op == "all_reduce" ? 2 : 3;  // then all_to_all
+  return op == "all_gather" ? 0 : op == "reduce_scatter" ? 1 : op == "all_reduce" ? 2 : op == "all_to_all" ? 3 : 4;
 }
 int scope_rank(const std::string& s) { return s == "world" ? 0 : s == "intra_node" ? 1 : 2; }
 

@@ -155,6 +155,7 @@ double busbw_gbps(const std::string& op, int64_t ranks, double bytes, double sec
   if (op == "all_gather") c = Collective::all_gather;
   else if (op == "reduce_scatter") c = Collective::reduce_scatter;
   else if (op == "all_to_all") c = Collective::all_to_all;  // busbw factor (n−1)/n (nccl-tests PERFORMANCE.md)
+  else if (op == "send_recv") c = Collective::send_recv;    // busbw = algbw (nccl-tests sendrecv.cu: factor 1)
   return bus_bandwidth_gbps(c, ranks, bytes, seconds);
 }
 

@@ -60,6 +60,10 @@ class Communicator {
   virtual HandlePtr all_to_all(const void* send, void* recv, std::size_t count, DataType t) = 0;
   virtual HandlePtr broadcast(void* buffer, std::size_t count, DataType t, int root) = 0;
   virtual HandlePtr send(const void* buffer, std::size_t count, DataType t, int peer) = 0;
+  // send[count] to rank `to` and recv[count] from rank `from`, at once: a pipeline stage's exchange with its
+  // neighbours (torch.distributed.batch_isend_irecv, Megatron-Core pipeline_parallel/p2p_communication.py
+  // _communicate). NCCL: one group of ncclSend + ncclRecv, which a ring of separate sends would deadlock without.
+  virtual HandlePtr send_recv(const void* send, void* recv, std::size_t count, DataType t, int to, int from) = 0;
   virtual HandlePtr recv(void* buffer, std::size_t count, DataType t, int peer) = 0;
   virtual HandlePtr barrier() = 0;
 

@@ -128,6 +128,13 @@ class NcclCommunicator final : public Communicator {
     nccl_check(ncclRecv(buffer, count, nccl_type(t), peer, comm_, stream_), "ncclRecv");
     return done(fmt::format("receive from rank {}", peer));
   }
+  HandlePtr send_recv(const void* send, void* recv, std::size_t count, DataType t, int to, int from) override {
+    nccl_check(ncclGroupStart(), "ncclGroupStart");
+    nccl_check(ncclSend(send, count, nccl_type(t), to, comm_, stream_), "ncclSend");
+    nccl_check(ncclRecv(recv, count, nccl_type(t), from, comm_, stream_), "ncclRecv");
+    nccl_check(ncclGroupEnd(), "ncclGroupEnd");
+    return done(fmt::format("send to rank {} / receive from rank {}", to, from));
+  }
   HandlePtr barrier() override {
     nccl_check(ncclAllReduce(scratch_, scratch_, 1, ncclFloat, ncclSum, comm_, stream_), "ncclAllReduce");
     return done("barrier");

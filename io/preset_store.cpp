@@ -249,7 +249,8 @@ std::vector<double> read_row(const YAML::Node& row, const std::string& origin, c
 }
 
 std::optional<Collective> parse_collective(const std::string& s) {
-  for (Collective c : {Collective::all_gather, Collective::reduce_scatter, Collective::all_reduce, Collective::all_to_all})
+  for (Collective c : {Collective::all_gather, Collective::reduce_scatter, Collective::all_reduce, Collective::all_to_all,
+                       Collective::send_recv})
     if (s == to_string(c)) return c;
   return std::nullopt;
 }
@@ -269,7 +270,7 @@ CollectiveCalibration read_collective_calibration(const YAML::Node& node, const 
   r.check_keys({"op", "scope", "ranks", "ranks_per_node", "min_bytes", "max_bytes", "rms_error_pct", "max_error_pct",
                 "fit", "points"});
   CollectiveCalibration e;
-  e.op = r.choice("op", parse_collective, "all_gather, reduce_scatter, all_reduce, all_to_all");
+  e.op = r.choice("op", parse_collective, "all_gather, reduce_scatter, all_reduce, all_to_all, send_recv");
   e.ranks = r.integer("ranks", Bound::positive);
   e.ranks_per_node = r.integer("ranks_per_node", Bound::positive);
   if (e.ranks < 2 || e.ranks_per_node > e.ranks)

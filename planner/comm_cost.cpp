@@ -117,7 +117,8 @@ const CollectiveCalibration* find_calibration(const CommCalibration& cal, Collec
 // share of S each rank sends (nccl-tests doc/PERFORMANCE.md).
 double calibrated_time_s(const CollectiveCalibration& e, Collective op, double bytes, const Layout& l) {
   const double t = measured_time_s(e, bytes);
-  if (e.ranks == l.n) return t;
+  // A point-to-point hop costs the same in a ring of any size (each rank sends one neighbour its S).
+  if (e.ranks == l.n || op == Collective::send_recv) return t;
   const double alpha = std::min(segment_at(e, bytes).alpha_s, t);
   const double steps = static_cast<double>(l.n - 1) / static_cast<double>(e.ranks - 1);
   const double factor = bus_factor(op, l.n) / bus_factor(op, e.ranks);

@@ -223,6 +223,28 @@ TEST_SUITE("calibrate") {
     CHECK(c.gpu.gemm_calibration->elementwise_bytes_per_s == doctest::Approx(7e9));
   }
 
+  TEST_CASE("a measured send_recv prices a pipeline hop as measured, whatever the ring it was measured in") {
+    // 8 ranks on one node measured 5 µs + 0.1 ns/B per hop (10 GB/s); a pipeline hop between 2 ranks of one node is
+    // that line (a hop is one step in a ring of any size), and one across nodes keeps the preset's network model.
+    ClusterSpec c = PresetStore::builtin().cluster("a800x8");
+    const ClusterSpec preset = c;
+    auto cal = std::make_shared<CommCalibration>();
+    CollectiveCalibration e;
+    e.op = Collective::send_recv;
+    e.ranks = 8, e.ranks_per_node = 8;
+    const double S = 64e6;
+    e.fit = {{1, 1e12, 5e-6, 1e-10}};
+    e.bytes = {1e3, S, 1e9};  // the raw medians, on the line
+    for (double b : e.bytes) e.seconds.push_back(5e-6 + b * 1e-10);
+    cal->collectives.push_back(e);
+    c.comm_calibration = cal;
+    const GroupLayout same_node{2, 2, 1}, across{2, 1, 1};
+    CHECK(collective_time_s(c, Collective::send_recv, S, same_node) == doctest::Approx(5e-6 + S * 1e-10).epsilon(1e-6));
+    CHECK(collective_time_s(c, Collective::send_recv, S, across) ==
+          doctest::Approx(collective_time_s(preset, Collective::send_recv, S, across)));
+    CHECK(busbw_gbps("send_recv", 8, 1e9, 0.1) == doctest::Approx(10.0));  // busbw = algbw
+  }
+
   TEST_CASE("a bad profile names the file and the field") {
     const PresetStore store = PresetStore::builtin();
     const std::string base = "kind: calibration-profile\nversion: 1\nname: x\ngpus_per_node: 2\n"

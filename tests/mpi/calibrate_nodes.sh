@@ -17,7 +17,7 @@ grep -q '^  nodes: 2$' "$p" || fail "meta.nodes is not 2"
 grep -q '^  ranks_per_node: 2$' "$p" || fail "meta.ranks_per_node is not 2"
 grep -q 'SHARDPLAN_RANKS_PER_NODE: "2"' "$p" || fail "the emulated layout is not recorded in meta.environment"
 for scope in world intra_node rail; do
-  [ "$(grep -c "^    scope: $scope\$" "$p")" = 4 ] || fail "not 4 collectives measured over scope $scope"
+  [ "$(grep -c "^    scope: $scope\$" "$p")" = 5 ] || fail "not 5 collectives measured over scope $scope"
 done
 # The rails hold one rank of each node: 2 ranks, 1 per node.
 grep -A2 '^    scope: rail$' "$p" | grep -q '^    ranks_per_node: 1$' || fail "rail groups are not one rank per node"

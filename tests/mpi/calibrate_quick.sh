@@ -19,7 +19,7 @@ ls "$work" | grep -q '\.tmp\.' && fail "a temporary file was left"
 grep -q '^kind: calibration-profile' "$work/cpu.yaml" || fail "not a profile"
 # The nccl-tests table on stdout (issue 16): its header, and a block per collective.
 grep -Eq '^# +size +count +type +time +algbw +busbw +#wrong$' "$work/stdout" || fail "no nccl-tests table header"
-for op in all_gather reduce_scatter all_reduce all_to_all; do
+for op in all_gather reduce_scatter all_reduce all_to_all send_recv; do
   grep -q "^# $op, world ($np ranks" "$work/stdout" || fail "no nccl-tests block for $op"
 done
 grep -q "^  ranks: $np\$" "$work/cpu.yaml" || fail "meta.ranks is not $np"
