@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "planner/error.hpp"
+#include "planner/moe.hpp"
 
 namespace shardplan::validation {
 
@@ -249,7 +250,8 @@ std::vector<PublishedError> published_errors(const PublishedRuns& runs) {
     if (r.historical) continue;
     try {
       const Prediction p = predict(r.model, r.strategy, r.cluster);
-      out.push_back({r.strategy.framework, r.cluster.gpu, measured_over_predicted_step(r, predicted_metric(r, p))});
+      out.push_back({r.strategy.framework, r.cluster.gpu, measured_over_predicted_step(r, predicted_metric(r, p)),
+                     model_is_moe(r.model)});
     } catch (const InputError&) {
       // A row the model refuses is not predicted (the accuracy bench lists it as skipped).
     }
@@ -263,6 +265,7 @@ std::string error_band_source(const std::vector<ErrorBandGroup>& groups) {
       case FrameworkFamily::pytorch_fsdp: return "FrameworkFamily::pytorch_fsdp";
       case FrameworkFamily::megatron: return "FrameworkFamily::megatron";
       case FrameworkFamily::deepspeed: return "FrameworkFamily::deepspeed";
+      case FrameworkFamily::moe: return "FrameworkFamily::moe";
       case FrameworkFamily::reference: break;
     }
     return "FrameworkFamily::reference";

@@ -59,6 +59,12 @@ struct TermList {
   const ActTerm* end() const { return items + n; }
 };
 
+// Bytes per element of what a block's linear layers save as their inputs: 1 under --fp8 where the runtime keeps the
+// FP8 cast (fp8_saves_quantized_linear_inputs), else the compute dtype's.
+double linear_input_bytes(const Strategy& s, const FrameworkTraits& fw, double a) {
+  return s.fp8 != Fp8Recipe::off && fw.fp8_saves_quantized_linear_inputs ? 1.0 : a;
+}
+
 void add_attention_terms(TermList& out, const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw,
                          double a) {
   const double h = static_cast<double>(m.hidden), q = static_cast<double>(model_q_width(m));
@@ -68,7 +74,8 @@ void add_attention_terms(TermList& out, const ModelSpec& m, const Strategy& s, c
   // transformers' eager RMSNorm keeps two large tensors (fp32 upcast, normalised bf16) and the small rsqrt.
   const int norm_tensors = fw.norm_impl == NormImpl::transformers_eager && m.norm == NormKind::rmsnorm ? 2 : 1;
   out.push_back({"norm1 input", norm_input_bytes(m, fw, a), ActSplit::sequence, false, norm_tensors});
-  out.push_back({"qkv input", a * h, fw.tp_saves_gathered_inputs ? ActSplit::replicated : ActSplit::sequence, false});
+  const double li = linear_input_bytes(s, fw, a);
+  out.push_back({"qkv input", li * h, fw.tp_saves_gathered_inputs ? ActSplit::replicated : ActSplit::sequence, false});
   out.push_back({"q, k (for q·kᵀ)", a * (q + kv), ActSplit::tensor, false, 2});
   out.push_back({"v", a * kv, ActSplit::tensor, false});
   if (s.flash_attn) {
@@ -81,23 +88,27 @@ void add_attention_terms(TermList& out, const ModelSpec& m, const Strategy& s, c
       out.push_back({"attention dropout output", a * heads * seq, ActSplit::tensor, true});
     }
   }
-  out.push_back({"attention output (out-proj input)", a * q, ActSplit::tensor, false});
+  out.push_back({"attention output (out-proj input)", li * q, ActSplit::tensor, false});
   if (m.dropout) out.push_back({"attention residual dropout mask", kMaskBytes * h, ActSplit::sequence, false});
 }
 
-void add_mlp_terms(TermList& out, const ModelSpec& m, const FrameworkTraits& fw, double a) {
+void add_mlp_terms(TermList& out, const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw, double a) {
   const double h = static_cast<double>(m.hidden), f = mlp_width_per_token(m);  // MoE: k + shared experts
+  const double li = linear_input_bytes(s, fw, a);
   // Korthikanti §4.1, MLP block: 19sbh for a 4h GELU MLP, plus its LayerNorm's 2sbh.
   const int norm_tensors = fw.norm_impl == NormImpl::transformers_eager && m.norm == NormKind::rmsnorm ? 2 : 1;
   out.push_back({"norm2 input", norm_input_bytes(m, fw, a), ActSplit::sequence, false, norm_tensors});
-  out.push_back({"mlp input", a * h, fw.tp_saves_gathered_inputs ? ActSplit::replicated : ActSplit::sequence, false});
+  // An MoE layer's fc1 input is the dispatched copies (below); the router reads the norm's output in bf16.
+  const double mlp_in = model_is_moe(m) ? a : li;
+  out.push_back({"mlp input", mlp_in * h, fw.tp_saves_gathered_inputs ? ActSplit::replicated : ActSplit::sequence, false});
   if (m.mlp == MlpKind::gelu) {
     out.push_back({"GELU input", a * f, ActSplit::tensor, false});
-    out.push_back({"GELU output (down-proj input)", a * f, ActSplit::tensor, false});
+    out.push_back({"GELU output (down-proj input)", li * f, ActSplit::tensor, false});
   } else {
-    // SwiGLU (Shazeer 2020): gate, up, their product; eager PyTorch also keeps SiLU(gate).
+    // SwiGLU (Shazeer 2020): gate, up, their product (the down projection's input, in FP8 where the runtime keeps
+    // the cast); eager PyTorch also keeps SiLU(gate).
     const double n = static_cast<double>(fw.swiglu_saved_intermediates);
-    out.push_back({"SwiGLU intermediates", n * a * f, ActSplit::tensor, false, static_cast<int>(n)});
+    out.push_back({"SwiGLU intermediates", ((n - 1) * a + li) * f, ActSplit::tensor, false, static_cast<int>(n)});
   }
   if (m.dropout) out.push_back({"mlp residual dropout mask", kMaskBytes * h, ActSplit::sequence, false});
   // Gemma 2/3's post-attention and post-feedforward norms (Gemma2DecoderLayer) save their inputs too.
@@ -111,7 +122,7 @@ void add_mlp_terms(TermList& out, const ModelSpec& m, const FrameworkTraits& fw,
     // the MLP input (split by TP only under SP): an approximation where Megatron's dispatcher gathers tokens over TP.
     const double k = static_cast<double>(m.experts_per_token), e = static_cast<double>(m.experts);
     out.push_back({"router probabilities and top-k weights (fp32)", 4 * (e + k), ActSplit::sequence, false});
-    out.push_back({"tokens dispatched to k experts", k * a * h, ActSplit::sequence, false});
+    out.push_back({"tokens dispatched to k experts", k * li * h, ActSplit::sequence, false});
     out.push_back({"k expert outputs for the combine", k * a * h, ActSplit::sequence, false});
   }
 }
@@ -133,7 +144,7 @@ TermList block_terms(const ModelSpec& m, const Strategy& s, const FrameworkTrait
   const double a = activation_dtype_bytes(s);
   TermList terms;
   add_attention_terms(terms, m, s, fw, a);
-  add_mlp_terms(terms, m, fw, a);
+  add_mlp_terms(terms, m, s, fw, a);
   return terms;
 }
 

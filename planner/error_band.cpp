@@ -24,6 +24,7 @@ const char* to_string(FrameworkFamily f) {
     case FrameworkFamily::pytorch_fsdp: return "PyTorch FSDP (fsdp, fsdp1, torchtitan)";
     case FrameworkFamily::megatron: return "Megatron";
     case FrameworkFamily::deepspeed: return "DeepSpeed";
+    case FrameworkFamily::moe: return "mixture-of-experts models (every runtime)";
     case FrameworkFamily::reference: break;
   }
   return "reference";
@@ -54,7 +55,8 @@ std::vector<ErrorBandGroup> band_groups(const std::vector<PublishedError>& runs)
     for (GpuGeneration gen : generations) {
       std::vector<double> ratios;
       for (const PublishedError& e : runs)
-        if (framework_family(e.framework) == fam && gpu_generation(e.gpu) == gen) ratios.push_back(e.measured_over_predicted);
+        if (!e.moe && framework_family(e.framework) == fam && gpu_generation(e.gpu) == gen)
+          ratios.push_back(e.measured_over_predicted);
       all.insert(all.end(), ratios.begin(), ratios.end());
       if (const auto b = band_of_ratios(ratios))
         out.push_back({fam, gen, false, static_cast<int>(ratios.size()), b->first, b->second});
@@ -62,12 +64,17 @@ std::vector<ErrorBandGroup> band_groups(const std::vector<PublishedError>& runs)
     if (const auto b = band_of_ratios(all))
       out.push_back({fam, GpuGeneration::ampere, true, static_cast<int>(all.size()), b->first, b->second});
   }
+  std::vector<double> moe;
+  for (const PublishedError& e : runs)
+    if (e.moe) moe.push_back(e.measured_over_predicted);
+  if (const auto b = band_of_ratios(moe))
+    out.push_back({FrameworkFamily::moe, GpuGeneration::ampere, true, static_cast<int>(moe.size()), b->first, b->second});
   return out;
 }
 
-std::optional<ErrorBand> error_band(Framework f, const GpuSpec& g, double step_s) {
+std::optional<ErrorBand> error_band(Framework f, const GpuSpec& g, double step_s, bool moe) {
   if (g.cpu_ranks || !(step_s > 0)) return std::nullopt;  // no published run measured CPU ranks
-  const FrameworkFamily fam = framework_family(f);
+  const FrameworkFamily fam = moe ? FrameworkFamily::moe : framework_family(f);
   const GpuGeneration gen = gpu_generation(g);
   const ErrorBandGroup* pick = nullptr;
   for (const ErrorBandGroup& grp : error_band_table())
@@ -81,7 +88,9 @@ std::optional<ErrorBand> error_band(Framework f, const GpuSpec& g, double step_s
   b.high = pick->high;
   b.step_low_s = step_s * pick->low;
   b.step_high_s = step_s * pick->high;
-  b.basis = pick->all_generations
+  b.basis = fam == FrameworkFamily::moe
+                ? fmt::format("{}, {} published runs", to_string(fam), pick->runs)
+            : pick->all_generations
                 ? fmt::format("{} on every GPU generation (none measured on {} GPUs), {} published runs",
                               to_string(fam), to_string(gen), pick->runs)
                 : fmt::format("{} on {} GPUs, {} published runs", to_string(fam), to_string(gen), pick->runs);

@@ -14,8 +14,10 @@
 
 namespace shardplan {
 
-// Runtimes whose step-time errors behave alike: PyTorch FSDP in its three forms, Megatron, DeepSpeed.
-enum class FrameworkFamily { pytorch_fsdp, megatron, deepspeed, reference };
+// Runtimes whose step-time errors behave alike: PyTorch FSDP in its three forms, Megatron, DeepSpeed. Mixture-of-
+// experts models are a group of their own over every runtime and GPU (moe): their published errors (routing,
+// dispatch, a framework's own MoE overlaps) are of another size than the dense runs', and few.
+enum class FrameworkFamily { pytorch_fsdp, megatron, deepspeed, reference, moe };
 
 FrameworkFamily framework_family(Framework f);
 const char* to_string(FrameworkFamily f);
@@ -44,6 +46,7 @@ struct PublishedError {
   Framework framework;
   GpuSpec gpu;
   double measured_over_predicted;
+  bool moe = false;  // an MoE model's run: counted in the moe group only
 };
 std::vector<ErrorBandGroup> band_groups(const std::vector<PublishedError>& runs);
 
@@ -56,7 +59,7 @@ struct ErrorBand {
 };
 
 // The band for a configuration of this runtime on this GPU: its (family, generation) group, else its family over
-// every generation; nullopt when neither has runs.
-std::optional<ErrorBand> error_band(Framework f, const GpuSpec& g, double step_s);
+// every generation; for an MoE model (`moe`) the moe group. nullopt when there is none.
+std::optional<ErrorBand> error_band(Framework f, const GpuSpec& g, double step_s, bool moe = false);
 
 }  // namespace shardplan

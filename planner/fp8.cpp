@@ -69,9 +69,11 @@ double gathered_block_param_bytes(const Strategy& s) {
 }
 
 std::optional<std::string> fp8_model_refusal(const Strategy& s, const ModelSpec& m) {
-  if (!fp8_on(s) || !model_is_moe(m)) return std::nullopt;
-  return fmt::format("--fp8 with model '{}', a mixture of experts: FP8 grouped expert GEMMs are not modelled yet "
-                     "(only dense linear layers are); drop --fp8", m.name);
+  if (!fp8_on(s) || !s.fp8_all_gather || !model_is_moe(m)) return std::nullopt;
+  // torchao's FP8 all-gather wraps Float8Linear weights (torchao/float8/fsdp_utils.py WeightWithDynamicFloat8CastTensor);
+  // grouped expert weights are plain parameters cast per use, so the experts would gather in bf16.
+  return fmt::format("--fp8-all-gather with model '{}', a mixture of experts: FSDP2's FP8 all-gather covers dense "
+                     "Float8Linear weights, not the grouped experts; drop --fp8-all-gather", m.name);
 }
 
 std::optional<std::string> fp8_gpu_refusal(const Strategy& s, const GpuSpec& g) {

@@ -41,8 +41,8 @@ double fp8_cached_weight_bytes_per_param(const Strategy& s);
 // otherwise.
 double gathered_block_param_bytes(const Strategy& s);
 
-// Why shardplan does not price the recipe on this model (one line), or nothing: FP8 grouped expert GEMMs of
-// mixture-of-experts models are not modelled yet.
+// Why shardplan does not price the recipe on this model (one line), or nothing: FSDP2's FP8 all-gather of a
+// mixture-of-experts model (its grouped experts are not Float8Linear weights).
 std::optional<std::string> fp8_model_refusal(const Strategy& s, const ModelSpec& m);
 
 // Why the GPU cannot run the recipe (one line naming the GPU and the way out), or nothing.

@@ -218,6 +218,8 @@ FrameworkTraits megatron_traits() {
   // megatron/training/arguments.py).
   t.tp_comm_overlap = true;
   t.tp_overlap_kind = TpOverlapKind::userbuffers;
+  // Transformer Engine's linears save their FP8 input casts (framework.hpp).
+  t.fp8_saves_quantized_linear_inputs = true;
   return t;
 }
 

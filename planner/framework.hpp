@@ -111,6 +111,12 @@ struct FrameworkTraits {
   // Eager RMSNorm keeps its fp32 upcast of the input for backward (4 B/element) where a fused norm keeps the
   // input itself.
   bool rmsnorm_saves_fp32_input = false;
+  // Under --fp8 a linear layer saves its input for the weight gradient in FP8 (1 B/element: the cast the forward
+  // GEMM made), not in the compute dtype. Transformer Engine does (transformer_engine/pytorch/module/linear.py
+  // _Linear.forward: saved_inputmat = the FP8 inputmat / inputmat_t unless the recipe keeps wgrad in high
+  // precision; grouped_linear.py alike); torchao saves the high-precision input (float8_linear.py
+  // matmul_with_hp_or_float8_args.forward: save_for_backward(input_hp, weight_hp_t)).
+  bool fp8_saves_quantized_linear_inputs = false;
 
   // --- optimizer ---------------------------------------------------------------------------------------
   double optimizer_temp_bytes_per_param = 0;  // temporaries of the step, per local (sharded) parameter

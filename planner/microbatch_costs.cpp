@@ -1,6 +1,7 @@
 // Costs of one micro-batch on one rank: every GEMM of a block at its own shape, attention, memory-bound work,
 // and the tensor-parallel collectives on the critical path.
 #include <algorithm>
+#include <vector>
 
 #include "planner/comm_cost.hpp"
 #include "planner/fp8.hpp"
@@ -122,8 +123,7 @@ TpGemms block_compute(const ModelSpec& m, const Strategy& s, const ClusterSpec& 
   const LinearTime proj = scaled(linear_time(g, lt, T, h, d.q_r));
   LinearTime up = scaled(linear_time(g, lt, T, up_n, h));
   LinearTime down = scaled(linear_time(g, lt, T, h, f_r));
-  if (model_is_moe(m)) {  // issue 17: grouped expert GEMMs, shared experts and router (planner/moe_costs.hpp);
-                          // --fp8 is refused for MoE models (strategy.cpp), so these stay in the compute dtype
+  if (model_is_moe(m)) {  // issue 17: grouped expert GEMMs (FP8 under --fp8), shared experts, router (moe_costs.hpp)
     const MoeMlpTime e = moe_mlp_time(m, s, g, dt);
     up = {e.up.fwd, e.up.bwd, e.up.wgrad};
     down = {e.down.fwd, e.down.bwd, e.down.wgrad};
@@ -143,12 +143,17 @@ TpGemms block_compute(const ModelSpec& m, const Strategy& s, const ClusterSpec& 
   if (fp8_on(s)) {
     const double mb = static_cast<double>(grad_accum_steps(s));
     const double Td = d.tokens, hd = static_cast<double>(h), fd = static_cast<double>(f_r);
-    for (const auto& [k, n] : {std::pair{hd, static_cast<double>(d.q_r + 2 * d.kv_r)}, {static_cast<double>(d.q_r), hd},
-                               {hd, static_cast<double>(up_n)}, {fd, hd}}) {
+    std::vector<std::pair<double, double>> linears = {{hd, static_cast<double>(d.q_r + 2 * d.kv_r)},
+                                                      {static_cast<double>(d.q_r), hd}};
+    if (!model_is_moe(m)) linears.insert(linears.end(), {{hd, static_cast<double>(up_n)}, {fd, hd}});
+    for (const auto& [k, n] : linears) {
       const Fp8CastBytes c = fp8_linear_cast_bytes(s, Td, k, n, mb);
       casts.fwd += c.fwd;
       casts.bwd += c.bwd;
     }
+    const Fp8CastBytes experts = moe_fp8_cast_bytes(m, s, mb);  // the MoE MLP's grouped GEMMs (zero for dense)
+    casts.fwd += experts.fwd;
+    casts.bwd += experts.bwd;
   }
   const double cast_fwd = memory_bound_time_s(g, casts.fwd), cast_bwd = memory_bound_time_s(g, casts.bwd);
   const double gemm_fwd = qkv.fwd + proj.fwd + up.fwd + down.fwd;

@@ -29,6 +29,18 @@ MoeGemmTime plus(MoeGemmTime a, const MoeGemmTime& b) {
   return a;
 }
 
+MoeGemmTime scaled(MoeGemmTime a, double f) { return {a.fwd * f, a.bwd * f, a.wgrad * f}; }
+
+// Rows each local expert's GEMMs see per micro-batch. Balanced, dropless routing: T·k/E rows per expert, rounded up
+// (the busiest expert sets the grouped kernel's end). With EP the rank runs E/ep local experts, each on the T·k/E rows
+// of every one of its ep peers: T·k·ep/E rows (the same FLOPs per rank, larger and so more efficient GEMMs),
+// × kExpertLoadImbalance.
+int64_t rows_per_local_expert(const ModelSpec& m, const Strategy& s) {
+  const int64_t T = s.micro_batch * seq_per_rank(s), ep = std::max<int64_t>(s.ep, 1);
+  const double routed = static_cast<double>(T * m.experts_per_token * ep) * kExpertLoadImbalance;
+  return static_cast<int64_t>(std::ceil(routed / static_cast<double>(m.experts)));
+}
+
 }  // namespace
 
 double grouped_gemm_time_s(const GpuSpec& g, DType d, int64_t groups, const GemmShape& each) {
@@ -43,21 +55,41 @@ MoeMlpTime moe_mlp_time(const ModelSpec& m, const Strategy& s, const GpuSpec& g,
   const int64_t T = s.micro_batch * seq_per_rank(s), h = m.hidden, t = std::max<int64_t>(s.tp, 1);
   const int64_t column = (model_mlp_matrices(m) - 1) * m.expert_ffn_hidden / t;  // gate + up on one TP rank
   const int64_t row = m.expert_ffn_hidden / t;
-  // Balanced, dropless routing: T·k/E rows per expert, rounded up (the busiest expert sets the grouped kernel's end).
-  // With EP the rank runs E/ep local experts, each on the T·k/E rows of every one of its ep peers: T·k·ep/E rows
-  // (the same FLOPs per rank, larger and so more efficient GEMMs), × kExpertLoadImbalance.
-  const int64_t ep = std::max<int64_t>(s.ep, 1), local = m.experts / ep;
-  const double routed = static_cast<double>(T * m.experts_per_token * ep) * kExpertLoadImbalance;
-  const auto rows = static_cast<int64_t>(std::ceil(routed / static_cast<double>(m.experts)));
-  out.up = grouped_linear(g, d, local, rows, column, h);
-  out.down = grouped_linear(g, d, local, rows, h, row);
+  const int64_t local = m.experts / std::max<int64_t>(s.ep, 1), rows = rows_per_local_expert(m, s);
+  const DType lt = linear_gemm_dtype(s);
+  const double f8 = fp8_gemm_time_factor(s);
+  out.up = scaled(grouped_linear(g, lt, local, rows, column, h), f8);
+  out.down = scaled(grouped_linear(g, lt, local, rows, h, row), f8);
   // Shared experts see every token: one MLP of shared · f columns (DeepSeekMoE §3.2; Megatron SharedExpertMLP).
   if (m.shared_experts > 0) {
-    out.up = plus(out.up, grouped_linear(g, d, 1, T, m.shared_experts * column, h));
-    out.down = plus(out.down, grouped_linear(g, d, 1, T, h, m.shared_experts * row));
+    out.up = plus(out.up, scaled(grouped_linear(g, lt, 1, T, m.shared_experts * column, h), f8));
+    out.down = plus(out.down, scaled(grouped_linear(g, lt, 1, T, h, m.shared_experts * row), f8));
   }
   // Router: T × E logits from T × h, whole on every TP rank (Megatron-Core moe/router.py TopKRouter.gating).
   out.up = plus(out.up, grouped_linear(g, d, 1, T, m.experts, h));
+  return out;
+}
+
+Fp8CastBytes moe_fp8_cast_bytes(const ModelSpec& m, const Strategy& s, double microbatches) {
+  Fp8CastBytes out;
+  if (!fp8_on(s) || !model_is_moe(m)) return out;
+  const double T = static_cast<double>(s.micro_batch * seq_per_rank(s)), h = static_cast<double>(m.hidden);
+  const double t = static_cast<double>(std::max<int64_t>(s.tp, 1));
+  const double column = static_cast<double>((model_mlp_matrices(m) - 1) * m.expert_ffn_hidden) / t;
+  const double row = static_cast<double>(m.expert_ffn_hidden) / t;
+  const double local = static_cast<double>(m.experts / std::max<int64_t>(s.ep, 1));
+  const double rows = static_cast<double>(rows_per_local_expert(m, s));
+  const double shared = static_cast<double>(m.shared_experts);
+  auto add = [&](double count, double tokens, double k, double n) {
+    const Fp8CastBytes c = fp8_linear_cast_bytes(s, tokens, k, n, microbatches);
+    out.fwd += count * c.fwd, out.bwd += count * c.bwd;
+  };
+  add(local, rows, h, column);  // routed experts' gate/up, then down
+  add(local, rows, row, h);
+  if (shared > 0) {
+    add(1, T, h, shared * column);
+    add(1, T, shared * row, h);
+  }
   return out;
 }
 

@@ -14,6 +14,7 @@
 //     --moe-grouped-gemm; torchtitan's grouped_mm): each expert's GEMM at the efficiency of its own m = T·k/E rows
 //     (planner/compute_cost.hpp: tile and wave quantisation), one launch for the group.
 #include "planner/compute_cost.hpp"
+#include "planner/fp8.hpp"
 #include "planner/model.hpp"
 #include "planner/step_time.hpp"
 #include "planner/strategy.hpp"
@@ -38,8 +39,15 @@ struct MoeMlpTime {
 // `groups` GEMMs of shape `each`, as one grouped kernel: groups × (one GEMM's time − the launch gap) + one launch.
 double grouped_gemm_time_s(const GpuSpec& g, DType d, int64_t groups, const GemmShape& each);
 
-// One MoE layer's GEMMs for one micro-batch of T = micro_batch · seq tokens on one rank (tp splits each expert).
+// One MoE layer's GEMMs for one micro-batch of T = micro_batch · seq tokens on one rank (tp splits each expert). The
+// routed and shared experts' GEMMs run in the blocks' linear dtype (FP8 under --fp8: Transformer Engine's
+// TEGroupedLinear, torchao's scaled grouped GEMM), the router in the compute dtype `d` (DeepSeek-V3 report §3.3.1
+// keeps "MoE gating modules" in their original precision; Megatron-Core's TopKRouter is a plain linear).
 MoeMlpTime moe_mlp_time(const ModelSpec& m, const Strategy& s, const GpuSpec& g, DType d);
+
+// Bytes the FP8 casts of one MoE layer's expert GEMMs move per micro-batch (planner/fp8.hpp per linear: each local
+// expert's rows and weights, the shared experts' T rows); zero without --fp8.
+Fp8CastBytes moe_fp8_cast_bytes(const ModelSpec& m, const Strategy& s, double microbatches);
 
 // Expert-parallel all-to-all (issue 17). One MoE layer's dispatch (or combine) moves each rank's T·k routed token
 // copies of h activations, T = the rank's tokens (T/tp under sequence parallelism: each TP rank dispatches its own

@@ -8,6 +8,7 @@
 #include "planner/cost.hpp"
 #include "planner/error.hpp"
 #include "planner/error_band.hpp"
+#include "planner/moe.hpp"
 #include "planner/framework.hpp"
 #include "planner/framework_support.hpp"
 #include "planner/pipeline_layout.hpp"
@@ -464,7 +465,8 @@ SearchResult search_strategies(const ModelSpec& m, const ClusterSpec& c, const S
                                  base.gpus, base.global_batch, nvlink_domain_size(c), m.layers));
   result.not_run = not_run_by_framework(space, m);
   // Gaps inside the error band of comparable published runs are not differences the model can claim.
-  if (const auto band = error_band(base.framework, c.gpu, 1.0); band && band->half_width() > kSimplicityTolerance) {
+  if (const auto band = error_band(base.framework, c.gpu, 1.0, model_is_moe(m));
+      band && band->half_width() > kSimplicityTolerance) {
     result.tie_tolerance = band->half_width();
     result.tie_basis = band->basis;
   }

@@ -226,7 +226,7 @@ TEST_SUITE("cp") {
     for (const auto& cand : short_plan["candidates"]) CHECK(cand["config"]["cp"] == 1);
   }
 
-  TEST_CASE("--emit writes the CP degree into torchtitan.toml and the Megatron arguments") {
+  TEST_CASE("--emit writes the CP degree into the torchtitan files and the Megatron arguments") {
     namespace fs = std::filesystem;
     const fs::path dir = fs::temp_directory_path() / ("shardplan_cp_emit_" + std::to_string(::getpid()));
     fs::remove_all(dir);
@@ -239,6 +239,7 @@ TEST_SUITE("cp") {
     CHECK(cfg["cp"] == 4);
     const std::string toml = read_all(dir / "torchtitan.toml");
     CHECK(toml.find("context_parallel_degree = 4\n") != std::string::npos);
+    CHECK(read_all(dir / "torchtitan.sh").find("  --parallelism.context-parallel-degree 4\n") != std::string::npos);
     // torchtitan's mesh: replicate × shard × cp × tp × pp = the GPUs (the data-parallel shard degree excludes cp).
     auto value = [&](const std::string& key) {
       const size_t at = toml.find(key + " = ");
@@ -249,7 +250,7 @@ TEST_SUITE("cp") {
               value("tensor_parallel_degree") * value("pipeline_parallel_degree") ==
           16);
     CHECK(read_all(dir / "megatron_args.sh").find("--context-parallel-size 4") != std::string::npos);
-    CHECK(read_all(dir / "train_fsdp2.py").find("GPUS, TP, PP, CP = 16, ") != std::string::npos);
+    CHECK(read_all(dir / "train_fsdp2.py").find("GPUS, TP, PP, CP, EP = 16, ") != std::string::npos);
     fs::remove_all(dir);
   }
 }

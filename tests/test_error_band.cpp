@@ -93,6 +93,20 @@ TEST_SUITE("error band") {
     }
     s.framework = Framework::reference;
     CHECK_FALSE(predict(m, s, h100).band);
+    // An MoE model's band is the MoE runs' (every runtime), not the dense runs' of its framework.
+    Strategy e = s;
+    e.framework = Framework::megatron;
+    e.zero = 1;
+    e.recompute = Recompute::full;
+    e.gpus = e.dp = 16;
+    e.global_batch = 16;
+    e.seq = 4096;
+    const Prediction moe = predict(presets().model("mixtral-8x7b"), e, h100);
+    if (const auto want = error_band(Framework::megatron, h100.gpu, moe.time.step_s, true)) {
+      REQUIRE(moe.band);
+      CHECK(moe.band->basis.find("mixture-of-experts") != std::string::npos);
+      CHECK(moe.band->low == doctest::Approx(want->low));
+    }
     GpuSpec cpu = h100.gpu;
     cpu.cpu_ranks = true;
     CHECK_FALSE(error_band(Framework::fsdp, cpu, 1.0));

@@ -6,6 +6,9 @@
 
 #include "io/preset_store.hpp"
 #include "planner/compute_cost.hpp"
+#include "planner/framework.hpp"
+#include "planner/moe_costs.hpp"
+#include "planner/activations.hpp"
 #include "planner/error.hpp"
 #include "planner/fp8.hpp"
 #include "planner/framework_support.hpp"
@@ -113,9 +116,11 @@ TEST_SUITE("fp8") {
     test::check_refused("predict --preset llama3-8b --gpus 8 --cluster dgx-h100 --fp8 rowwise --fp8-all-gather",
                        "--fp8-all-gather");
     test::check_refused("predict --preset llama3-8b --gpus 8 --cluster dgx-h100 --fp8 float4", "--fp8");
-    // FP8 grouped expert GEMMs are not modelled: a mixture-of-experts model is refused rather than half-priced.
-    test::check_refused("predict --preset mixtral-8x7b --gpus 16 --cluster dgx-h100 --fp8 tensorwise", "mixture of experts");
-    test::check_refused("plan --preset mixtral-8x7b --gpus 16 --cluster dgx-h100 --fp8 tensorwise", "mixture of experts");
+    // torchao's FP8 all-gather covers Float8Linear weights, not grouped experts: refused for an MoE model.
+    test::check_refused("predict --preset mixtral-8x7b --gpus 16 --cluster dgx-h100 --framework torchtitan --zero 3 "
+                        "--fp8 tensorwise --fp8-all-gather", "--fp8-all-gather");
+    test::check_refused("plan --preset mixtral-8x7b --gpus 16 --cluster dgx-h100 --framework torchtitan "
+                        "--fp8 tensorwise --fp8-all-gather", "--fp8-all-gather");
     test::check_refused("plan --preset llama3-8b --gpus 8 --cluster dgx-a100-80g --fp8 tensorwise", "FP8 tensor cores");
     // MXFP8 runs on Blackwell.
     const auto b200 = test::run_cli("predict --preset llama3-8b --gpus 8 --cluster dgx-b200 --framework megatron "
@@ -136,5 +141,62 @@ TEST_SUITE("fp8") {
     const auto table = test::run_cli("predict --preset llama3-8b --gpus 8 --cluster dgx-h100 --fp8 tensorwise");
     REQUIRE(table.exit_code == 0);
     CHECK(table.out.find("FP8 GEMMs (tensorwise)") != std::string::npos);
+  }
+
+  TEST_CASE("FP8 experts: grouped GEMMs at the FP8 rate, their casts hand-computed, TE's FP8 saved inputs") {
+    // A small MoE layer: h 64, experts of 96 (SwiGLU: gate + up = 192 columns), 4 experts, top 2; T = 64 tokens on
+    // one rank, EP 1: each expert sees ⌈64·2/4⌉ = 32 rows.
+    ModelSpec m = presets().model("mixtral-8x7b");
+    m.hidden = 64, m.heads = 4, m.kv_heads = 2, m.ffn_hidden = 96, m.expert_ffn_hidden = 96, m.experts = 4;
+    m.experts_per_token = 2, m.layers = 2, m.vocab = 256;
+    Strategy s;
+    s.framework = Framework::megatron;
+    s.gpus = s.dp = 1;
+    s.zero = 0;
+    s.micro_batch = 1;
+    s.global_batch = 1;
+    s.seq = 64;
+    s.fp8 = Fp8Recipe::tensorwise;
+    // Transformer Engine, tensorwise: 6 B per cast element of X and of W (cast once a step: /microbatches) forward,
+    // of dY backward. Per expert: up X 32×64, W 64×192, dY 32×192; down X 32×96, W 96×64, dY 32×64.
+    const Fp8CastBytes c = moe_fp8_cast_bytes(m, s, 1);
+    CHECK(c.fwd == doctest::Approx(4 * 6 * (32 * 64 + 64 * 192 + 32 * 96 + 96 * 64)));  // 565,248
+    CHECK(c.bwd == doctest::Approx(4 * 6 * (32 * 192 + 32 * 64)));                      // 196,608
+    s.fp8 = Fp8Recipe::off;
+    CHECK(moe_fp8_cast_bytes(m, s, 1).fwd == 0);
+
+    // Mixtral 8x7B on two DGX H100 nodes, EP 8: the experts' GEMMs at FP8 take well under the bf16 time; the step
+    // is shorter; TE saves the dispatched tokens (the experts' fc1 input) in FP8, so activations shrink, where
+    // torchao (torchtitan) keeps them in bf16.
+    const ClusterSpec h100 = presets().cluster("dgx-h100");
+    const ModelSpec mixtral = presets().model("mixtral-8x7b");
+    Strategy big;
+    big.framework = Framework::megatron;
+    big.gpus = big.dp = 16;
+    big.ep = 8;
+    big.zero = 1;
+    big.micro_batch = 1;
+    big.global_batch = 128;
+    big.seq = 4096;
+    big.recompute = Recompute::full;
+    const MoeMlpTime bf16 = moe_mlp_time(mixtral, big, h100.gpu, DType::bf16);
+    const Prediction bf16_p = predict(mixtral, big, h100);
+    big.fp8 = Fp8Recipe::tensorwise;
+    const MoeMlpTime fp8 = moe_mlp_time(mixtral, big, h100.gpu, DType::bf16);
+    CHECK(fp8.up.fwd < 0.65 * bf16.up.fwd);
+    CHECK(fp8.down.bwd < 0.65 * bf16.down.bwd);
+    const Prediction fp8_p = predict(mixtral, big, h100);
+    CHECK(fp8_p.time.step_s < bf16_p.time.step_s);
+    const FrameworkTraits te = framework_traits(Framework::megatron);
+    big.recompute = Recompute::none;  // every saved tensor (full recomputation keeps only the block input)
+    const double saved_fp8 = block_activation_bytes(mixtral, big, te);
+    big.fp8 = Fp8Recipe::off;
+    const double saved_bf16 = block_activation_bytes(mixtral, big, te);
+    CHECK(saved_fp8 < saved_bf16);
+    const FrameworkTraits titan = framework_traits(Framework::torchtitan);
+    big.framework = Framework::torchtitan;
+    const double titan_bf16 = block_activation_bytes(mixtral, big, titan);
+    big.fp8 = Fp8Recipe::tensorwise;
+    CHECK(block_activation_bytes(mixtral, big, titan) == doctest::Approx(titan_bf16));
   }
 }

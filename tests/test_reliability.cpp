@@ -250,7 +250,7 @@ TEST_SUITE("reliability") {
       CHECK(local(test::read_all(e.path()), "a") == local(test::read_all(root / "b" / rel), "b"));
       ++compared;
     }
-    CHECK(compared == 3 + 9);  // three reports, nine launch files (no config.json: the seed's GELU model has no class)
+    CHECK(compared == 3 + 10);  // three reports, ten launch files (no config.json: the seed's GELU model has no class)
     fs::remove_all(root);
   }
 }
