@@ -215,6 +215,8 @@ StepPlan plan_step(const ModelSpec& m, const Strategy& s, const ClusterSpec& c) 
     if (s.sp) add_static(sc, MemKind::sp_buffer, boundary * static_cast<double>(s.tp));
     if (s.ep > 1 && sp.moe_layers > 0) add_static(sc, MemKind::ep_buffers, moe_all_to_all_bytes(m, s));  // memory.cpp
     if (s.cp > 1) add_static(sc, MemKind::cp_buffers, cp_kv_buffer_bytes(m, s));
+    // The blocks' FP8 weight copies, from the first micro-batch to the step's end (memory.cpp forward_backward_phase).
+    add_static(sc, MemKind::fp8_weights, fp8_cached_weight_bytes_per_param(s) * static_cast<double>(sp.blocks));
     sc.activations_per_block = block_activation_bytes(m, s, fw);
     if (s.recompute == Recompute::full) sc.recompute_working_set = block_working_set_bytes(m, s, fw);
     if (sp.first) sc.first_extra = first_stage_extra_bytes(m, s);

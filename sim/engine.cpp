@@ -58,7 +58,7 @@ const char* to_string(MemKind k) {
                                       "reduce-scatter inputs", "block backward temporaries", "module buffers (RoPE)",
                                       "gathered units (compute dtype)", "unsharded gradients in backward",
                                       "cached free segments", "EP all-to-all receive buffer",
-                                      "context-parallel K/V buffers"};
+                                      "context-parallel K/V buffers", "FP8 weight copies (Transformer Engine)"};
   const auto i = static_cast<size_t>(k);
   return i < std::size(names) ? names[i] : "?";
 }

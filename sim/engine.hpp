@@ -48,6 +48,7 @@ enum class MemKind : uint8_t {
   cached_free,      // freed blocks the caching allocator keeps reserved (counted as fragmentation, not allocated)
   ep_buffers,       // the expert-parallel all-to-all receive buffer (planner/memory.cpp add_parallel_buffers)
   cp_buffers,       // context-parallel K/V ring buffers of one layer's attention (planner/context_parallel.hpp)
+  fp8_weights,      // Transformer Engine's FP8 weight casts kept for the step (planner/fp8.hpp)
   count
 };
 const char* to_string(MemKind k);            // what it is, for people
