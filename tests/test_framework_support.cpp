@@ -4,6 +4,9 @@
 #include <doctest/doctest.h>
 
 #include <string>
+#include <vector>
+
+#include <fmt/format.h>
 
 #include "io/preset_store.hpp"
 #include "planner/error.hpp"
@@ -151,6 +154,45 @@ TEST_SUITE("framework support") {
     fixed.zero.reset();
     fixed.pp = 4;
     CHECK_THROWS_WITH_AS(search_strategies(m, c, fixed, 10), doctest::Contains("torchtitan"), InputError);
+  }
+
+  TEST_CASE("every layout the search offers is one predict accepts (dense, MoE, long context; every runtime)") {
+    // The search and predict's validation (strategy.cpp) must agree: plan once ranked HSDP × EP layouts of
+    // Qwen3-30B-A3B under torchtitan that predict then refused, failing on its own recommendation.
+    const ClusterSpec c = presets().cluster("dgx-h100");
+    struct Case {
+      const char* model;
+      int64_t gpus, global_batch, seq;
+    };
+    for (const Case& k : {Case{"llama3-8b", 64, 256, 8192}, Case{"llama3-8b", 16, 16, 65536},
+                          Case{"qwen3-30b-a3b", 16, 128, 4096}, Case{"mixtral-8x7b", 64, 256, 4096},
+                          Case{"deepseek-v3", 1024, 2048, 4096}}) {
+      const ModelSpec m = presets().model(k.model);
+      for (Framework f : kRuntimes) {
+        CAPTURE(std::string(k.model) + " " + to_string(f) + " seq " + std::to_string(k.seq));
+        SearchSpace sp;
+        sp.base = layout(f, k.gpus, 1, 1, 3, k.global_batch);
+        sp.base.seq = k.seq;
+        sp.offload_optimizer = true;
+        SearchResult r;
+        try {
+          r = search_strategies(m, c, sp, 100);
+        } catch (const InputError&) {
+          continue;  // nothing fits, or the runtime cannot run this model at all: said up front, not offered
+        }
+        std::vector<const Candidate*> offered;
+        for (const Candidate& cand : r.ranked) offered.push_back(&cand);
+        for (const Candidate& cand : r.tight) offered.push_back(&cand);
+        for (const Candidate& cand : r.families) offered.push_back(&cand);
+        if (r.recommended) offered.push_back(&*r.recommended);
+        for (const Candidate* cand : offered) {
+          const Strategy& st = cand->strategy;
+          CAPTURE(fmt::format("tp {} pp {} cp {} ep {} dp {} zero {} hsdp {} vpp {} mb {}", st.tp, st.pp, st.cp, st.ep,
+                              st.dp, st.zero, st.hsdp, st.vpp, st.micro_batch));
+          CHECK_NOTHROW((void)predict(m, st, c));
+        }
+      }
+    }
   }
 
   TEST_CASE("bad combinations are one error line and exit 2") {
