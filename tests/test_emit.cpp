@@ -39,7 +39,7 @@ bool has_python() { return std::system("python3 -c 'import tomllib' >/dev/null 2
 
 int shell(const std::string& cmd) { return std::system((cmd + " >/dev/null 2>&1").c_str()); }
 
-// config.json comes beside them when transformers has a class for the architecture (cli/emit_cluster.cpp).
+// config.json comes beside them when transformers has a class for the architecture (cli/emit_model_config.cpp).
 const std::set<std::string> kFiles = {"README.md",   "accelerate_config.yaml", "ds_config.json", "megatron_args.sh",
                                       "torchrun.sh", "torchtitan.toml",        "train_fsdp2.py", "hostfile",
                                       "slurm.sbatch", "torchtitan.sh"};
