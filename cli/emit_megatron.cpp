@@ -90,9 +90,9 @@ void add_extended_model_args(const ModelSpec& m, const LaunchFacts& f, std::vect
   // examples/gptoss/02_train.sh).
   if (m.attention_sinks) arg2("--softmax-type", "learnable");
   if (m.attention_sinks && m.experts > 0)
-    notes.push_back("gpt-oss's clamped SwiGLU is an activation detail shardplan does not price: add "
-                    "--quick-geglu --glu-linear-offset 1.0 --activation-func-clamp-value 7.0 as "
-                    "examples/gptoss/02_train.sh does, for the same model");
+    notes.push_back("gpt-oss's clamped gated activation is a detail shardplan does not price (same shapes): for the "
+                    "same model replace --swiglu with --quick-geglu --glu-linear-offset 1.0 "
+                    "--activation-func-clamp-value 7.0, as examples/gptoss/02_train.sh does");
   if (m.block_norms != 2)
     notes.push_back(fmt::format("{} norms per block (Gemma's post-norms) have no Megatron-LM argument: the block is "
                                 "built with 2", m.block_norms));
