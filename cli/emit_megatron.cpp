@@ -6,6 +6,7 @@
 #include "cli/emit_launch.hpp"
 #include "planner/framework.hpp"
 #include "planner/moe.hpp"
+#include "planner/pipeline_layout.hpp"
 
 namespace shardplan::cli {
 
@@ -98,6 +99,22 @@ void add_extended_model_args(const ModelSpec& m, const LaunchFacts& f, std::vect
                                 "built with 2", m.block_norms));
 }
 
+// The blocks of each virtual stage in model order, the embedding on the first and the MTP layers and loss on the
+// last: "Et*8|t*9|...|t*8mL" (PipelineParallelLayerLayout.parse_str_to_list; validate_layer_layout wants every
+// block, one E first, one L last, the MTP layers just before L).
+std::string megatron_pipeline_layout(const ModelSpec& m, const Strategy& s) {
+  const int64_t stages = virtual_stage_count(s);
+  std::string out;
+  for (int64_t k = 0; k < stages; ++k) {
+    if (k > 0) out += "|";
+    if (k == 0) out += "E";
+    const int64_t blocks = virtual_stage_layers(m, s, k);
+    if (blocks > 0) out += fmt::format("t*{}", blocks);
+    if (k + 1 == stages) out += std::string(static_cast<size_t>(m.mtp_layers), 'm') + "L";
+  }
+  return out;
+}
+
 }  // namespace
 
 EmittedFile emit_megatron(const LaunchPlan& plan, const LaunchFacts& f) {
@@ -118,7 +135,11 @@ EmittedFile emit_megatron(const LaunchPlan& plan, const LaunchFacts& f) {
   // Megatron accepts: planner/pipeline_layout.cpp).
   const bool own = f.framework == Framework::megatron && f.pp > 1;
   const bool uneven = own && (f.pp_first_layers > 0 || f.pp_last_layers > 0);
-  if (f.vpp > 1 && uneven) arg2("--num-virtual-stages-per-pipeline-rank", std::to_string(f.vpp));
+  // Another runtime's split (DeepSpeed's partition, torchtitan's embedding and loss counted as layers) as it was
+  // priced, stage by stage: --pipeline-model-parallel-layout (megatron/core/transformer/
+  // pipeline_parallel_layer_layout.py: E embedding, t block, m MTP layer, L loss; | between virtual stages).
+  if (f.pp > 1 && !own) arg2("--pipeline-model-parallel-layout", "'" + megatron_pipeline_layout(m, plan.prediction.strategy) + "'");
+  else if (f.vpp > 1 && uneven) arg2("--num-virtual-stages-per-pipeline-rank", std::to_string(f.vpp));
   else if (f.vpp > 1) arg2("--num-layers-per-virtual-pipeline-stage", std::to_string(f.layers_per_virtual_stage));
   if (uneven && f.pp_first_layers > 0) arg2("--decoder-first-pipeline-num-layers", std::to_string(f.pp_first_layers));
   if (uneven && f.pp_last_layers > 0) arg2("--decoder-last-pipeline-num-layers", std::to_string(f.pp_last_layers));
@@ -127,15 +148,20 @@ EmittedFile emit_megatron(const LaunchPlan& plan, const LaunchFacts& f) {
   if (f.sp) arg("--sequence-parallel");
   arg2("--micro-batch-size", std::to_string(f.micro_batch));
   arg2("--global-batch-size", std::to_string(f.global_batch));
-  // ZeRO-1/2: the distributed optimizer (sharded within dp / instances ranks with hybrid sharding); ZeRO-3:
-  // PyTorch FSDP2 inside Megatron (megatron/core/distributed/README.md).
-  if (f.zero == 1 || f.zero == 2) arg("--use-distributed-optimizer");
-  if ((f.zero == 1 || f.zero == 2) && f.replicate > 1)
-    arg2("--num-distributed-optimizer-instances", std::to_string(f.replicate));
-  if (f.zero == 3) {
-    arg("--use-torch-fsdp2");
+  // ZeRO-1: the distributed optimizer (sharded within dp / instances ranks with hybrid sharding). ZeRO-2/3 (plans
+  // of other runtimes): Megatron-FSDP, sharding strategy optim_grads / optim_grads_params. Not --use-torch-fsdp2:
+  // validate_args (megatron/training/arguments.py) refuses it with PP, with EP and with tied embeddings.
+  // Megatron-FSDP v1 (the default --megatron-fsdp-version) runs on the distributed optimizer and needs
+  // --ckpt-format fsdp_dtensor; with hybrid sharding the optimizer instances are the outer (replicating) groups
+  // (examples/megatron_fsdp/train_llama3_8b_fsdp_h100_fp8.sh; --outer-dp-sharding-strategy no_shard, the default).
+  const bool megatron_fsdp = f.zero == 2 || f.zero == 3;
+  if (f.zero >= 1) arg("--use-distributed-optimizer");
+  if (f.zero >= 1 && f.replicate > 1) arg2("--num-distributed-optimizer-instances", std::to_string(f.replicate));
+  if (megatron_fsdp) {
+    arg("--use-megatron-fsdp");
+    arg2("--data-parallel-sharding-strategy", f.zero == 3 ? "optim_grads_params" : "optim_grads");
     arg("--no-gradient-accumulation-fusion");
-    arg2("--ckpt-format", "torch_dist");
+    arg2("--ckpt-format", "fsdp_dtensor");
   }
   if (f.offload) {
     arg("--optimizer-cpu-offload");
@@ -201,14 +227,16 @@ EmittedFile emit_megatron(const LaunchPlan& plan, const LaunchFacts& f) {
   out += "MEGATRON_ARGS=(\n";
   for (const std::string& a : args) out += "  " + a + "\n";
   out += ")\n";
-  out += "export CUDA_DEVICE_MAX_CONNECTIONS=1\n";
-  if (f.zero == 3) file.notes.push_back("ZeRO-3 maps to Megatron's --use-torch-fsdp2");
-  if (f.zero == 2) file.notes.push_back("Megatron has no ZeRO-2: the distributed optimizer shards optimizer states");
+  // TP/CP comm overlap needs one hardware queue on Hopper and before; both FSDPs refuse it (arguments.py
+  // validate_args: "FSDP requires CUDA_DEVICE_MAX_CONNECTIONS > 1 or unset").
+  out += megatron_fsdp ? "unset CUDA_DEVICE_MAX_CONNECTIONS\n" : "export CUDA_DEVICE_MAX_CONNECTIONS=1\n";
+  if (megatron_fsdp)
+    file.notes.push_back(fmt::format("ZeRO-{} maps to Megatron-FSDP ({}): shardplan priced this plan as {}, not as Megatron-FSDP",
+                                     f.zero, f.zero == 3 ? "optim_grads_params" : "optim_grads",
+                                     to_string(f.framework)));
   if (m.position == PositionKind::alibi) file.notes.push_back("Megatron-LM has no ALiBi: position embedding 'none'");
   if (m.out_bias && !m.qkv_bias) file.notes.push_back("biases on the projections but not on Q/K/V are not expressible");
   if (!f.fp32_master) file.notes.push_back("Megatron keeps fp32 main parameters (the plan assumed pure low precision)");
-  if (f.replicate > 1 && f.zero == 3)
-    file.notes.push_back("Megatron's FSDP2 shards over all data-parallel ranks: hybrid sharding is not expressed");
   if (!f.steps) file.notes.push_back("no --train-iters: give --tokens to set it from the training budget");
   return file;
 }

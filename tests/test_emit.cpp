@@ -144,6 +144,58 @@ TEST_SUITE("emit") {
     CHECK(read_all(plain / "torchtitan.sh").find("  --compile.no-enable-async-tensor-parallel\n") != std::string::npos);
   }
 
+  TEST_CASE("ZeRO-2/3 plans of other runtimes reach Megatron as Megatron-FSDP, which runs them where torch FSDP2 would not") {
+    // Megatron-LM's validate_args refuses --use-torch-fsdp2 with tied embeddings (MPT), with PP and with EP, and every
+    // FSDP when CUDA_DEVICE_MAX_CONNECTIONS is 1 (megatron/training/arguments.py).
+    const fs::path tied = fresh_dir("mfsdp-tied");
+    const auto c = plan_and_emit("--preset mpt-7b --gpus 16 --cluster dgx-h100 --zero 3 --hsdp 8", tied);
+    check_syntax(tied);
+    CHECK(c["config"]["zero"] == 3);
+    const std::string args = read_all(tied / "megatron_args.sh");
+    CHECK(args.find("--use-torch-fsdp2") == std::string::npos);
+    CHECK(args.find("--use-megatron-fsdp\n") != std::string::npos);
+    CHECK(args.find("--data-parallel-sharding-strategy optim_grads_params\n") != std::string::npos);
+    CHECK(args.find("--ckpt-format fsdp_dtensor\n") != std::string::npos);
+    CHECK(args.find("--num-distributed-optimizer-instances 2\n") != std::string::npos);  // 16 ranks, shard groups of 8
+    CHECK(args.find("--untie-embeddings-and-output-weights") == std::string::npos);     // MPT stays tied
+    CHECK(args.find("unset CUDA_DEVICE_MAX_CONNECTIONS\n") != std::string::npos);
+    CHECK(args.find("export CUDA_DEVICE_MAX_CONNECTIONS=1") == std::string::npos);
+    const fs::path zero2 = fresh_dir("mfsdp-zero2");
+    plan_and_emit("--preset llama3-8b --gpus 8 --zero 2", zero2);
+    CHECK(read_all(zero2 / "megatron_args.sh").find("--data-parallel-sharding-strategy optim_grads\n") != std::string::npos);
+    const fs::path zero1 = fresh_dir("mfsdp-zero1");
+    plan_and_emit("--preset llama3-8b --gpus 8 --framework megatron --tp 2", zero1);
+    const std::string own = read_all(zero1 / "megatron_args.sh");
+    CHECK(own.find("--use-megatron-fsdp") == std::string::npos);
+    CHECK(own.find("export CUDA_DEVICE_MAX_CONNECTIONS=1\n") != std::string::npos);
+  }
+
+  TEST_CASE("another runtime's pipeline split reaches Megatron stage by stage: BLOOM's 70 blocks on 8 DeepSpeed stages") {
+    // 70 % 8 != 0: Megatron refuses an even split ("Number of layers should be divisible by the
+    // pipeline-model-parallel size"); the layout string carries the split DeepSpeed was priced with.
+    const fs::path dir = fresh_dir("ds-layout");
+    const auto c = plan_and_emit("--preset bloom-176b --gpus 384 --cluster jean-zay-a100 --framework deepspeed --tp 4 --pp 12 "
+                                 "--zero 1 --recompute full",
+                                 dir);
+    check_syntax(dir);
+    CHECK(c["config"]["pp"] == 12);
+    const std::string args = read_all(dir / "megatron_args.sh");
+    const size_t at = args.find("--pipeline-model-parallel-layout '");
+    REQUIRE(at != std::string::npos);
+    const size_t begin = args.find('\'', at) + 1;
+    const std::string layout = args.substr(begin, args.find('\'', begin) - begin);
+    CHECK(layout.front() == 'E');
+    CHECK(layout.substr(layout.size() - 1) == "L");
+    int64_t blocks = 0, stages = 1;
+    for (size_t i = 0; i < layout.size(); ++i) {
+      if (layout[i] == '|') ++stages;
+      if (layout.compare(i, 2, "t*") == 0) blocks += std::stoll(layout.substr(i + 2));
+    }
+    CHECK(blocks == 70);
+    CHECK(stages == 12);
+    CHECK(args.find("--num-layers-per-virtual-pipeline-stage") == std::string::npos);
+  }
+
   TEST_CASE("a pipelined multi-node plan and an HF model: schedule, virtual stages, layer class") {
     const fs::path config_dir = fresh_dir("hf-model");
     fs::create_directories(config_dir);
@@ -157,7 +209,8 @@ TEST_SUITE("emit") {
     check_syntax(dir);
     CHECK(c["config"]["pp"] == 4);
     const std::string megatron = read_all(dir / "megatron_args.sh");
-    CHECK(megatron.find("--num-layers-per-virtual-pipeline-stage 10") != std::string::npos);  // 80 / (4 · 2)
+    // torchtitan's split, 80 / (4 · 2) blocks per virtual stage, stage by stage
+    CHECK(megatron.find("--pipeline-model-parallel-layout 'Et*10|t*10|t*10|t*10|t*10|t*10|t*10|t*10L'") != std::string::npos);
     CHECK(megatron.find("--recompute-granularity full") != std::string::npos);
     const std::string toml = read_all(dir / "torchtitan.toml");
     CHECK(toml.find("pipeline_parallel_schedule = \"Interleaved1F1B\"") != std::string::npos);
