@@ -219,9 +219,17 @@ std::optional<std::string> weighted_refusal(const ModelSpec& m, const Strategy& 
 std::optional<std::string> pipeline_layout_refusal(const ModelSpec& m, const Strategy& s) {
   if (s.split.first_layers < 0 || s.split.last_layers < 0 || s.split.embedding_layers < -1 || s.split.loss_layers < -1)
     return "--pp-first-layers, --pp-last-layers, --pp-embedding-layers and --pp-loss-layers must not be negative";
-  // A schedule the runtime does not have is refused for that reason first (planner/framework_support.cpp).
-  if (s.pp > 1 && s.schedule != Schedule::one_f_one_b && !framework_runs(s))
-    if (auto why = framework_refusal(s)) return why;
+  // A schedule the runtime does not have is refused for that reason first (planner/framework_support.cpp), judged
+  // with a ZeRO stage the runtime pipelines: the search sets the stage after the layout, so `s` may still carry the
+  // default ZeRO-3, which Megatron never runs (that once refused every interleaved Megatron layout).
+  if (s.pp > 1 && s.schedule != Schedule::one_f_one_b) {
+    Strategy schedule_only = s;
+    const SmallSet stages = framework_support(s.framework).pipeline_zero_stages;
+    for (int z = 0; z <= 3 && !has(stages, schedule_only.zero); ++z)
+      if (has(stages, z)) schedule_only.zero = z;
+    if (!framework_runs(schedule_only))
+      if (auto why = framework_refusal(schedule_only)) return why;
+  }
   if (const auto why = schedule_refusal(s)) return why;
   const bool set = uneven_ends(s) || s.split.embedding_layers > 0 || s.split.loss_layers > 0;
   if (s.pp < 2) {

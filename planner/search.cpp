@@ -259,6 +259,13 @@ void check_fixed_dimensions(const SearchSpace& sp) {
       }
   }
   if (!sp.sp) apply_framework_defaults(probe);  // torchtitan's TP comes with SP (the search tries it)
+  // Unless --zero fixes it, any stage the runtime runs with the fixed dimensions will do (DeepSpeed pipelines only
+  // ZeRO-0/1: `plan --framework deepspeed --pp 4` is a question, not an error).
+  if (!sp.zero && !framework_runs(probe)) {
+    const int fallback = probe.zero;
+    for (int z = 3; z >= 0 && !framework_runs(probe); --z) probe.zero = z;
+    if (!framework_runs(probe)) probe.zero = fallback;
+  }
   if (const auto why = framework_refusal(probe)) throw InputError(*why);
 }
 

@@ -3,6 +3,7 @@
 // the step the way its source says.
 #include <doctest/doctest.h>
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -154,6 +155,39 @@ TEST_SUITE("framework support") {
     fixed.zero.reset();
     fixed.pp = 4;
     CHECK_THROWS_WITH_AS(search_strategies(m, c, fixed, 10), doctest::Contains("torchtitan"), InputError);
+  }
+
+  TEST_CASE("the search prices every pipeline schedule a runtime has, with the ZeRO stages it pipelines") {
+    // The layout check once ran with the strategy's default ZeRO-3 before the search set the stage: Megatron (no
+    // ZeRO-3) lost every interleaved layout, and `plan --framework megatron --vpp 2` failed with a ZeRO-3 error.
+    const ModelSpec m = presets().model("llama3-70b");
+    const ClusterSpec c = presets().cluster("dgx-h100");
+    for (Framework f : kRuntimes) {
+      const FrameworkSupport& fs = framework_support(f);
+      if (!fs.pipeline) continue;
+      CAPTURE(std::string(to_string(f)));
+      SearchSpace sp;
+      sp.base = layout(f, 64, 1, 1, 3, 256);
+      sp.base.sp = false;
+      sp.pp = 4;
+      const SearchResult r = search_strategies(m, c, sp, 2000);
+      std::set<Schedule> seen;
+      for (const Candidate& cand : r.ranked) seen.insert(cand.strategy.schedule);
+      for (const Candidate& cand : r.tight) seen.insert(cand.strategy.schedule);
+      for (Schedule s : {Schedule::one_f_one_b, Schedule::interleaved, Schedule::gpipe, Schedule::zb_h1, Schedule::zbv,
+                         Schedule::dualpipev}) {
+        CAPTURE(std::string(to_string(s)));
+        if (!has(fs.schedules, s)) CHECK(seen.count(s) == 0);
+      }
+      if (has(fs.schedules, Schedule::interleaved)) CHECK(seen.count(Schedule::interleaved) == 1);
+    }
+    SearchSpace megatron;
+    megatron.base = layout(Framework::megatron, 64, 1, 1, 1, 256);
+    megatron.vpp = 2;
+    const SearchResult r = search_strategies(m, c, megatron, 10);
+    REQUIRE(r.recommended);
+    CHECK(r.recommended->strategy.vpp == 2);
+    CHECK(r.recommended->strategy.zero <= 1);
   }
 
   TEST_CASE("every layout the search offers is one predict accepts (dense, MoE, long context; every runtime)") {
