@@ -242,7 +242,8 @@ void check_fixed_dimensions(const SearchSpace& sp) {
   probe.dp = std::max<int64_t>(sp.dp.value_or(2), 2);
   probe.hsdp = sp.hsdp.value_or(0);
   probe.schedule = sp.schedule.value_or(Schedule::one_f_one_b);
-  if (probe.pp == 1 && probe.schedule != Schedule::one_f_one_b) probe.pp = 2;  // a schedule implies a pipeline
+  // A schedule or virtual stages imply a pipeline.
+  if (probe.pp == 1 && (probe.schedule != Schedule::one_f_one_b || sp.vpp.value_or(1) > 1)) probe.pp = 2;
   // A schedule with several chunks per rank implies them (the search tries vpp ≥ 2 for it).
   probe.vpp = sp.vpp.value_or(schedule_is_v_shaped(probe.schedule) || probe.schedule == Schedule::interleaved ||
                                       has(framework_support(probe.framework).multi_stage_schedules, probe.schedule)
@@ -261,12 +262,27 @@ void check_fixed_dimensions(const SearchSpace& sp) {
   if (!sp.sp) apply_framework_defaults(probe);  // torchtitan's TP comes with SP (the search tries it)
   // Unless --zero fixes it, any stage the runtime runs with the fixed dimensions will do (DeepSpeed pipelines only
   // ZeRO-0/1: `plan --framework deepspeed --pp 4` is a question, not an error).
+  // When none runs, the refusal names what else is wrong: a stage the runtime has (with a pipeline, one it pipelines).
   if (!sp.zero && !framework_runs(probe)) {
-    const int fallback = probe.zero;
+    const FrameworkSupport& fs = framework_support(probe.framework);
+    const SmallSet usable = probe.pp > 1 ? fs.pipeline_zero_stages : fs.zero_stages;
+    int fallback = probe.zero;
+    for (int z = 3; z >= 0; --z)
+      if (has(usable, z)) fallback = z;
     for (int z = 3; z >= 0 && !framework_runs(probe); --z) probe.zero = z;
     if (!framework_runs(probe)) probe.zero = fallback;
   }
   if (const auto why = framework_refusal(probe)) throw InputError(*why);
+  // --vpp without --schedule: some schedule of the runtime must run several chunks per rank.
+  const FrameworkSupport& fs = framework_support(probe.framework);
+  if (sp.vpp.value_or(1) > 1 && !sp.schedule) {
+    bool chunked = false;
+    for (Schedule s : {Schedule::interleaved, Schedule::zb_h1, Schedule::zbv, Schedule::dualpipev})
+      chunked |= has(fs.schedules, s);
+    if (!chunked)
+      throw InputError(fmt::format("--framework {} cannot run --vpp {}: {}", to_string(probe.framework), *sp.vpp,
+                                   fs.pipeline_refusal));
+  }
 }
 
 // What the framework leaves out of the space the user asked for, one line each (plan prints them).

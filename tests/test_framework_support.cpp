@@ -188,6 +188,17 @@ TEST_SUITE("framework support") {
     REQUIRE(r.recommended);
     CHECK(r.recommended->strategy.vpp == 2);
     CHECK(r.recommended->strategy.zero <= 1);
+    // What DeepSpeed's pipeline cannot run is refused for that reason, not for the default ZeRO-3 or a batch.
+    SearchSpace ds;
+    ds.base = layout(Framework::deepspeed, 64, 1, 1, 3, 256);
+    ds.vpp = 2;
+    CHECK_THROWS_WITH_AS(search_strategies(m, c, ds, 10), doctest::Contains("cannot run --vpp 2"), InputError);
+    ds.vpp.reset();
+    ds.pp = 4;
+    ds.schedule = Schedule::interleaved;
+    CHECK_THROWS_WITH_AS(search_strategies(m, c, ds, 10), doctest::Contains("cannot run --schedule interleaved"), InputError);
+    ds.schedule.reset();
+    CHECK(search_strategies(m, c, ds, 10).recommended);  // --pp 4 alone: ZeRO-0/1 pipelines
   }
 
   TEST_CASE("every layout the search offers is one predict accepts (dense, MoE, long context; every runtime)") {
