@@ -241,6 +241,19 @@ void check_fixed_dimensions(const SearchSpace& sp) {
   probe.cp = sp.cp.value_or(1);
   probe.dp = std::max<int64_t>(sp.dp.value_or(2), 2);
   probe.hsdp = sp.hsdp.value_or(0);
+  // A given --hsdp is hybrid sharding of ZeRO-2/3, as predict reads it (strategy.cpp validate_strategy): the search
+  // then prices only those, so it is refused here, not dropped in silence.
+  if (probe.hsdp > 0) {
+    probe.dp = std::max<int64_t>(probe.dp, 2 * probe.hsdp);  // a shard group smaller than dp
+    if (sp.zero && *sp.zero < 2)
+      throw InputError(fmt::format("--hsdp needs --zero 2 or 3 (hybrid sharding shards gradients or parameters), got "
+                                   "--zero {}; drop --hsdp or raise --zero",
+                                   *sp.zero));
+    if (sp.ep.value_or(1) > 1)
+      throw InputError(fmt::format("--hsdp {} with --ep {}: hybrid sharding of the expert-data-parallel group is not "
+                                   "modelled; drop --hsdp",
+                                   probe.hsdp, *sp.ep));
+  }
   probe.schedule = sp.schedule.value_or(Schedule::one_f_one_b);
   // A schedule or virtual stages imply a pipeline.
   if (probe.pp == 1 && (probe.schedule != Schedule::one_f_one_b || sp.vpp.value_or(1) > 1)) probe.pp = 2;
@@ -410,6 +423,7 @@ SearchResult search_strategies(const ModelSpec& m, const ClusterSpec& c, const S
                 for (int zero : dims.zeros) {
                   // One data-parallel rank shards nothing: every ZeRO stage is DDP.
                   if (dp == 1 && zero > 0 && !space.zero) continue;
+                  if (space.hsdp && zero < 2) continue;  // a given --hsdp shards ZeRO-2/3 (check_fixed_dimensions)
                   s.zero = zero;
                   for (int64_t hsdp : zero >= 2 ? hsdp_options : no_hsdp) {
                     if (hsdp > 0 && (zero < 2 || dp % hsdp != 0 || hsdp >= dp)) continue;

@@ -199,6 +199,15 @@ TEST_SUITE("framework support") {
     CHECK_THROWS_WITH_AS(search_strategies(m, c, ds, 10), doctest::Contains("cannot run --schedule interleaved"), InputError);
     ds.schedule.reset();
     CHECK(search_strategies(m, c, ds, 10).recommended);  // --pp 4 alone: ZeRO-0/1 pipelines
+    // A given --hsdp is hybrid ZeRO-2/3 (predict refuses it with less): never dropped for a DDP or ZeRO-1 row.
+    SearchSpace hybrid;
+    hybrid.base = layout(Framework::torchtitan, 64, 1, 1, 3, 256);
+    hybrid.hsdp = 8;
+    const SearchResult h = search_strategies(m, c, hybrid, 50);
+    REQUIRE(!h.ranked.empty());
+    for (const Candidate& cand : h.ranked) CHECK(cand.strategy.hsdp == 8);
+    hybrid.zero = 1;
+    CHECK_THROWS_WITH_AS(search_strategies(m, c, hybrid, 10), doctest::Contains("--hsdp needs --zero 2 or 3"), InputError);
   }
 
   TEST_CASE("every layout the search offers is one predict accepts (dense, MoE, long context; every runtime)") {
