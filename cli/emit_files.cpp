@@ -54,7 +54,6 @@ LaunchFacts launch_facts(const LaunchPlan& plan) {
   f.global_batch = s.global_batch;
   f.seq = s.seq;
   f.layers = p.model.layers;
-  f.layers_per_virtual_stage = p.model.layers / std::max<int64_t>(1, s.pp * s.vpp);
   f.pp_first_layers = s.split.first_layers;
   f.pp_last_layers = s.split.last_layers;
   f.pp_embedding_layers = effective_embedding_layers(s);

@@ -44,7 +44,7 @@ struct LaunchFacts {
   int64_t ep = 1;  // expert parallelism, carved from dp·cp (planner/strategy.hpp)
   int64_t shard = 1, replicate = 1;  // data-parallel ranks that shard model states (cp ranks apart), and the replicas
   int64_t micro_batch = 1, grad_accum = 1, global_batch = 1, seq = 1;
-  int64_t layers = 1, layers_per_virtual_stage = 1;
+  int64_t layers = 1;
   // The pipeline split (planner/pipeline_split.hpp): first/last stage blocks (0 = even), the embedding and loss
   // counted as layers (as the runtime defaults them), and torchtitan's pipeline_parallel_layers_per_stage.
   int64_t pp_first_layers = 0, pp_last_layers = 0, pp_embedding_layers = 0, pp_loss_layers = 0;

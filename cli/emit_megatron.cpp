@@ -139,8 +139,9 @@ EmittedFile emit_megatron(const LaunchPlan& plan, const LaunchFacts& f) {
   // priced, stage by stage: --pipeline-model-parallel-layout (megatron/core/transformer/
   // pipeline_parallel_layer_layout.py: E embedding, t block, m MTP layer, L loss; | between virtual stages).
   if (f.pp > 1 && !own) arg2("--pipeline-model-parallel-layout", "'" + megatron_pipeline_layout(m, plan.prediction.strategy) + "'");
-  else if (f.vpp > 1 && uneven) arg2("--num-virtual-stages-per-pipeline-rank", std::to_string(f.vpp));
-  else if (f.vpp > 1) arg2("--num-layers-per-virtual-pipeline-stage", std::to_string(f.layers_per_virtual_stage));
+  // The chunk count, not --num-layers-per-virtual-pipeline-stage: that one is checked against num_layers / pp
+  // before the embedding and loss are counted out (validate_args), so it fails the accounted splits.
+  else if (f.vpp > 1) arg2("--num-virtual-stages-per-pipeline-rank", std::to_string(f.vpp));
   if (uneven && f.pp_first_layers > 0) arg2("--decoder-first-pipeline-num-layers", std::to_string(f.pp_first_layers));
   if (uneven && f.pp_last_layers > 0) arg2("--decoder-last-pipeline-num-layers", std::to_string(f.pp_last_layers));
   if (own && f.pp_embedding_layers > 0) arg("--account-for-embedding-in-pipeline-split");
@@ -164,8 +165,24 @@ EmittedFile emit_megatron(const LaunchPlan& plan, const LaunchFacts& f) {
     arg2("--ckpt-format", "fsdp_dtensor");
   }
   if (f.offload) {
+    // validate_args: "The optimizer cpu offload must be used in conjunction with `--use-precision-aware-optimizer`".
     arg("--optimizer-cpu-offload");
     arg2("--optimizer-offload-fraction", "1.0");
+    arg("--use-precision-aware-optimizer");
+  }
+  // FP8 GEMMs through Transformer Engine, the recipe priced (transformer_config.py fp8_recipe; tensorwise is TE's
+  // current scaling): E4M3 forward and E5M2 gradients ("hybrid") with per-tensor scales; the block-scaled recipes
+  // keep E4M3 everywhere (TE recipe.py MXFP8BlockScaling / Float8BlockScaling defaults). FP8 weight gathers:
+  // --fp8-param-gather (the distributed optimizer's and Megatron-FSDP's).
+  const Strategy& priced = plan.prediction.strategy;
+  if (priced.fp8 != Fp8Recipe::off) {
+    const bool per_tensor = priced.fp8 == Fp8Recipe::tensorwise;
+    arg2("--fp8-format", per_tensor ? "hybrid" : "e4m3");
+    arg2("--fp8-recipe", per_tensor ? "tensorwise" : priced.fp8 == Fp8Recipe::mxfp8 ? "mxfp8" : "blockwise");
+    if (priced.fp8_all_gather) arg("--fp8-param-gather");
+    if (priced.fp8 == Fp8Recipe::rowwise)
+      file.notes.push_back("Transformer Engine has no rowwise FP8 recipe: --fp8-recipe blockwise (1x128 activation, "
+                           "128x128 weight scales) is the nearest to the torchao rowwise GEMMs this plan priced");
   }
   if (f.recompute == Recompute::selective) arg("--recompute-activations");
   if (f.recompute == Recompute::full) {

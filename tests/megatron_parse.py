@@ -1,0 +1,61 @@
+"""What Megatron-LM makes of a megatron_args.sh: its own parse_args and validate_args (megatron/training/arguments.py)
+over the MEGATRON_ARGS array the file sets, with the environment it exports. Writes one JSON object of the fields
+tests/emit_megatron_args.sh compares with the plan to OUT.json (Megatron prints its own lines), or exits 1 with
+Megatron's refusal.
+
+  python tests/megatron_parse.py MEGATRON_LM_DIR megatron_args.sh WORLD_SIZE OUT.json
+
+No GPU: the device queries validate_args makes are answered as an H100 (compute capability 9.0), which is what the
+CUDA_DEVICE_MAX_CONNECTIONS rules of arguments.py branch on.
+"""
+import json
+import os
+import shlex
+import subprocess
+import sys
+import typing
+
+megatron_dir, args_file, world, out_json = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+if not hasattr(typing, "override"):  # Python 3.11: Megatron imports typing.override (3.12)
+    typing.override = lambda f: f
+sys.path.insert(0, megatron_dir)
+import torch  # noqa: E402
+
+torch.cuda.get_device_capability = lambda *a, **k: (9, 0)
+import megatron.training.arguments as arguments  # noqa: E402
+import megatron.training.utils as training_utils  # noqa: E402
+
+training_utils.get_device_arch_version = lambda: 9
+arguments.get_device_arch_version = lambda: 9
+
+# The array and the environment exactly as bash sees them after `source megatron_args.sh`.
+shown = subprocess.run(["bash", "-c", 'source "$1"; for a in "${MEGATRON_ARGS[@]}"; do printf "%s\\0" "$a"; done; '
+                        'printf "%s" "${CUDA_DEVICE_MAX_CONNECTIONS-unset}"', "_", args_file],
+                       capture_output=True, text=True, check=True).stdout.split("\0")
+connections = shown.pop()
+argv = []
+for item in shown:  # each array element is "--flag" or "--flag value" (the value may hold spaces: quoted there)
+    argv += shlex.split(item) if item.startswith("--") else [item]
+if connections == "unset":
+    os.environ.pop("CUDA_DEVICE_MAX_CONNECTIONS", None)
+else:
+    os.environ["CUDA_DEVICE_MAX_CONNECTIONS"] = connections
+os.environ.update(WORLD_SIZE=str(world), RANK="0", LOCAL_RANK="0")
+sys.argv = ["pretrain_gpt.py"] + argv + ["--mock-data", "--lr", "1e-4"]
+try:
+    args = arguments.parse_args()
+    arguments.validate_args(args, {})
+except BaseException as e:  # validate_args asserts, raises ValueError, or argparse exits
+    print(f"refused: {type(e).__name__}: {e}", file=sys.stderr)
+    sys.exit(1)
+json.dump({
+    "tp": args.tensor_model_parallel_size, "pp": args.pipeline_model_parallel_size,
+    "cp": args.context_parallel_size, "ep": args.expert_model_parallel_size, "dp": args.data_parallel_size,
+    "vpp": args.virtual_pipeline_model_parallel_size or 1, "micro_batch": args.micro_batch_size,
+    "global_batch": args.global_batch_size, "seq": args.seq_length, "layers": args.num_layers,
+    "distributed_optimizer": bool(args.use_distributed_optimizer), "megatron_fsdp": bool(args.use_megatron_fsdp),
+    "sharding": args.data_parallel_sharding_strategy, "sp": bool(args.sequence_parallel),
+    "experts": args.num_experts or 0, "recompute": args.recompute_granularity or "none",
+    "fp8": args.fp8_recipe if args.fp8 else "off", "fp8_param_gather": bool(args.fp8_param_gather),
+    "offload_optimizer": bool(args.optimizer_cpu_offload),
+}, open(out_json, "w"))
