@@ -251,7 +251,7 @@ std::vector<PublishedError> published_errors(const PublishedRuns& runs) {
     try {
       const Prediction p = predict(r.model, r.strategy, r.cluster);
       out.push_back({r.strategy.framework, r.cluster.gpu, measured_over_predicted_step(r, predicted_metric(r, p)),
-                     model_is_moe(r.model)});
+                     model_is_moe(r.model), r.strategy.cp > 1});
     } catch (const InputError&) {
       // A row the model refuses is not predicted (the accuracy bench lists it as skipped).
     }
@@ -266,6 +266,7 @@ std::string error_band_source(const std::vector<ErrorBandGroup>& groups) {
       case FrameworkFamily::megatron: return "FrameworkFamily::megatron";
       case FrameworkFamily::deepspeed: return "FrameworkFamily::deepspeed";
       case FrameworkFamily::moe: return "FrameworkFamily::moe";
+      case FrameworkFamily::context_parallel: return "FrameworkFamily::context_parallel";
       case FrameworkFamily::reference: break;
     }
     return "FrameworkFamily::reference";

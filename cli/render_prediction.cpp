@@ -362,9 +362,10 @@ std::string flops_and_time(const Prediction& p, const Terminal& term) {
   out += fmt::format("  {:.0f} tokens/s, {:.0f} tokens/s per GPU, {:.0f} model TFLOP/s per GPU (MFU {:.1f} %, HFU {:.1f} %)\n",
                      r.tokens_per_s, r.tokens_per_s_per_gpu, r.model_tflops_per_gpu, 100 * r.mfu, 100 * r.hfu);
   if (p.band)
-    out += fmt::format("  Error band: step {:.3f}–{:.3f} s, from the measured/predicted steps of {} (10th–90th "
-                       "percentile; bench/shardplan_accuracy)\n",
-                       p.band->step_low_s, p.band->step_high_s, p.band->basis);
+    out += fmt::format("  Error band: step {:.3f}–{:.3f} s, from the measured/predicted steps of {} ({}; "
+                       "bench/shardplan_accuracy)\n",
+                       p.band->step_low_s, p.band->step_high_s, p.band->basis,
+                       p.band->runs >= kPercentileRuns ? "10th–90th percentile" : "their smallest and largest");
   else
     out += "  Error band: none (no comparable published runs of this framework family)\n";
   // The routing the MoE terms assume (planner/moe_costs.hpp), said so that a user with measured imbalance knows what

@@ -25,6 +25,7 @@ const char* to_string(FrameworkFamily f) {
     case FrameworkFamily::megatron: return "Megatron";
     case FrameworkFamily::deepspeed: return "DeepSpeed";
     case FrameworkFamily::moe: return "mixture-of-experts models (every runtime)";
+    case FrameworkFamily::context_parallel: return "dense models with context parallelism (every runtime)";
     case FrameworkFamily::reference: break;
   }
   return "reference";
@@ -55,7 +56,7 @@ std::vector<ErrorBandGroup> band_groups(const std::vector<PublishedError>& runs)
     for (GpuGeneration gen : generations) {
       std::vector<double> ratios;
       for (const PublishedError& e : runs)
-        if (!e.moe && framework_family(e.framework) == fam && gpu_generation(e.gpu) == gen)
+        if (!e.moe && !e.cp && framework_family(e.framework) == fam && gpu_generation(e.gpu) == gen)
           ratios.push_back(e.measured_over_predicted);
       all.insert(all.end(), ratios.begin(), ratios.end());
       if (const auto b = band_of_ratios(ratios))
@@ -69,12 +70,19 @@ std::vector<ErrorBandGroup> band_groups(const std::vector<PublishedError>& runs)
     if (e.moe) moe.push_back(e.measured_over_predicted);
   if (const auto b = band_of_ratios(moe))
     out.push_back({FrameworkFamily::moe, GpuGeneration::ampere, true, static_cast<int>(moe.size()), b->first, b->second});
+  std::vector<double> cp;
+  for (const PublishedError& e : runs)
+    if (e.cp && !e.moe) cp.push_back(e.measured_over_predicted);
+  if (const auto b = band_of_ratios(cp))
+    out.push_back({FrameworkFamily::context_parallel, GpuGeneration::ampere, true, static_cast<int>(cp.size()), b->first,
+                   b->second});
   return out;
 }
 
-std::optional<ErrorBand> error_band(Framework f, const GpuSpec& g, double step_s, bool moe) {
+std::optional<ErrorBand> error_band(Framework f, const GpuSpec& g, double step_s, bool moe, bool cp) {
   if (g.cpu_ranks || !(step_s > 0)) return std::nullopt;  // no published run measured CPU ranks
-  const FrameworkFamily fam = moe ? FrameworkFamily::moe : framework_family(f);
+  const FrameworkFamily fam = moe ? FrameworkFamily::moe : cp ? FrameworkFamily::context_parallel : framework_family(f);
+  const bool across_runtimes = fam == FrameworkFamily::moe || fam == FrameworkFamily::context_parallel;
   const GpuGeneration gen = gpu_generation(g);
   const ErrorBandGroup* pick = nullptr;
   for (const ErrorBandGroup& grp : error_band_table())
@@ -84,11 +92,12 @@ std::optional<ErrorBand> error_band(Framework f, const GpuSpec& g, double step_s
       if (grp.family == fam && grp.all_generations) pick = &grp;
   if (!pick) return std::nullopt;
   ErrorBand b;
+  b.runs = pick->runs;
   b.low = pick->low;
   b.high = pick->high;
   b.step_low_s = step_s * pick->low;
   b.step_high_s = step_s * pick->high;
-  b.basis = fam == FrameworkFamily::moe
+  b.basis = across_runtimes
                 ? fmt::format("{}, {} published runs", to_string(fam), pick->runs)
             : pick->all_generations
                 ? fmt::format("{} on every GPU generation (none measured on {} GPUs), {} published runs",

@@ -16,8 +16,10 @@ namespace shardplan {
 
 // Runtimes whose step-time errors behave alike: PyTorch FSDP in its three forms, Megatron, DeepSpeed. Mixture-of-
 // experts models are a group of their own over every runtime and GPU (moe): their published errors (routing,
-// dispatch, a framework's own MoE overlaps) are of another size than the dense runs', and few.
-enum class FrameworkFamily { pytorch_fsdp, megatron, deepspeed, reference, moe };
+// dispatch, a framework's own MoE overlaps) are of another size than the dense runs', and few. So are dense runs
+// with context parallelism (context_parallel): ring attention at long sequences errs mostly one way (predicted
+// faster than measured, +13 ... +25 %), which the dense bands would hide.
+enum class FrameworkFamily { pytorch_fsdp, megatron, deepspeed, reference, moe, context_parallel };
 
 FrameworkFamily framework_family(Framework f);
 const char* to_string(FrameworkFamily f);
@@ -47,6 +49,7 @@ struct PublishedError {
   GpuSpec gpu;
   double measured_over_predicted;
   bool moe = false;  // an MoE model's run: counted in the moe group only
+  bool cp = false;   // a dense run with --cp > 1: counted in the context_parallel group only
 };
 std::vector<ErrorBandGroup> band_groups(const std::vector<PublishedError>& runs);
 
@@ -54,12 +57,14 @@ struct ErrorBand {
   double step_low_s = 0, step_high_s = 0;
   double low = 1, high = 1;  // the group's ratios
   std::string basis;         // "fsdp family on Hopper-class GPUs, 39 published runs"
+  int runs = 0;              // under kPercentileRuns the ratios are the smallest and largest, not percentiles
   // Relative half-width of the range: two predictions closer than this are not told apart.
   double half_width() const { return (high - low) / (high + low); }
 };
 
 // The band for a configuration of this runtime on this GPU: its (family, generation) group, else its family over
-// every generation; for an MoE model (`moe`) the moe group. nullopt when there is none.
-std::optional<ErrorBand> error_band(Framework f, const GpuSpec& g, double step_s, bool moe = false);
+// every generation; for an MoE model (`moe`) the moe group, for a dense one with context parallelism (`cp`) the
+// context_parallel group. nullopt when there is none.
+std::optional<ErrorBand> error_band(Framework f, const GpuSpec& g, double step_s, bool moe = false, bool cp = false);
 
 }  // namespace shardplan

@@ -28,7 +28,7 @@ Prediction predict(const ModelSpec& m, const Strategy& s, const ClusterSpec& c) 
   p.flops = step_flops(m, s);
   p.time = estimate_step_time(m, s, c);
   p.throughput = throughput_of(p.flops, p.time, s, c.gpu);
-  if (p.time.modelled) p.band = error_band(s.framework, c.gpu, p.time.step_s, model_is_moe(m));
+  if (p.time.modelled) p.band = error_band(s.framework, c.gpu, p.time.step_s, model_is_moe(m), s.cp > 1);
   return p;
 }
 

@@ -502,7 +502,8 @@ SearchResult search_strategies(const ModelSpec& m, const ClusterSpec& c, const S
                                  base.gpus, base.global_batch, nvlink_domain_size(c), m.layers));
   result.not_run = not_run_by_framework(space, m);
   // Gaps inside the error band of comparable published runs are not differences the model can claim.
-  if (const auto band = error_band(base.framework, c.gpu, 1.0, model_is_moe(m));
+  // A --cp the user fixed puts every candidate under context parallelism: its band.
+  if (const auto band = error_band(base.framework, c.gpu, 1.0, model_is_moe(m), space.cp.value_or(1) > 1);
       band && band->half_width() > kSimplicityTolerance) {
     result.tie_tolerance = band->half_width();
     result.tie_basis = band->basis;

@@ -107,6 +107,26 @@ TEST_SUITE("error band") {
       CHECK(moe.band->basis.find("mixture-of-experts") != std::string::npos);
       CHECK(moe.band->low == doctest::Approx(want->low));
     }
+    // A dense model under context parallelism gets the CP runs' band (ring attention errs one way), and the dense
+    // groups hold no CP run: the committed table's CP group is wider on the slow side than the FSDP/Hopper one.
+    Strategy l = s;
+    l.framework = Framework::torchtitan;
+    l.cp = 4;
+    l.dp = s.dp / 4;
+    l.seq = 32768;
+    l.recompute = Recompute::full;
+    const Prediction ring = predict(presets().model("llama3-8b"), l, h100);
+    const auto cp_band = error_band(Framework::torchtitan, h100.gpu, ring.time.step_s, false, true);
+    const auto dense_band = error_band(Framework::torchtitan, h100.gpu, ring.time.step_s);
+    REQUIRE(cp_band);
+    REQUIRE(dense_band);
+    REQUIRE(ring.band);
+    CHECK(ring.band->basis.find("context parallelism") != std::string::npos);
+    CHECK(ring.band->high == doctest::Approx(cp_band->high));
+    CHECK(cp_band->high > dense_band->high);
+    std::vector<PublishedError> runs(3, PublishedError{Framework::fsdp, h100.gpu, 1.3, false, true});
+    runs.push_back({Framework::fsdp, h100.gpu, 1.0});
+    for (const ErrorBandGroup& g : band_groups(runs)) CHECK(g.family == FrameworkFamily::context_parallel);
     GpuSpec cpu = h100.gpu;
     cpu.cpu_ranks = true;
     CHECK_FALSE(error_band(Framework::fsdp, cpu, 1.0));
