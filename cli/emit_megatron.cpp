@@ -247,7 +247,7 @@ EmittedFile emit_megatron(const LaunchPlan& plan, const LaunchFacts& f) {
   // TP/CP comm overlap needs one hardware queue on Hopper and before; both FSDPs refuse it (arguments.py
   // validate_args: "FSDP requires CUDA_DEVICE_MAX_CONNECTIONS > 1 or unset").
   out += megatron_fsdp ? "unset CUDA_DEVICE_MAX_CONNECTIONS\n" : "export CUDA_DEVICE_MAX_CONNECTIONS=1\n";
-  if (megatron_fsdp)
+  if (megatron_fsdp && f.framework != Framework::megatron)
     file.notes.push_back(fmt::format("ZeRO-{} maps to Megatron-FSDP ({}): shardplan priced this plan as {}, not as Megatron-FSDP",
                                      f.zero, f.zero == 3 ? "optim_grads_params" : "optim_grads",
                                      to_string(f.framework)));

@@ -205,7 +205,17 @@ FrameworkTraits megatron_traits() {
   t.elementwise_traffic_factor = 1.5;
   t.optimizer_temp_bytes_per_param = 0;  // FusedAdam
   t.default_grad_sync = GradSync::per_step;  // main-grad buffer accumulates locally
-  t.default_grad_sync_sharded = GradSync::per_step;
+  // Megatron-FSDP (ZeRO-2/3): "Gradient reduce-scatter is overlapped with backward compute and accumulated during
+  // every backward pass" (docs/user-guide/features/megatron_fsdp.md, sharding strategies).
+  t.default_grad_sync_sharded = GradSync::per_micro;
+  // Megatron-FSDP's units: one all-gather buffer ahead of the layer computing (--fsdp-double-buffer, the recipes'
+  // setting), the gradients of the layer being reduced beside the one producing them; its parameters and gradients
+  // live in the communication buckets themselves, so no copy-in or copy-out pass ("Avoids redundant COPY operations
+  // before and after collectives", same file, Optimizations).
+  t.zero3_prefetch_units = 1;
+  t.unsharded_grad_units = 2;
+  t.gather_copy_out_passes = 0;
+  t.reduce_copy_in_passes = 0;
   // Megatron-Core as it is run today: DistributedDataParallelConfig's own defaults are False, but Megatron-Bridge's
   // pretraining recipes set overlap_grad_reduce=True and overlap_param_gather=True with the distributed optimizer
   // (NVIDIA-NeMo/Megatron-Bridge src/megatron/bridge/recipes/common.py _pretrain_common), as Megatron-LM's

@@ -87,14 +87,14 @@ constexpr FrameworkSupport kDeepspeed{
     "zero_optimization.offload_optimizer is \"valid for ZeRO stage 1, 2, 3\" (DeepSpeed docs/_pages/config-json.md); "
     "use --zero 1, 2 or 3"};
 
-// Megatron-Core: distributed optimizer (ZeRO-1), TP/SP, 1F1B and interleaved pipelines.
+// Megatron-Core: distributed optimizer (ZeRO-1), Megatron-FSDP (ZeRO-2/3: --use-megatron-fsdp
+// --data-parallel-sharding-strategy optim_grads / optim_grads_params, docs/user-guide/features/megatron_fsdp.md;
+// hybrid sharding through --num-distributed-optimizer-instances), TP/SP, 1F1B and interleaved pipelines.
 constexpr FrameworkSupport kMegatron{
-    bit(0) | bit(1),
-    "Megatron-Core shards only optimizer states and main gradients (--use-distributed-optimizer, "
-    "megatron/core/optimizer/distrib_optimizer.py); use --zero 0 or 1, or --framework fsdp|deepspeed for ZeRO-2/3",
-    0,
-    "Megatron-Core's distributed optimizer is not hybrid-sharded in shardplan's sense (--hsdp needs ZeRO-2/3); drop "
-    "--hsdp",
+    kAllZero, "",
+    bit(2) | bit(3),
+    "Megatron-Core's distributed optimizer alone is not hybrid-sharded in shardplan's sense; Megatron-FSDP's hybrid "
+    "sharding (--num-distributed-optimizer-instances) is ZeRO-2/3: use --zero 2 or 3 with --hsdp",
     true, "",
     true, bit(0) | bit(1), bit(Schedule::one_f_one_b) | bit(Schedule::interleaved),
     "Megatron-Core schedules are no-pipelining, 1F1B and interleaved 1F1B (megatron/core/pipeline_parallel/"
@@ -103,7 +103,10 @@ constexpr FrameworkSupport kMegatron{
     "--framework torchtitan for zb-h1, zbv and dualpipev",
     true, bit(1),
     "Megatron-Core offloads the distributed optimizer's states (--optimizer-cpu-offload, megatron/training/"
-    "arguments.py), so it needs --zero 1 (--use-distributed-optimizer)"};
+    "arguments.py), so it needs --zero 1 (--use-distributed-optimizer)",
+    0, false, "",
+    "Megatron-FSDP (ZeRO-2/3 under Megatron-Core) with pipeline parallelism is not modelled (its v2 refuses PP: "
+    "megatron/core/distributed/fsdp/mcore_fsdp_adapter.py); use --zero 0 or 1 with --pp"};
 
 // shardplan's reference loop (reference/): data parallelism and ZeRO-0..3 on one process group.
 constexpr FrameworkSupport kReference{
@@ -213,7 +216,8 @@ Fp8Support fp8_support(Framework f) {
 
 EpSupport ep_support(Framework f) {
   switch (f) {
-    case Framework::megatron: return {true, bit(0) | bit(1), ""};
+    // Megatron-FSDP shards expert parameters over the expert-data-parallel mesh (megatron_fsdp.md "DeviceMesh").
+    case Framework::megatron: return {true, kAllZero, ""};
     case Framework::torchtitan: return {true, kNoZero1, ""};
     case Framework::deepspeed:
       return {true, bit(0) | bit(1) | bit(2),
@@ -295,7 +299,8 @@ std::optional<std::string> framework_refusal(const Strategy& s) {
   if (s.pp > 1) {
     if (!fs.pipeline) return refusal(s, "--pp > 1", fs.pipeline_refusal);
     if (!has(fs.pipeline_zero_stages, s.zero))
-      return refusal(s, fmt::format("--zero {} with --pp > 1", s.zero).c_str(), fs.pipeline_refusal);
+      return refusal(s, fmt::format("--zero {} with --pp > 1", s.zero).c_str(),
+                     *fs.pipeline_zero_refusal ? fs.pipeline_zero_refusal : fs.pipeline_refusal);
     if (!has(fs.schedules, s.schedule))
       return refusal(s, fmt::format("--schedule {}", to_string(s.schedule)).c_str(), fs.pipeline_refusal);
     if (has(fs.multi_stage_schedules, s.schedule) && s.vpp < 2)

@@ -35,6 +35,7 @@ struct FrameworkSupport {
   SmallSet multi_stage_schedules = 0;  // schedules it runs only with two or more chunks per rank (--vpp ≥ 2)
   bool tp_always_sp = false;         // its tensor parallelism always shards the norms' activations (--sp)
   const char* tp_without_sp_refusal = "";
+  const char* pipeline_zero_refusal = "";  // why a ZeRO stage it has is not pipelined (empty: pipeline_refusal)
 };
 
 const FrameworkSupport& framework_support(Framework f);

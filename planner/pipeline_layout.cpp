@@ -224,6 +224,8 @@ std::optional<std::string> pipeline_layout_refusal(const ModelSpec& m, const Str
   // default ZeRO-3, which Megatron never runs (that once refused every interleaved Megatron layout).
   if (s.pp > 1 && s.schedule != Schedule::one_f_one_b) {
     Strategy schedule_only = s;
+    schedule_only.hsdp = 0;  // the sharding choices are judged after the layout
+    schedule_only.offload_optimizer = false;
     const SmallSet stages = framework_support(s.framework).pipeline_zero_stages;
     for (int z = 0; z <= 3 && !has(stages, schedule_only.zero); ++z)
       if (has(stages, z)) schedule_only.zero = z;

@@ -467,6 +467,10 @@ SearchResult search_strategies(const ModelSpec& m, const ClusterSpec& c, const S
                   if (n_splits == 0) splits[0] = PipelineSplit{}, n_splits = 1;
                   for (int k = 0; k < n_splits; ++k) {
                     s.split = splits[k];
+                    // The previous layout's sharding choices (evaluate) are not this layout's.
+                    s.zero = base.zero;
+                    s.hsdp = 0;
+                    s.offload_optimizer = false;
                     auto refused = pipeline_layout_refusal(m, s);
                     if (!refused) refused = pipeline_microbatch_refusal(s);
                     if (refused) {

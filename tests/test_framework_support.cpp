@@ -88,8 +88,11 @@ TEST_SUITE("framework support") {
     mg_interleaved.vpp = 2;
     mg_interleaved.schedule = Schedule::interleaved;
     CHECK_FALSE(refused(mg_interleaved));
-    CHECK(refused(layout(Framework::megatron, 16, 1, 1, 2, 16)));
-    // HSDP: FSDP at ZeRO-2/3; DeepSpeed only at ZeRO-3 (MiCS); not Megatron.
+    // Megatron-FSDP is Megatron-Core's ZeRO-2/3; with a pipeline it is not modelled.
+    CHECK_FALSE(refused(layout(Framework::megatron, 16, 1, 1, 2, 16)));
+    CHECK_FALSE(refused(layout(Framework::megatron, 16, 2, 1, 3, 16)));
+    CHECK(refused(layout(Framework::megatron, 16, 1, 2, 3, 16)));
+    // HSDP: FSDP at ZeRO-2/3; DeepSpeed only at ZeRO-3 (MiCS); Megatron through Megatron-FSDP (ZeRO-2/3).
     Strategy hsdp = layout(Framework::deepspeed, 16, 1, 1, 2, 16);
     hsdp.hsdp = 8;
     CHECK(refused(hsdp));
@@ -98,6 +101,10 @@ TEST_SUITE("framework support") {
     hsdp.framework = Framework::fsdp;
     hsdp.zero = 2;
     CHECK_FALSE(refused(hsdp));
+    hsdp.framework = Framework::megatron;
+    CHECK_FALSE(refused(hsdp));
+    hsdp.zero = 1;
+    CHECK(refused(hsdp));
     // Offload: DeepSpeed (ZeRO-1..3) and Megatron (distributed optimizer); FSDP's CPU offload moves parameters too.
     Strategy off = layout(Framework::deepspeed, 16, 1, 1, 2, 16);
     off.offload_optimizer = true;
@@ -257,7 +264,7 @@ TEST_SUITE("framework support") {
                              "predict --preset 8b --gpus 16 --cluster dgx-h100 --pp 2 --zero 2 --framework deepspeed",
                              "predict --preset 8b --gpus 16 --cluster dgx-h100 --pp 2 --vpp 2 --framework deepspeed --zero 1",
                              "predict --preset 8b --gpus 16 --cluster dgx-h100 --pp 2 --schedule gpipe --framework megatron",
-                             "predict --preset 8b --gpus 8 --framework megatron --zero 3",
+                             "predict --preset 8b --gpus 16 --cluster dgx-h100 --pp 2 --framework megatron --zero 3",
                              "predict --preset 8b --gpus 8 --offload-optimizer --zero 3",
                              "predict --preset 8b --gpus 8 --framework fsdp3",
                              "predict --preset 8b --gpus 8 --tp 2 --tp-comm-overlap --framework megatron",
