@@ -48,7 +48,7 @@ check() {
   python3 "$work/compare.py" "$work/$name.json" "$work/$name.parsed.json" "$name"
 }
 
-check llama405b-interleaved 1024 --preset llama3-405b --cluster dgx-h100 --framework megatron
+check llama405b-interleaved 1024 --preset llama3-405b --cluster dgx-h100 --framework megatron --zero 1
 check llama405b-uneven 128 --preset llama3-405b --cluster dgx-h100 --framework megatron --tp 8 --pp 16 \
   --pp-first-layers 7 --pp-last-layers 7
 check llama8b-cp 64 --preset llama3-8b --cluster dgx-h100 --framework megatron --cp 4 --seq 65536
@@ -56,7 +56,7 @@ check deepseek-v3 256 --preset deepseek-v3 --cluster dgx-h100 --framework megatr
 check gpt-oss 64 --preset gpt-oss-120b --cluster dgx-h100 --framework megatron --ep 8 --pp 4
 check mixtral-tp-ep 256 --preset mixtral-8x7b --cluster dgx-h100 --framework megatron --ep 8 --tp 2
 check llama8b-megatron-fsdp 8 --preset llama3-8b --cluster dgx-h100 --framework megatron --zero 3 --fp8 tensorwise
-check llama70b-megatron-hsdp 64 --preset llama3-70b --cluster dgx-h100 --framework megatron --zero 3 --hsdp 8 --tp 2
+check llama70b-megatron-hsdp 64 --preset llama3-70b --cluster dgx-h100 --framework megatron --zero 3 --hsdp 8 --tp 4
 check llama70b-fp8 64 --preset llama3-70b --cluster dgx-h100 --framework megatron --tp 8 --fp8 tensorwise
 check llama70b-fp8-block 64 --preset llama3-70b --cluster dgx-h100 --framework megatron --tp 8 --fp8 blockwise
 check llama70b-offload 16 --preset llama3-70b --cluster dgx-h100 --framework megatron --tp 8 --zero 1 --offload-optimizer
