@@ -138,7 +138,8 @@ EmittedFile emit_megatron(const LaunchPlan& plan, const LaunchFacts& f) {
   // Another runtime's split (DeepSpeed's partition, torchtitan's embedding and loss counted as layers) as it was
   // priced, stage by stage: --pipeline-model-parallel-layout (megatron/core/transformer/
   // pipeline_parallel_layer_layout.py: E embedding, t block, m MTP layer, L loss; | between virtual stages).
-  if (f.pp > 1 && !own) arg2("--pipeline-model-parallel-layout", "'" + megatron_pipeline_layout(m, plan.prediction.strategy) + "'");
+  if (f.pp > 1 && !own)
+    arg2("--pipeline-model-parallel-layout", "'" + megatron_pipeline_layout(m, plan.prediction.strategy) + "'");
   // The chunk count, not --num-layers-per-virtual-pipeline-stage: that one is checked against num_layers / pp
   // before the embedding and loss are counted out (validate_args), so it fails the accounted splits.
   else if (f.vpp > 1) arg2("--num-virtual-stages-per-pipeline-rank", std::to_string(f.vpp));
@@ -149,18 +150,19 @@ EmittedFile emit_megatron(const LaunchPlan& plan, const LaunchFacts& f) {
   if (f.sp) arg("--sequence-parallel");
   arg2("--micro-batch-size", std::to_string(f.micro_batch));
   arg2("--global-batch-size", std::to_string(f.global_batch));
-  // ZeRO-1: the distributed optimizer (sharded within dp / instances ranks with hybrid sharding). ZeRO-2/3 (plans
-  // of other runtimes): Megatron-FSDP, sharding strategy optim_grads / optim_grads_params. Not --use-torch-fsdp2:
-  // validate_args (megatron/training/arguments.py) refuses it with PP, with EP and with tied embeddings.
-  // Megatron-FSDP v1 (the default --megatron-fsdp-version) runs on the distributed optimizer and needs
+  // ZeRO-1: the distributed optimizer (sharded within dp / instances ranks with hybrid sharding). ZeRO-2/3
+  // (Megatron's own and other runtimes' plans): Megatron-FSDP, sharding strategy optim_grads / optim_grads_params.
+  // Not --use-torch-fsdp2: validate_args (megatron/training/arguments.py) refuses it with PP, with EP and with tied
+  // embeddings. Megatron-FSDP v1 (the default --megatron-fsdp-version) runs on the distributed optimizer and needs
   // --ckpt-format fsdp_dtensor; with hybrid sharding the optimizer instances are the outer (replicating) groups
   // (examples/megatron_fsdp/train_llama3_8b_fsdp_h100_fp8.sh; --outer-dp-sharding-strategy no_shard, the default).
   const bool megatron_fsdp = f.zero == 2 || f.zero == 3;
+  const char* sharding = f.zero == 3 ? "optim_grads_params" : "optim_grads";
   if (f.zero >= 1) arg("--use-distributed-optimizer");
   if (f.zero >= 1 && f.replicate > 1) arg2("--num-distributed-optimizer-instances", std::to_string(f.replicate));
   if (megatron_fsdp) {
     arg("--use-megatron-fsdp");
-    arg2("--data-parallel-sharding-strategy", f.zero == 3 ? "optim_grads_params" : "optim_grads");
+    arg2("--data-parallel-sharding-strategy", sharding);
     arg("--no-gradient-accumulation-fusion");
     arg2("--ckpt-format", "fsdp_dtensor");
   }
@@ -248,9 +250,9 @@ EmittedFile emit_megatron(const LaunchPlan& plan, const LaunchFacts& f) {
   // validate_args: "FSDP requires CUDA_DEVICE_MAX_CONNECTIONS > 1 or unset").
   out += megatron_fsdp ? "unset CUDA_DEVICE_MAX_CONNECTIONS\n" : "export CUDA_DEVICE_MAX_CONNECTIONS=1\n";
   if (megatron_fsdp && f.framework != Framework::megatron)
-    file.notes.push_back(fmt::format("ZeRO-{} maps to Megatron-FSDP ({}): shardplan priced this plan as {}, not as Megatron-FSDP",
-                                     f.zero, f.zero == 3 ? "optim_grads_params" : "optim_grads",
-                                     to_string(f.framework)));
+    file.notes.push_back(fmt::format("ZeRO-{} maps to Megatron-FSDP ({}): shardplan priced this plan as {}, not as "
+                                     "Megatron-FSDP",
+                                     f.zero, sharding, to_string(f.framework)));
   if (m.position == PositionKind::alibi) file.notes.push_back("Megatron-LM has no ALiBi: position embedding 'none'");
   if (m.out_bias && !m.qkv_bias) file.notes.push_back("biases on the projections but not on Q/K/V are not expressible");
   if (!f.fp32_master) file.notes.push_back("Megatron keeps fp32 main parameters (the plan assumed pure low precision)");

@@ -17,6 +17,12 @@ constexpr SmallSet bit(int i) { return SmallSet{1} << i; }
 constexpr SmallSet bit(Schedule s) { return bit(static_cast<int>(s)); }
 constexpr bool has(SmallSet set, int i) { return (set & bit(i)) != 0; }
 constexpr bool has(SmallSet set, Schedule s) { return (set & bit(s)) != 0; }
+// The smallest ZeRO stage in `set`, or `otherwise` when it is empty.
+constexpr int lowest_stage(SmallSet set, int otherwise) {
+  for (int z = 0; z <= 3; ++z)
+    if (has(set, z)) return z;
+  return otherwise;
+}
 
 struct FrameworkSupport {
   SmallSet zero_stages = 0;          // --zero values it runs

@@ -227,8 +227,7 @@ std::optional<std::string> pipeline_layout_refusal(const ModelSpec& m, const Str
     schedule_only.hsdp = 0;  // the sharding choices are judged after the layout
     schedule_only.offload_optimizer = false;
     const SmallSet stages = framework_support(s.framework).pipeline_zero_stages;
-    for (int z = 0; z <= 3 && !has(stages, schedule_only.zero); ++z)
-      if (has(stages, z)) schedule_only.zero = z;
+    if (!has(stages, schedule_only.zero)) schedule_only.zero = lowest_stage(stages, schedule_only.zero);
     if (!framework_runs(schedule_only))
       if (auto why = framework_refusal(schedule_only)) return why;
   }

@@ -249,10 +249,7 @@ void check_fixed_dimensions(const SearchSpace& sp) {
       throw InputError(fmt::format("--hsdp needs --zero 2 or 3 (hybrid sharding shards gradients or parameters), got "
                                    "--zero {}; drop --hsdp or raise --zero",
                                    *sp.zero));
-    if (sp.ep.value_or(1) > 1)
-      throw InputError(fmt::format("--hsdp {} with --ep {}: hybrid sharding of the expert-data-parallel group is not "
-                                   "modelled; drop --hsdp",
-                                   probe.hsdp, *sp.ep));
+    if (sp.ep.value_or(1) > 1) throw InputError(hsdp_with_ep_refusal(probe.hsdp, *sp.ep));
   }
   probe.schedule = sp.schedule.value_or(Schedule::one_f_one_b);
   // A schedule or virtual stages imply a pipeline.
@@ -278,10 +275,7 @@ void check_fixed_dimensions(const SearchSpace& sp) {
   // When none runs, the refusal names what else is wrong: a stage the runtime has (with a pipeline, one it pipelines).
   if (!sp.zero && !framework_runs(probe)) {
     const FrameworkSupport& fs = framework_support(probe.framework);
-    const SmallSet usable = probe.pp > 1 ? fs.pipeline_zero_stages : fs.zero_stages;
-    int fallback = probe.zero;
-    for (int z = 3; z >= 0; --z)
-      if (has(usable, z)) fallback = z;
+    const int fallback = lowest_stage(probe.pp > 1 ? fs.pipeline_zero_stages : fs.zero_stages, probe.zero);
     for (int z = 3; z >= 0 && !framework_runs(probe); --z) probe.zero = z;
     if (!framework_runs(probe)) probe.zero = fallback;
   }

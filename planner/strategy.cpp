@@ -52,10 +52,7 @@ static void validate_expert_parallel(const Strategy& s, const ModelSpec& m) {
                                  "(expert-parallel groups are carved from those ranks); choose a divisor of {} or "
                                  "change --dp/--gpus",
                                  s.ep, s.dp * s.cp, s.dp * s.cp));
-  if (s.hsdp > 0 && s.hsdp < s.dp)
-    throw InputError(fmt::format("--hsdp {} with --ep {}: hybrid sharding of the expert-data-parallel group is not "
-                                 "modelled; drop --hsdp",
-                                 s.hsdp, s.ep));
+  if (s.hsdp > 0 && s.hsdp < s.dp) throw InputError(hsdp_with_ep_refusal(s.hsdp, s.ep));
 }
 
 // Context parallelism splits each sequence into 2·cp chunks and gives rank i chunks i and 2·cp−1−i, so that every
@@ -65,6 +62,12 @@ static void validate_expert_parallel(const Strategy& s, const ModelSpec& m) {
 // run CP only inside a fused attention kernel: Megatron-Core asserts "Context parallelism is only supported by
 // TEDotProductAttention!" (megatron/core/transformer/dot_product_attention.py DotProductAttention.__init__); torch's
 // ring handles only the SDPA flash / efficient / cuDNN ops (_attention.py _sdpa_handler).
+std::string hsdp_with_ep_refusal(int64_t hsdp, int64_t ep) {
+  return fmt::format("--hsdp {} with --ep {}: hybrid sharding of the expert-data-parallel group is not modelled; drop "
+                     "--hsdp",
+                     hsdp, ep);
+}
+
 std::string context_parallel_refusal(const Strategy& s) {
   if (s.cp <= 1) return "";
   if (s.seq % (2 * s.cp) != 0)

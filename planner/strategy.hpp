@@ -92,6 +92,8 @@ int64_t grad_accum_steps(const Strategy& s);
 
 // Why --cp cannot split this strategy's sequence (seq not divisible by 2·cp, no fused attention), or "".
 std::string context_parallel_refusal(const Strategy& s);
+// Why --hsdp with --ep is refused (hybrid sharding of the expert-data-parallel group is not modelled).
+std::string hsdp_with_ep_refusal(int64_t hsdp, int64_t ep);
 
 // Checks the strategy against the model and the cluster; throws InputError naming the flag.
 void validate_strategy(const Strategy& s, const ModelSpec& m, const ClusterSpec& c);

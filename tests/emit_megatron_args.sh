@@ -26,7 +26,7 @@ got, name = json.load(open(sys.argv[2])), sys.argv[3]
 want = {"tp": c["tp"], "pp": c["pp"], "cp": c["cp"], "ep": c["ep"], "dp": c["dp"], "micro_batch": c["micro_batch"],
         "global_batch": c["global_batch"], "seq": c["seq"], "vpp": c["vpp"] if c["pp"] > 1 else 1,
         "sp": bool(c["sp"]), "distributed_optimizer": c["zero"] >= 1, "megatron_fsdp": c["zero"] >= 2,
-        "recompute": {"none": "none", "selective": "selective", "full": "full"}[c["recompute"]]}
+        "recompute": c["recompute"]}
 # Transformer Engine has no rowwise recipe: blockwise is written (with a note).
 want["fp8"] = {"off": "off", "tensorwise": "tensorwise", "rowwise": "blockwise"}.get(c["fp8"], c["fp8"])
 want["fp8_param_gather"], want["offload_optimizer"] = c["fp8_all_gather"], c["offload_optimizer"]
