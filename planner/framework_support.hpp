@@ -15,8 +15,9 @@ namespace shardplan {
 using SmallSet = uint32_t;
 constexpr SmallSet bit(int i) { return SmallSet{1} << i; }
 constexpr SmallSet bit(Schedule s) { return bit(static_cast<int>(s)); }
-constexpr bool has(SmallSet set, int i) { return (set & bit(i)) != 0; }
-constexpr bool has(SmallSet set, Schedule s) { return (set & bit(s)) != 0; }
+// Out-of-range values (an unvalidated --zero -1) are in no set; bit() itself is only called with 0..31.
+constexpr bool has(SmallSet set, int i) { return i >= 0 && i < 32 && (set & bit(i)) != 0; }
+constexpr bool has(SmallSet set, Schedule s) { return has(set, static_cast<int>(s)); }
 // The smallest ZeRO stage in `set`, or `otherwise` when it is empty.
 constexpr int lowest_stage(SmallSet set, int otherwise) {
   for (int z = 0; z <= 3; ++z)

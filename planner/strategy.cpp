@@ -92,6 +92,8 @@ static void validate_layout(const Strategy& s, const ModelSpec& m) {
   require_at_least("--dp", s.dp, 1);
   require_at_least("--vpp", s.vpp, 1);
   require_at_least("--ep", s.ep, 1);
+  // Before the pipeline split rule below, which asks which ZeRO stages the runtime pipelines.
+  if (s.zero < 0 || s.zero > 3) throw InputError(fmt::format("--zero must be 0, 1, 2 or 3, got {}", s.zero));
   // Bounds before any product: tp·pp·dp of absurd degrees would overflow.
   constexpr int64_t kMaxRanks = int64_t{1} << 24;
   for (auto [flag, v] : {std::pair{"--gpus", s.gpus}, {"--tp", s.tp}, {"--pp", s.pp}, {"--cp", s.cp}, {"--dp", s.dp},
@@ -130,7 +132,6 @@ static void validate_layout(const Strategy& s, const ModelSpec& m) {
 }
 
 static void validate_sharding(const Strategy& s) {
-  if (s.zero < 0 || s.zero > 3) throw InputError(fmt::format("--zero must be 0, 1, 2 or 3, got {}", s.zero));
   if (s.hsdp < 0) throw InputError(fmt::format("--hsdp must be positive, got {}", s.hsdp));
   if (s.hsdp > 0) {
     if (s.zero < 2) throw InputError("--hsdp needs --zero 2 or 3 (hybrid sharding shards gradients or parameters)");

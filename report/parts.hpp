@@ -124,8 +124,8 @@ std::string strategy_line(const Config& c, bool bold = false);
 
 struct Time {
   bool modelled = false;
-  double step = 0, compute = 0, slowdown = 0, tp = 0, cp = 0, pp = 0, dp = 0, dp_total = 0, bubble = 0, optimizer = 0;
-  double overhead() const { return slowdown + tp + cp + pp + dp + bubble + optimizer; }
+  double step = 0, compute = 0, slowdown = 0, tp = 0, cp = 0, ep = 0, pp = 0, dp = 0, dp_total = 0, bubble = 0, optimizer = 0;
+  double overhead() const { return slowdown + tp + cp + ep + pp + dp + bubble + optimizer; }
 };
 
 struct Memory {

@@ -74,6 +74,7 @@ const std::vector<Series>& time_series() {
                                         {"slowdown", "compute slowed by overlapped comm.", "#a0cbe8"},
                                         {"tp", "TP comm. (exposed)", "#e15759"},
                                         {"cp", "CP ring (exposed)", "#ff9da7"},
+                                        {"ep", "EP all-to-all (exposed)", "#d37295"},
                                         {"pp", "PP sends (exposed)", "#f28e2b"},
                                         {"dp", "DP comm. (exposed)", "#59a14f"},
                                         {"bubble", "pipeline bubble", "#bab0ac"},
@@ -150,6 +151,7 @@ Time read_time(const Reader& r, const json& p, const std::string& where) {
   if (r.find(j, "exposed_comm_by_group_s")) {
     t.tp = r.num_or(j, "exposed_comm_by_group_s.tp", 0);
     t.cp = r.num_or(j, "exposed_comm_by_group_s.cp", 0);
+    t.ep = r.num_or(j, "exposed_comm_by_group_s.ep", 0);
     t.pp = r.num_or(j, "exposed_comm_by_group_s.pp", 0);
     t.dp = r.num_or(j, "exposed_comm_by_group_s.dp", 0);
   } else {
@@ -165,6 +167,7 @@ std::vector<Segment> time_segments(const Time& t, bool with_compute) {
   s.push_back({"slowdown", t.slowdown});
   s.push_back({"tp", t.tp});
   s.push_back({"cp", t.cp});
+  s.push_back({"ep", t.ep});
   s.push_back({"pp", t.pp});
   s.push_back({"dp", t.dp});
   s.push_back({"bubble", t.bubble});

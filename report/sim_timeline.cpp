@@ -20,6 +20,8 @@ const char* category_of(sim::OpKind k) {
     case OpKind::tp_bwd: return "tp";
     case OpKind::cp_fwd:
     case OpKind::cp_bwd: return "cp";
+    case OpKind::ep_fwd:
+    case OpKind::ep_bwd: return "ep";
     case OpKind::send_act:
     case OpKind::send_grad: return "pp";
     case OpKind::gather_fwd:
@@ -45,6 +47,7 @@ Timeline timeline_from_simulation(const sim::SimResult& r) {
   t.capacity_bytes = static_cast<double>(r.analytic.memory.capacity_bytes);
   t.categories = {{"forward", "forward", "#4e79a7"},        {"backward", "backward", "#2f5d8a"},
                   {"tp", "TP collective", "#e15759"},       {"cp", "CP ring", "#ff9da7"},
+                  {"ep", "EP all-to-all", "#d37295"},
                   {"pp", "pipeline send", "#f28e2b"},
                   {"dp_gather", "DP all-gather", "#59a14f"}, {"dp_reduce", "DP reduce", "#8cd17d"},
                   {"optimizer", "optimizer", "#b07aa1"},    {"other", "other", "#bab0ac"}};

@@ -58,6 +58,21 @@ TEST_SUITE("framework support") {
     CHECK_FALSE(parse_framework("fsdp3"));
   }
 
+  TEST_CASE("a ZeRO stage outside 0..3 is refused as such, before any runtime's pipeline rule asks about it") {
+    // Found by fuzz_strategy: --zero -1 with --pp reached the pipeline split rule's stage lookup first.
+    const ModelSpec m = presets().model("llama3-8b");
+    const ClusterSpec c = presets().cluster("dgx-h100");
+    for (Framework f : kRuntimes)
+      for (int zero : {-1, 4, 31, 40}) {
+        CAPTURE(std::string(to_string(f)));
+        CAPTURE(zero);
+        CHECK_THROWS_WITH_AS(predict(m, layout(f, 16, 1, 2, zero, 16), c), doctest::Contains("--zero must be 0, 1, 2 or 3"),
+                             InputError);
+      }
+    CHECK_FALSE(has(~SmallSet{0}, -1));
+    CHECK_FALSE(has(~SmallSet{0}, 32));
+  }
+
   TEST_CASE("each runtime refuses what its source says it cannot run, and runs the rest") {
     const ModelSpec m = presets().model("llama3-8b");
     const ClusterSpec c = presets().cluster("dgx-h100");
