@@ -332,7 +332,9 @@ Table time_table(const Time& t) {
   row("compute (incl. recomputation)", t.compute - t.slowdown);
   if (t.slowdown > 0) row("compute slowed by overlapped communication", t.slowdown);
   if (t.tp > 0) row("tensor-parallel communication (exposed)", t.tp);
+  if (t.cp > 0) row("context-parallel K/V ring (exposed)", t.cp);
   if (t.pp > 0) row("pipeline sends (exposed)", t.pp);
+  if (t.ep > 0) row("expert-parallel all-to-all (exposed)", t.ep);
   if (t.dp > 0 || t.dp_total > 0)
     row(t.dp_total > 0 ? fmt::format("data-parallel communication exposed (of {} s)", secs(t.dp_total))
                        : std::string("data-parallel communication (exposed)"),

@@ -347,6 +347,37 @@ TEST_SUITE("report documents") {
     CHECK(md.find("fp32 master weights") != std::string::npos);
   }
 
+  TEST_CASE("a prediction that does not fit, with EP and CP: rendered, its step-time rows sum to the step") {
+    // Mixtral 8x7B, EP 8 on 16 H100 with ZeRO-1 does not fit (headroom_bytes < 0, which the reader once refused);
+    // Llama 3 8B at 64 K with CP 2 has an exposed ring. Each exposed group is a row of the step-time table.
+    for (const char* args : {"predict --preset mixtral-8x7b --cluster dgx-h100 --gpus 16 --ep 8 --zero 1 "
+                             "--framework megatron --format json",
+                             "predict --preset llama3-8b --cluster dgx-h100 --gpus 16 --cp 2 --seq 65536 "
+                             "--framework torchtitan --recompute full --format json"}) {
+      CAPTURE(args);
+      const auto r = test::run_cli(args);
+      REQUIRE(r.exit_code == 0);
+      const json doc = json::parse(r.out);
+      const std::string md = render_report(doc, Format::markdown, {"predict.json", ""});
+      const json& by_group = doc["time"]["exposed_comm_by_group_s"];
+      if (by_group["ep"].get<double>() > 0) {
+        CHECK(doc["memory"]["headroom_bytes"].get<double>() < 0);
+        CHECK(md.find("| expert-parallel all-to-all (exposed) |") != std::string::npos);
+      }
+      if (by_group["cp"].get<double>() > 0) CHECK(md.find("| context-parallel K/V ring (exposed) |") != std::string::npos);
+      // The rows between the header and **step**: their seconds add up to the step (to the printed digits).
+      const size_t from = md.find("| part | seconds | share |"), to = md.find("| **step** |");
+      REQUIRE(from != std::string::npos);
+      REQUIRE(to != std::string::npos);
+      double sum = 0;
+      const std::regex seconds(R"(\n\| [^|]+ \| ([0-9.e+-]+) \|)");
+      const std::string rows = md.substr(from, to - from);
+      for (auto it = std::sregex_iterator(rows.begin(), rows.end(), seconds); it != std::sregex_iterator(); ++it)
+        sum += std::stod((*it)[1].str());
+      CHECK(sum == doctest::Approx(doc["time"]["step_s"].get<double>()).epsilon(0.01));
+    }
+  }
+
   TEST_CASE("a validation in the contract's shape: predicted vs measured per component") {
     const std::string html = render_report(validation_doc(), Format::html, {"v.json", ""});
     CHECK(balanced(html));
