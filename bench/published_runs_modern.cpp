@@ -135,6 +135,7 @@ Strategy strategy_of(const ModernRow& r, const std::map<std::string, std::string
   s.zero = static_cast<int>(std::stol(opt.at("zero")));
   if (opt.count("hsdp")) s.hsdp = std::stol(opt.at("hsdp"));
   if (opt.count("ep")) s.ep = std::stol(opt.at("ep"));  // expert parallelism (issue 17)
+  if (opt.count("etp")) s.etp = std::stol(opt.at("etp"));  // expert tensor parallelism (planner/strategy.hpp)
   s.sp = s.tp > 1 && opt.count("sp") && opt.at("sp") == "1";
   s.flash_attn = !opt.count("flash") || opt.at("flash") == "1";
   if (opt.count("fp8")) {
@@ -239,7 +240,7 @@ PublishedRuns load_modern_runs(const std::string& csv_path, const PresetStore& s
     run.strategy = strategy_of(r, options, run.assumptions);
     run.strategy.compile = compiled;
     if (async_tp) run.strategy.tp_comm_overlap = true;
-    apply_framework_defaults(run.strategy);  // as the CLI: torchtitan's TP always with SP
+    apply_framework_defaults(run.strategy, run.model);  // as the CLI: torchtitan's TP, Megatron's MoE under TP: SP
     run.metric = parse_metric(r);
     run.measured = measured_of(r, run.metric);
     run.measured_peak_bytes = measured_peak_bytes_of(r);

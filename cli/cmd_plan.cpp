@@ -82,6 +82,8 @@ SearchSpace search_space(const PlanOptions& o, const ModelSpec& m, const Cluster
   if (const auto why = fp8_gpu_refusal(b, c.gpu)) throw InputError(*why);
   if (const auto why = fp8_model_refusal(b, m)) throw InputError(*why);
   b.compile = f.compile;
+  if (f.etp && *f.etp < 1) throw InputError(fmt::format("--etp must be at least 1, got {}", *f.etp));
+  b.etp = f.etp.value_or(0);  // 0: the runtime's default (planner/strategy.hpp expert_tensor_parallel)
   b.overlap_grad_reduce = f.overlap_grad_reduce;
   b.overlap_param_gather = f.overlap_param_gather;
   b.tp_comm_overlap = f.tp_comm_overlap;

@@ -31,8 +31,13 @@ void add_config_flags(CLI::App& cmd, ConfigFlags& f) {
                  "Context-parallel degree: each sequence split over N ranks, ring attention (torchtitan, megatron; "
                  "default 1)");
   cmd.add_option("--ep", f.ep,
-                 "Expert parallelism for MoE layers: routed experts split over N of the data-parallel (x cp) ranks, "
-                 "tokens sent to them by all-to-all (Megatron --expert-model-parallel-size; default 1)");
+                 "Expert parallelism for MoE layers: routed experts split over N ranks, cut with --etp from the "
+                 "tp x cp x dp ranks of a stage, tokens sent to them by all-to-all (Megatron "
+                 "--expert-model-parallel-size; default 1)");
+  cmd.add_option("--etp", f.etp,
+                 "Expert tensor parallelism: each routed expert split over N ranks, a divisor of --tp (Megatron "
+                 "--expert-tensor-parallel-size; default with --ep: 1 under megatron and torchtitan, as their MoE "
+                 "recipes run, --tp otherwise)");
   cmd.add_option("--dp", f.dp, "Data-parallel degree (default gpus/(tp*pp*cp))");
   cmd.add_option("--vpp", f.vpp,
                  "Virtual pipeline stages (model chunks) per rank for the interleaved and zb-h1 schedules (default 1; "
@@ -253,6 +258,7 @@ ResolvedConfig resolve_config(const ConfigFlags& f, const PresetStore& store) {
   s.pp = positive("--pp", f.pp, 1);
   s.cp = positive("--cp", f.cp, 1);
   s.ep = positive("--ep", f.ep, 1);
+  s.etp = f.etp ? positive("--etp", f.etp, 1) : 0;  // 0: the runtime's default (planner/strategy.hpp)
   s.vpp = positive("--vpp", f.vpp, 1);
   if (f.schedule.empty()) {
     s.schedule = s.vpp > 1 ? Schedule::interleaved : Schedule::one_f_one_b;
@@ -277,7 +283,7 @@ ResolvedConfig resolve_config(const ConfigFlags& f, const PresetStore& store) {
     s.dp = s.gpus / model_ranks;
   }
   s.sp = f.sp;
-  apply_framework_defaults(s);  // torchtitan: TP always with SP
+  apply_framework_defaults(s, r.model);  // torchtitan's TP, Megatron's MoE under TP: always with SP
   s.overlap_grad_reduce = f.overlap_grad_reduce;
   s.overlap_param_gather = f.overlap_param_gather;
   s.tp_comm_overlap = f.tp_comm_overlap;

@@ -23,7 +23,7 @@ struct ConfigFlags {
   std::optional<double> gpu_hour_price;
   std::optional<int64_t> gpus_per_node;
   std::optional<double> inter_node_gbps;
-  std::optional<int64_t> gpus, tp, pp, cp, ep, dp, vpp, hsdp, micro_batch, global_batch, seq;
+  std::optional<int64_t> gpus, tp, pp, cp, ep, etp, dp, vpp, hsdp, micro_batch, global_batch, seq;
   std::optional<int> zero;
   // --pp-first-layers, --pp-last-layers, --pp-embedding-layers, --pp-loss-layers (planner/pipeline_split.hpp)
   std::optional<int64_t> pp_first_layers, pp_last_layers, pp_embedding_layers, pp_loss_layers;

@@ -42,6 +42,7 @@ LaunchFacts launch_facts(const LaunchPlan& plan) {
   f.pp = s.pp;
   f.cp = s.cp;
   f.ep = s.ep;
+  f.etp = expert_tensor_parallel(s);
   f.dp = s.dp;
   f.vpp = s.vpp;
   // ZeRO-0 shards nothing: every data-parallel rank is a replica.

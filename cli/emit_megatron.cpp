@@ -52,9 +52,11 @@ void add_extended_model_args(const ModelSpec& m, const LaunchFacts& f, std::vect
     bool every_layer = true;
     for (int64_t i = 0; i < m.layers; ++i) every_layer = every_layer && layer_is_moe(m, i);
     if (!every_layer) arg2("--moe-layer-freq", shell_quoted(moe_layer_pattern(m)));
-    // The expert tensor-parallel size stays Megatron's default, the TP size (arguments.py: expert_tensor_parallel_size
-    // None -> tensor_model_parallel_size), as shardplan priced it (planner/moe.hpp).
+    // The expert tensor-parallel size shardplan priced, written out: Megatron's own default is the TP size
+    // (arguments.py: expert_tensor_parallel_size None -> tensor_model_parallel_size), the plan's may be 1
+    // (planner/strategy.hpp expert_tensor_parallel).
     if (f.ep > 1) arg2("--expert-model-parallel-size", std::to_string(f.ep));
+    if (f.tp > 1) arg2("--expert-tensor-parallel-size", std::to_string(f.etp));
     // The dispatch shardplan prices is an all-to-all (planner/comm_cost.cpp); Megatron's default is "allgather".
     arg2("--moe-token-dispatcher-type", "alltoall");
     arg("--moe-grouped-gemm");

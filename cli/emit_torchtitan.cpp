@@ -199,8 +199,8 @@ EmittedFile emit_torchtitan(const LaunchPlan& plan, const LaunchFacts& f) {
     out += fmt::format("flavor = {}\n", double_quoted(c.flavor));
   }
   out += fmt::format("hf_assets_path = {}\n", double_quoted(f.model_ref));
-  // 0.2's sections (job_config.py): async TP is a [parallelism] key there, EP's degrees too; the experts keep TP's
-  // split (expert_tensor_parallel_degree = tp: "partial dp -> ep", Parallelism), as shardplan priced them.
+  // 0.2's sections (job_config.py): async TP is a [parallelism] key there, EP's degrees too; the experts' TP split as
+  // shardplan priced it (expert_tensor_parallel_degree: 1 "partial dp + all tp -> ep", or tp "partial dp -> ep").
   std::vector<std::pair<std::string, std::string>> lines;  // (section, "key = value")
   for (const TitanSetting& s : titan_settings(f)) {
     if (s.cli_only) continue;
@@ -209,7 +209,7 @@ EmittedFile emit_torchtitan(const LaunchPlan& plan, const LaunchFacts& f) {
   }
   if (f.ep > 1) {
     lines.push_back({"parallelism", fmt::format("expert_parallel_degree = {}", f.ep)});
-    lines.push_back({"parallelism", fmt::format("expert_tensor_parallel_degree = {}", f.tp)});
+    lines.push_back({"parallelism", fmt::format("expert_tensor_parallel_degree = {}", f.etp)});
   }
   lines.push_back({"activation_checkpoint", "mode = " + double_quoted(to_string(f.recompute))});
   if (f.recompute == Recompute::selective) lines.push_back({"activation_checkpoint", "selective_ac_option = \"op\""});
@@ -260,16 +260,16 @@ EmittedFile emit_torchtitan_script(const LaunchPlan& plan, const LaunchFacts& f)
     if (s.key == "context_parallel_degree" && f.ep == 1)
       out += "  --parallelism.expert-parallel-degree 1\n";  // 0.3's MoE configs set their own (deepseek_v3_671b: 2)
     if (s.key == "context_parallel_degree" && f.ep > 1) {
-      // 0.3 splits no expert by TP: EP spans dp_shard·cp·tp (configs.py expert_parallel_degree; parallel_dims.py
-      // efsdp = dp_shard·cp·tp/ep). ep·tp holds the experts/(ep·tp) whole experts per rank that shardplan's
-      // experts/ep, each split tp ways, are in bytes.
-      const int64_t degree = f.ep * f.tp;
+      // 0.3 splits no expert by TP (pytorch/torchtitan#3167 removed expert_tensor_parallel_degree): EP spans
+      // dp_shard·cp·tp (parallel_dims.py _validate; efsdp = dp_shard·cp·tp/ep). With expert TP 1 that is the plan;
+      // a plan with expert TP etp > 1 becomes ep·etp ranks of experts/(ep·etp) whole experts, the same bytes.
+      const int64_t degree = f.ep * f.etp;
       out += fmt::format("  --parallelism.expert-parallel-degree {}\n", degree);
-      if (f.tp > 1)
+      if (f.etp > 1)
         file.notes.push_back(fmt::format("torchtitan 0.3 does not split experts by TP: expert_parallel_degree {} "
-                                         "(ep {} × tp {}) holds the same expert bytes per rank, but its all-to-all "
-                                         "spans the TP ranks too (priced over ep {})",
-                                         degree, f.ep, f.tp, f.ep));
+                                         "(ep {} × expert TP {}) holds the same expert bytes per rank, but its "
+                                         "all-to-all spans {} ranks (priced over ep {}); plan with --etp 1 to match",
+                                         degree, f.ep, f.etp, degree, f.ep));
       if (m.experts % degree != 0 || (f.shard * f.cp * f.tp) % degree != 0)
         file.notes.push_back(fmt::format("expert_parallel_degree {} must divide the {} experts and dp_shard·cp·tp "
                                          "({}): torchtitan will refuse it; plan with --framework torchtitan",

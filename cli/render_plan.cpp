@@ -23,6 +23,7 @@ std::string layout(const Strategy& s) {
   if (s.sp) out += " sp";
   if (s.hsdp > 0) out += fmt::format(" hsdp {}", s.hsdp);
   if (s.ep > 1) out += fmt::format(" ep {}", s.ep);
+  if (s.ep > 1 && s.tp > 1) out += fmt::format(" etp {}", expert_tensor_parallel(s));
   return out;
 }
 
@@ -267,6 +268,7 @@ json family_json(const Candidate& c) {
           {"pp", c.strategy.pp},
           {"cp", c.strategy.cp},
           {"ep", c.strategy.ep},
+          {"etp", expert_tensor_parallel(c.strategy)},
           {"dp", c.strategy.dp},
           {"zero", c.strategy.zero},
           {"hsdp", c.strategy.hsdp},

@@ -60,6 +60,7 @@ json config_json(const Prediction& p) {
           {"pp", s.pp},
           {"cp", s.cp},
           {"ep", s.ep},
+          {"etp", expert_tensor_parallel(s)},
           {"dp", s.dp},
           {"vpp", s.vpp},
           {"schedule", to_string(s.schedule)},
@@ -255,7 +256,9 @@ std::string headline(const Prediction& p) {
                      (s.vpp > 1 ? fmt::format(" (vpp {})", s.vpp) : "") +
                          (s.pp > 1 ? fmt::format(" {} · blocks per stage {}", to_string(s.schedule), stages) : "") +
                          (s.cp > 1 ? fmt::format(" · cp {} ({})", s.cp, to_string(cp_comm(s.framework))) : ""),
-                     s.dp, s.ep > 1 ? fmt::format(" · ep {} (expert-DP {})", s.ep, expert_data_parallel(s)) : "",
+                     s.dp, s.ep > 1 ? fmt::format(" · ep {} (expert TP {}, expert-DP {})", s.ep, expert_tensor_parallel(s),
+                                           expert_data_parallel(s))
+                               : "",
                      zero_label(s.zero),
                      s.hsdp > 0 ? fmt::format(" HSDP groups of {}", s.hsdp) : "",
                      std::string(to_string(s.precision)) +

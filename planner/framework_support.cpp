@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "planner/framework.hpp"
+#include "planner/moe.hpp"
 
 namespace shardplan {
 
@@ -163,11 +164,12 @@ constexpr const char* kNoFp8Refusal =
     "Megatron-Core; use --framework fsdp, torchtitan or megatron, or drop --fp8";
 
 // Expert parallelism per runtime (issue 17).
-//   Megatron-Core: --expert-model-parallel-size, expert groups carved from the data-parallel ranks
-//     (megatron/core/parallel_state.py initialize_model_parallel); the distributed optimizer shards expert states over
+//   Megatron-Core: --expert-model-parallel-size and --expert-tensor-parallel-size, the expert groups cut from the
+//     tp·cp·dp ranks of a stage (megatron/core/parallel_state.py initialize_model_parallel; strategy.hpp
+//     expert_tensor_parallel); the distributed optimizer shards expert states over
 //     the expert-data-parallel group (megatron/core/distributed/distributed_data_parallel.py: expert_parallel_buffers).
 //   torchtitan: parallelism.expert_parallel_degree (torchtitan/config/job_config.py Parallelism; the mesh in
-//     torchtitan/distributed/parallel_dims.py borrows ep from dp_shard·cp; all-to-all in
+//     torchtitan/distributed/parallel_dims.py borrows ep from dp_shard·cp·tp; all-to-all in
 //     torchtitan/distributed/expert_parallel.py ExpertParallel), experts sharded by FSDP2 over dp_shard / ep.
 //   DeepSpeed: deepspeed.moe.layer.MoE(ep_size=...) with expert-data-parallel groups (deepspeed/utils/groups.py
 //     _create_expert_and_data_parallel); its engine refuses ZeRO-3 with MoE layers (deepspeed/runtime/engine.py
@@ -323,8 +325,22 @@ std::optional<std::string> framework_refusal(const Strategy& s) {
   return std::nullopt;
 }
 
-void apply_framework_defaults(Strategy& s) {
-  if (s.tp > 1 && framework_support(s.framework).tp_always_sp) s.sp = true;
+bool tp_needs_sp(Framework f, const ModelSpec& m) {
+  return framework_support(f).tp_always_sp || (f == Framework::megatron && model_is_moe(m));
+}
+
+std::optional<std::string> tp_without_sp_refusal(const Strategy& s, const ModelSpec& m) {
+  if (s.tp <= 1 || s.sp || !tp_needs_sp(s.framework, m)) return std::nullopt;
+  if (framework_support(s.framework).tp_always_sp)
+    return refusal(s, "--tp > 1 without --sp", framework_support(s.framework).tp_without_sp_refusal);
+  return refusal(s, "an MoE model under --tp > 1 without --sp",
+                 "Megatron-Core's MoE layer raises \"performance may degrade if MoE and tensor parallelism are enabled "
+                 "without also enabling sequence parallelism\" in training (megatron/core/transformer/moe/moe_layer.py "
+                 "MoELayer.forward); add --sp");
+}
+
+void apply_framework_defaults(Strategy& s, const ModelSpec& m) {
+  if (s.tp > 1 && tp_needs_sp(s.framework, m)) s.sp = true;
 }
 
 }  // namespace shardplan

@@ -78,8 +78,16 @@ struct CpSupport {
 };
 CpSupport cp_support(Framework f);
 
-// The strategy as the runtime would run it when the user left a choice to it: sequence parallelism on for a
-// runtime whose TP always has it (torchtitan). The CLI and the published-run loader both apply it.
-void apply_framework_defaults(Strategy& s);
+// Whether the runtime trains this model under tensor parallelism only with sequence parallelism: torchtitan always
+// (tp_always_sp), Megatron-Core for an MoE model (megatron/core/transformer/moe/moe_layer.py MoELayer.forward raises
+// "performance may degrade if MoE and tensor parallelism are enabled without also enabling sequence parallelism"
+// in training).
+bool tp_needs_sp(Framework f, const ModelSpec& m);
+// Why this model cannot run under the strategy's TP without --sp, or nothing.
+std::optional<std::string> tp_without_sp_refusal(const Strategy& s, const ModelSpec& m);
+
+// The strategy as the runtime would run it when the user left a choice to it: sequence parallelism on where its TP
+// needs it (tp_needs_sp). The CLI and the published-run loader both apply it.
+void apply_framework_defaults(Strategy& s, const ModelSpec& m);
 
 }  // namespace shardplan

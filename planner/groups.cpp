@@ -23,16 +23,21 @@ void place_on_leaves(GroupLayout& g, const ClusterSpec& c, int64_t stride) {
   g.gpus_per_spine_flow = static_cast<double>(per_leaf) / static_cast<double>(std::max<int64_t>(g.ranks_per_node, 1));
 }
 
-// A group of `size` members at stride tp (CP, the sharding group, EP): the tp ranks of a domain each belong to a
-// different such group, and they all communicate at once.
-GroupLayout group_at_tp_stride(int64_t size, const Strategy& s, const ClusterSpec& c) {
+// A group of `size` members at consecutive-rank `stride`: the stride ranks of a domain each belong to a different such
+// group, and they all communicate at once.
+GroupLayout group_at_stride(int64_t size, int64_t stride, const ClusterSpec& c) {
   const int64_t domain = nvlink_domain_size(c);
   GroupLayout g;
   g.size = std::max<int64_t>(size, 1);
-  g.ranks_per_node = members_per_block(s.tp, g.size, domain);
-  g.concurrent_groups_per_node = std::clamp<int64_t>(s.tp, 1, domain);
-  place_on_leaves(g, c, s.tp);
+  g.ranks_per_node = members_per_block(stride, g.size, domain);
+  g.concurrent_groups_per_node = std::clamp<int64_t>(stride, 1, domain);
+  place_on_leaves(g, c, stride);
   return g;
+}
+
+// A group of `size` members at stride tp (CP, the sharding group).
+GroupLayout group_at_tp_stride(int64_t size, const Strategy& s, const ClusterSpec& c) {
+  return group_at_stride(size, s.tp, c);
 }
 }  // namespace
 
@@ -72,16 +77,17 @@ GroupLayout cp_ring_link(const Strategy& s, const ClusterSpec& c) {
 
 GroupLayout shard_group(const Strategy& s, const ClusterSpec& c) { return group_at_tp_stride(shard_degree(s), s, c); }
 
-GroupLayout ep_group(const Strategy& s, const ClusterSpec& c) { return group_at_tp_stride(s.ep, s, c); }
+// The expert ranks of a stage in Megatron-Core's expert order "tp-ep-dp-pp" with tp = the expert TP size
+// (parallel_state.py initialize_model_parallel, MoE Parallel Folding): EP groups at stride etp, expert-DP groups at
+// stride etp·ep. With etp = tp these are the EP groups carved from dp·cp at stride tp.
+GroupLayout ep_group(const Strategy& s, const ClusterSpec& c) {
+  return group_at_stride(s.ep, expert_tensor_parallel(s), c);
+}
 
 GroupLayout expert_dp_group(const Strategy& s, const ClusterSpec& c) {
-  const int64_t domain = nvlink_domain_size(c);
-  const int64_t stride = s.tp * std::max<int64_t>(s.ep, 1);
-  GroupLayout g;
-  g.size = std::max<int64_t>(expert_data_parallel(s), 1);
-  g.ranks_per_node = members_per_block(stride, g.size, domain);
-  g.concurrent_groups_per_node = std::clamp<int64_t>(domain / g.ranks_per_node, 1, domain);
-  place_on_leaves(g, c, stride);
+  GroupLayout g = group_at_stride(expert_data_parallel(s), expert_tensor_parallel(s) * std::max<int64_t>(s.ep, 1), c);
+  // Every rank of a domain belongs to one expert-DP group or another, and they all reduce at once.
+  g.concurrent_groups_per_node = std::clamp<int64_t>(nvlink_domain_size(c) / g.ranks_per_node, 1, nvlink_domain_size(c));
   return g;
 }
 

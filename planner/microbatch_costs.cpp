@@ -212,16 +212,18 @@ double sp_regathers(const Strategy& s, const FrameworkTraits& fw) {
 void async_tp_comm(const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw, const TpGemms& gemms,
                    double gather, double scatter, MicrobatchCosts& out) {
   auto piped = [&](double comm, double gemm) { return pipelined_tp_collective(comm, gemm, s.tp); };
-  const double forward = piped(gather, gemms.qkv.fwd) + piped(scatter, gemms.proj.fwd) + piped(gather, gemms.up.fwd) +
-                         piped(scatter, gemms.down.fwd);
+  const double mlp = mlp_meets_tp_collectives(m, s) ? 1 : 0;  // an MoE MLP with expert TP 1 has none (moe_costs.hpp)
+  const double forward = piped(gather, gemms.qkv.fwd) + piped(scatter, gemms.proj.fwd) +
+                         mlp * (piped(gather, gemms.up.fwd) + piped(scatter, gemms.down.fwd));
   auto dgrad = [](const LinearTime& l) { return l.bwd - l.wgrad; };
   const bool qkv_one_matmul = fw.fused_qkv_projection;
   const bool up_one_matmul = model_mlp_matrices(m) == 2;  // GELU: one up matmul; SwiGLU: gate and up
   const double column = (qkv_one_matmul ? piped(scatter, dgrad(gemms.qkv)) : scatter) +
-                        (up_one_matmul ? piped(scatter, dgrad(gemms.up)) : scatter);
-  const double row = piped(gather, dgrad(gemms.proj)) + piped(gather, dgrad(gemms.down));
+                        mlp * (up_one_matmul ? piped(scatter, dgrad(gemms.up)) : scatter);
+  const double row = piped(gather, dgrad(gemms.proj)) + mlp * piped(gather, dgrad(gemms.down));
   out.block_tp_fwd_s = forward;
-  out.block_tp_bwd_s = row + column + sp_regathers(s, fw) * gather + (s.recompute == Recompute::full ? forward : 0);
+  out.block_tp_bwd_s = row + column + sp_regathers(s, fw) * (1 + mlp) / 2 * gather +
+                       (s.recompute == Recompute::full ? forward : 0);
 }
 
 // Tensor-parallel collectives of one block (Shoeybi et al. 2019, §3; Korthikanti §4.2.2): two all-reduces of
@@ -233,6 +235,9 @@ void block_tp_comm(const ModelSpec& m, const Strategy& s, const ClusterSpec& c, 
   const GroupLayout g = tp_group(s, c);
   const double bytes = d.tokens * d.h * d.a;
   const double gather = collective_time_s(c, Collective::all_gather, bytes, g);
+  // Collectives of the attention half, and of the MLP half when it meets them (an MoE MLP with expert TP 1 and no
+  // shared experts does not: moe_costs.hpp mlp_meets_tp_collectives).
+  const double mlp = mlp_meets_tp_collectives(m, s) ? 1 : 0;
   if (effective_tp_comm_overlap(s, fw) && fw.tp_overlap_kind == TpOverlapKind::micro_pipeline) {
     async_tp_comm(m, s, fw, gemms, gather, collective_time_s(c, Collective::reduce_scatter, bytes, g), out);
     return;
@@ -246,20 +251,22 @@ void block_tp_comm(const ModelSpec& m, const Strategy& s, const ClusterSpec& c, 
     // ub_overlap_ag/rs). The same six collectives as without overlap.
     const double scatter = collective_time_s(c, Collective::reduce_scatter, bytes, g);
     auto fwd = [&](double comm, const LinearTime& l) { return pipelined_tp_collective(comm, l.fwd, s.tp); };
-    const double forward = fwd(gather, gemms.qkv) + fwd(scatter, gemms.proj) + fwd(gather, gemms.up) + fwd(scatter, gemms.down);
+    const double forward =
+        fwd(gather, gemms.qkv) + fwd(scatter, gemms.proj) + mlp * (fwd(gather, gemms.up) + fwd(scatter, gemms.down));
     auto column = [&](const LinearTime& l) { return bulk_tp_collective(gather, l.bwd / 2) + bulk_tp_collective(scatter, l.bwd / 2); };
     auto row = [&](const LinearTime& l) { return pipelined_tp_collective(gather, l.bwd / 2, s.tp); };
     out.block_tp_fwd_s = forward;
-    out.block_tp_bwd_s = column(gemms.qkv) + column(gemms.up) + row(gemms.proj) + row(gemms.down) +
+    out.block_tp_bwd_s = column(gemms.qkv) + row(gemms.proj) + mlp * (column(gemms.up) + row(gemms.down)) +
                          (s.recompute == Recompute::full ? forward : 0);
     return;
   }
   const double one = s.sp ? gather + collective_time_s(c, Collective::reduce_scatter, bytes, g)
                           : collective_time_s(c, Collective::all_reduce, bytes, g);
-  out.block_tp_fwd_s = 2 * one;
+  out.block_tp_fwd_s = (1 + mlp) * one;
   // Sequence parallelism keeps the layer inputs scattered and (Megatron) all-gathers them again for the weight
   // gradients (Korthikanti §4.2.2; sp_regathers).
-  out.block_tp_bwd_s = 2 * one + sp_regathers(s, fw) * gather + (s.recompute == Recompute::full ? 2 * one : 0);
+  out.block_tp_bwd_s = (1 + mlp) * one + sp_regathers(s, fw) * (1 + mlp) / 2 * gather +
+                       (s.recompute == Recompute::full ? (1 + mlp) * one : 0);
 }
 
 // Final norm, LM head and cross-entropy on the last stage; token embedding on the first.

@@ -134,22 +134,23 @@ int64_t attention_params_per_tp_rank(const ModelSpec& m, int64_t tp) {
   return n + qk_norm_params(m) + sink_params(m) / tp;  // sinks go with their heads
 }
 
-int64_t routed_expert_params_per_rank(const ModelSpec& m, int64_t tp, int64_t ep) {
+int64_t routed_expert_params_per_rank(const ModelSpec& m, int64_t etp, int64_t ep) {
   if (!model_is_moe(m)) return 0;
-  // Megatron-Core splits every expert as it splits a dense MLP (expert_tensor_parallel_size defaults to
-  // tensor_model_parallel_size; moe/experts.py TEGroupedMLP fc1 column-, fc2 row-parallel) and gives each EP rank
-  // num_moe_experts / ep of them (moe/moe_layer.py BaseMoELayer num_local_experts, local_expert_indices).
+  // Megatron-Core splits every expert over the expert tensor-parallel group as it splits a dense MLP (moe/experts.py
+  // TEGroupedMLP fc1 column-, fc2 row-parallel over expt_tp) and gives each EP rank num_moe_experts / ep of them
+  // (moe/moe_layer.py BaseMoELayer num_local_experts, local_expert_indices).
   const MlpParams e = mlp_of(m, m.expert_ffn_hidden);
-  const int64_t per_expert = e.weights / tp + e.biases_split / tp + e.biases_replicated;
+  const int64_t t = std::max<int64_t>(etp, 1);
+  const int64_t per_expert = e.weights / t + e.biases_split / t + e.biases_replicated;
   return m.experts / std::max<int64_t>(ep, 1) * per_expert;
 }
 
-int64_t moe_mlp_params_per_tp_rank(const ModelSpec& m, int64_t tp, int64_t ep) {
+int64_t moe_mlp_params_per_tp_rank(const ModelSpec& m, int64_t tp, int64_t ep, int64_t etp) {
   // Shared experts are a dense MLP on every EP rank (moe/shared_experts.py SharedExpertMLP, TP-split); the router
   // stays whole.
   const MlpParams e = mlp_of(m, m.expert_ffn_hidden);
   const int64_t per_expert = e.weights / tp + e.biases_split / tp + e.biases_replicated;
-  return routed_expert_params_per_rank(m, tp, ep) + m.shared_experts * per_expert + router_params(m);
+  return routed_expert_params_per_rank(m, etp > 0 ? etp : tp, ep) + m.shared_experts * per_expert + router_params(m);
 }
 
 int64_t mtp_params(const ModelSpec& m, const ParamCounts& p) {

@@ -36,11 +36,12 @@ void count_attention(const ModelSpec& m, BlockParams& b);
 void count_moe_mlp(const ModelSpec& m, BlockParams& b);
 
 // Parameters of one block's attention / MoE MLP on one TP rank; with expert parallelism the rank holds experts/ep of
-// the routed experts (each split by the expert tensor-parallel size, = tp), and the shared experts and router whole.
+// the routed experts, each split by the expert tensor-parallel size etp (0: = tp; strategy.hpp
+// expert_tensor_parallel), the shared experts split by tp and the router whole.
 int64_t attention_params_per_tp_rank(const ModelSpec& m, int64_t tp);
-int64_t moe_mlp_params_per_tp_rank(const ModelSpec& m, int64_t tp, int64_t ep = 1);
-// The routed experts of one MoE block on one rank: experts/ep of them, each split by tp (part of the above).
-int64_t routed_expert_params_per_rank(const ModelSpec& m, int64_t tp, int64_t ep);
+int64_t moe_mlp_params_per_tp_rank(const ModelSpec& m, int64_t tp, int64_t ep = 1, int64_t etp = 0);
+// The routed experts of one MoE block on one rank: experts/ep of them, each split by etp (part of the above).
+int64_t routed_expert_params_per_rank(const ModelSpec& m, int64_t etp, int64_t ep);
 
 // The multi-token prediction modules: each an h×2h projection of [norm(h_i); norm(emb(t_{i+k}))], the two norms, one
 // transformer block (an MoE block for an MoE model) and a final norm; embedding and output head are shared with the

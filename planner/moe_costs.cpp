@@ -31,12 +31,26 @@ MoeGemmTime plus(MoeGemmTime a, const MoeGemmTime& b) {
 
 MoeGemmTime scaled(MoeGemmTime a, double f) { return {a.fwd * f, a.bwd * f, a.wgrad * f}; }
 
+// Tokens one rank routes: its sequence-parallel slice of the micro-batch (T/tp), or all T without SP (the TP ranks
+// then hold the same tokens).
+int64_t routed_tokens_per_rank(const Strategy& s) {
+  const int64_t T = s.micro_batch * seq_per_rank(s);
+  return s.sp ? T / std::max<int64_t>(s.tp, 1) : T;
+}
+
+// Tokens whose routed copies reach one rank's experts, before the split by expert: under SP the etp ranks that share an
+// expert shard all-gather their slices after the dispatch (moe/token_dispatcher.py MoEAlltoAllTokenDispatcher: the
+// gather over the expert-TP group), T/tp · etp; without SP, all T.
+int64_t expert_input_tokens(const Strategy& s) {
+  return s.sp ? routed_tokens_per_rank(s) * expert_tensor_parallel(s) : s.micro_batch * seq_per_rank(s);
+}
+
 // Rows each local expert's GEMMs see per micro-batch. Balanced, dropless routing: T·k/E rows per expert, rounded up
 // (the busiest expert sets the grouped kernel's end). With EP the rank runs E/ep local experts, each on the T·k/E rows
 // of every one of its ep peers: T·k·ep/E rows (the same FLOPs per rank, larger and so more efficient GEMMs),
-// × kExpertLoadImbalance.
+// × kExpertLoadImbalance; T as expert_input_tokens.
 int64_t rows_per_local_expert(const ModelSpec& m, const Strategy& s) {
-  const int64_t T = s.micro_batch * seq_per_rank(s), ep = std::max<int64_t>(s.ep, 1);
+  const int64_t T = expert_input_tokens(s), ep = std::max<int64_t>(s.ep, 1);
   const double routed = static_cast<double>(T * m.experts_per_token * ep) * kExpertLoadImbalance;
   return static_cast<int64_t>(std::ceil(routed / static_cast<double>(m.experts)));
 }
@@ -53,20 +67,24 @@ double grouped_gemm_time_s(const GpuSpec& g, DType d, int64_t groups, const Gemm
 MoeMlpTime moe_mlp_time(const ModelSpec& m, const Strategy& s, const GpuSpec& g, DType d) {
   MoeMlpTime out;
   const int64_t T = s.micro_batch * seq_per_rank(s), h = m.hidden, t = std::max<int64_t>(s.tp, 1);
-  const int64_t column = (model_mlp_matrices(m) - 1) * m.expert_ffn_hidden / t;  // gate + up on one TP rank
-  const int64_t row = m.expert_ffn_hidden / t;
+  const int64_t et = expert_tensor_parallel(s), mats = model_mlp_matrices(m) - 1;
+  const int64_t column = mats * m.expert_ffn_hidden / et;  // a routed expert's gate + up on one expert-TP rank
+  const int64_t row = m.expert_ffn_hidden / et;
   const int64_t local = m.experts / std::max<int64_t>(s.ep, 1), rows = rows_per_local_expert(m, s);
   const DType lt = linear_gemm_dtype(s);
   const double f8 = fp8_gemm_time_factor(s);
   out.up = scaled(grouped_linear(g, lt, local, rows, column, h), f8);
   out.down = scaled(grouped_linear(g, lt, local, rows, h, row), f8);
-  // Shared experts see every token: one MLP of shared · f columns (DeepSeekMoE §3.2; Megatron SharedExpertMLP).
+  // Shared experts see every token: one MLP of shared · f columns split by TP like a dense MLP (DeepSeekMoE §3.2;
+  // Megatron SharedExpertMLP).
   if (m.shared_experts > 0) {
-    out.up = plus(out.up, scaled(grouped_linear(g, lt, 1, T, m.shared_experts * column, h), f8));
-    out.down = plus(out.down, scaled(grouped_linear(g, lt, 1, T, h, m.shared_experts * row), f8));
+    const int64_t shared_column = mats * m.expert_ffn_hidden / t, shared_row = m.expert_ffn_hidden / t;
+    out.up = plus(out.up, scaled(grouped_linear(g, lt, 1, T, m.shared_experts * shared_column, h), f8));
+    out.down = plus(out.down, scaled(grouped_linear(g, lt, 1, T, h, m.shared_experts * shared_row), f8));
   }
-  // Router: T × E logits from T × h, whole on every TP rank (Megatron-Core moe/router.py TopKRouter.gating).
-  out.up = plus(out.up, grouped_linear(g, d, 1, T, m.experts, h));
+  // Router: the rank's own tokens (its sequence-parallel slice) × E logits from × h, whole on every TP rank
+  // (Megatron-Core moe/router.py TopKRouter.gating runs on the MoE layer's input before the dispatch).
+  out.up = plus(out.up, grouped_linear(g, d, 1, routed_tokens_per_rank(s), m.experts, h));
   return out;
 }
 
@@ -75,8 +93,9 @@ Fp8CastBytes moe_fp8_cast_bytes(const ModelSpec& m, const Strategy& s, double mi
   if (!fp8_on(s) || !model_is_moe(m)) return out;
   const double T = static_cast<double>(s.micro_batch * seq_per_rank(s)), h = static_cast<double>(m.hidden);
   const double t = static_cast<double>(std::max<int64_t>(s.tp, 1));
-  const double column = static_cast<double>((model_mlp_matrices(m) - 1) * m.expert_ffn_hidden) / t;
-  const double row = static_cast<double>(m.expert_ffn_hidden) / t;
+  const double et = static_cast<double>(expert_tensor_parallel(s));
+  const double column = static_cast<double>((model_mlp_matrices(m) - 1) * m.expert_ffn_hidden) / et;
+  const double row = static_cast<double>(m.expert_ffn_hidden) / et;
   const double local = static_cast<double>(m.experts / std::max<int64_t>(s.ep, 1));
   const double rows = static_cast<double>(rows_per_local_expert(m, s));
   const double shared = static_cast<double>(m.shared_experts);
@@ -86,9 +105,9 @@ Fp8CastBytes moe_fp8_cast_bytes(const ModelSpec& m, const Strategy& s, double mi
   };
   add(local, rows, h, column);  // routed experts' gate/up, then down
   add(local, rows, row, h);
-  if (shared > 0) {
-    add(1, T, h, shared * column);
-    add(1, T, shared * row, h);
+  if (shared > 0) {  // split by TP (moe_mlp_time)
+    add(1, T, h, shared * column * et / t);
+    add(1, T, shared * row * et / t, h);
   }
   return out;
 }
@@ -96,7 +115,7 @@ Fp8CastBytes moe_fp8_cast_bytes(const ModelSpec& m, const Strategy& s, double mi
 double moe_all_to_all_bytes(const ModelSpec& m, const Strategy& s) {
   if (!model_is_moe(m) || s.ep <= 1) return 0;
   const double a = static_cast<double>(dtype_bytes(precision_compute_dtype(s.precision)));
-  const double tokens = static_cast<double>(s.micro_batch * seq_per_rank(s)) / static_cast<double>(s.sp ? s.tp : 1);
+  const double tokens = static_cast<double>(routed_tokens_per_rank(s));
   return tokens * static_cast<double>(m.experts_per_token * m.hidden) * a * kExpertLoadImbalance;
 }
 
@@ -138,6 +157,10 @@ void add_mtp_costs(const ModelSpec& m, const Strategy& s, const GpuSpec& g, Micr
   out.head_fwd_s += n * (proj.fwd + out.block_fwd_s + out.block_tp_fwd_s + out.block_ep_fwd_s + head_fwd);
   out.head_bwd_s +=
       n * (proj.bwd + out.block_bwd_s + out.block_recompute_s + out.block_tp_bwd_s + out.block_ep_bwd_s + head_bwd);
+}
+
+bool mlp_meets_tp_collectives(const ModelSpec& m, const Strategy& s) {
+  return !model_is_moe(m) || m.shared_experts > 0 || expert_tensor_parallel(s) > 1;
 }
 
 double mlp_width_per_token(const ModelSpec& m) {

@@ -79,6 +79,13 @@ double moe_dispatch_bytes_per_token(const ModelSpec& m, double activation_bytes)
 // already in `out` (call after those are set); the extra block's activations are not in the memory model.
 void add_mtp_costs(const ModelSpec& m, const Strategy& s, const GpuSpec& g, MicrobatchCosts& out);
 
+// Whether a block's MLP half meets tensor-parallel collectives (sequence parallelism's all-gather before it and
+// reduce-scatter after it, or the all-reduce without SP): always for a dense MLP; for an MoE layer only when its shared
+// experts (TP-split like a dense MLP) or its routed experts (expert TP > 1: the gather over the expert-TP group after
+// the dispatch, moe/token_dispatcher.py) need them. With expert TP 1 and no shared experts the dispatch and combine
+// all-to-alls take the sequence-parallel slices as they are (MoE Parallel Folding, arXiv 2504.14960 §3).
+bool mlp_meets_tp_collectives(const ModelSpec& m, const Strategy& s);
+
 // The intermediate width one token passes through in an MoE layer, (k + shared) · expert_ffn_hidden, or ffn_hidden
 // for a dense model: what the activation memory and elementwise traffic of the MLP scale with.
 double mlp_width_per_token(const ModelSpec& m);

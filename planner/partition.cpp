@@ -7,12 +7,12 @@
 
 namespace shardplan {
 
-int64_t block_params_per_tp_rank(const ModelSpec& m, int64_t tp, int64_t ep) {
+int64_t block_params_per_tp_rank(const ModelSpec& m, int64_t tp, int64_t ep, int64_t etp) {
   const BlockParams whole = count_params(m).block;
   // Megatron-LM (Shoeybi et al. 2019, §3): column-parallel Q/K/V and MLP up, row-parallel outputs (moe.cpp: MLA,
   // experts).
   int64_t n = attention_params_per_tp_rank(m, tp);
-  if (model_is_moe(m)) n += moe_mlp_params_per_tp_rank(m, tp, ep);
+  if (model_is_moe(m)) n += moe_mlp_params_per_tp_rank(m, tp, ep, etp);
   n += whole.mlp_weights / tp + whole.mlp_biases_split / tp + whole.mlp_biases_replicated;
   n += whole.norms;
   return n;
@@ -35,7 +35,7 @@ StageParams stage_params(const ModelSpec& m, const Strategy& s, int64_t stage) {
   st.layers = rank_layers(m, s, stage);
   st.first = rank_holds_embedding(s, stage);
   st.last = rank_holds_head(s, stage);
-  st.block_params = block_params_per_tp_rank(m, s.tp, s.ep);
+  st.block_params = block_params_per_tp_rank(m, s.tp, s.ep, expert_tensor_parallel(s));
   st.blocks = st.layers * st.block_params;
   if (model_is_moe(m)) {
     // Which of the rank's blocks are MoE: those of each virtual stage it runs, by their place in the model.
@@ -53,7 +53,7 @@ StageParams stage_params(const ModelSpec& m, const Strategy& s, int64_t stage) {
     const int64_t dense_block = attention_params_per_tp_rank(m, s.tp) + d.mlp_weights / s.tp +
                                 d.mlp_biases_split / s.tp + d.mlp_biases_replicated + d.norms;
     st.blocks = st.moe_layers * st.block_params + (st.layers - st.moe_layers) * dense_block;
-    st.block_routed = routed_expert_params_per_rank(m, s.tp, s.ep);
+    st.block_routed = routed_expert_params_per_rank(m, expert_tensor_parallel(s), s.ep);
     st.routed_experts = st.moe_layers * st.block_routed;
   }
   if (st.first) st.embedding = vocab_rows + whole.position_embedding;

@@ -35,7 +35,8 @@ struct StageParams {
 // Parameters of one block on one TP rank. TP splits Q/K/V, the MLP up/gate (column-parallel) and the output
 // projections (row-parallel) by tp; norms and row-parallel biases are replicated. When tp exceeds kv_heads,
 // each rank keeps one K/V head (Megatron replicates them).
-int64_t block_params_per_tp_rank(const ModelSpec& m, int64_t tp, int64_t ep = 1);
+// MoE: experts/ep routed experts each split over etp ranks (0: = tp; strategy.hpp expert_tensor_parallel).
+int64_t block_params_per_tp_rank(const ModelSpec& m, int64_t tp, int64_t ep = 1, int64_t etp = 0);
 
 // Layers of each stage: L / pp, the remainder given to the last stages (which hold no embedding and, under
 // 1F1B, the fewest in-flight micro-batches).

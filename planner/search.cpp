@@ -134,15 +134,23 @@ size_t family_index(const Strategy& s) {
          (s.pp > 1 ? 4 : 0) + (s.pp > 1 && schedule_splits_backward(s.schedule) ? 2 : 0) + (s.offload_optimizer ? 1 : 0);
 }
 
-// Expert-parallel degrees worth pricing for a layout with `dp` data-parallel (× context-parallel) ranks (issue 17): 1,
-// and for an MoE model on a runtime with EP every divisor of the routed experts that divides them (strategy.cpp
-// validate_expert_parallel).
-std::vector<int64_t> ep_options(const ModelSpec& m, const SearchSpace& sp, int64_t dp) {
-  if (sp.ep) return dp % *sp.ep == 0 ? std::vector<int64_t>{*sp.ep} : std::vector<int64_t>{};
+// Whether `ep` expert-parallel ranks, each expert split over the expert-TP size the strategy then has, fit the
+// tp·cp·dp ranks of a stage (strategy.cpp validate_expert_parallel).
+bool ep_fits(Strategy s, int64_t ep) {
+  s.ep = ep;
+  if (s.etp > 0 && s.tp % s.etp != 0) return false;
+  return (s.tp * s.cp * s.dp) % (expert_tensor_parallel(s) * ep) == 0;
+}
+
+// Expert-parallel degrees worth pricing for a layout (issue 17): 1, and for an MoE model on a runtime with EP every
+// divisor of the routed experts that fits the stage's ranks (ep_fits).
+std::vector<int64_t> ep_options(const ModelSpec& m, const SearchSpace& sp, const Strategy& layout) {
+  if (sp.ep) return ep_fits(layout, *sp.ep) ? std::vector<int64_t>{*sp.ep} : std::vector<int64_t>{};
   std::vector<int64_t> out{1};
   if (m.experts == 0 || !ep_support(sp.base.framework).expert_parallel) return out;
-  for (int64_t e = 2; e <= std::min(m.experts, dp); ++e)
-    if (m.experts % e == 0 && dp % e == 0) out.push_back(e);
+  const int64_t ranks = layout.tp * layout.cp * layout.dp;
+  for (int64_t e = 2; e <= std::min(m.experts, ranks); ++e)
+    if (m.experts % e == 0 && ep_fits(layout, e)) out.push_back(e);
   return out;
 }
 
@@ -232,7 +240,7 @@ Dimensions dimensions(const ModelSpec& m, const ClusterSpec& c, const SearchSpac
 
 // The fixed dimensions alone, checked against the framework before any search: `plan --framework fsdp --zero 1`
 // is refused with FSDP2's reason rather than answered with "nothing fits".
-void check_fixed_dimensions(const SearchSpace& sp) {
+void check_fixed_dimensions(const SearchSpace& sp, const ModelSpec& m) {
   Strategy probe = sp.base;
   probe.zero = sp.zero.value_or(probe.framework == Framework::megatron ? 0 : 3);
   if (!sp.zero && !has(framework_support(probe.framework).zero_stages, probe.zero)) probe.zero = 0;
@@ -269,7 +277,7 @@ void check_fixed_dimensions(const SearchSpace& sp) {
         break;
       }
   }
-  if (!sp.sp) apply_framework_defaults(probe);  // torchtitan's TP comes with SP (the search tries it)
+  if (!sp.sp) apply_framework_defaults(probe, m);  // torchtitan's TP comes with SP (the search tries it)
   // Unless --zero fixes it, any stage the runtime runs with the fixed dimensions will do (DeepSpeed pipelines only
   // ZeRO-0/1: `plan --framework deepspeed --pp 4` is a question, not an error).
   // When none runs, the refusal names what else is wrong: a stage the runtime has (with a pipeline, one it pipelines).
@@ -320,7 +328,7 @@ SearchResult search_strategies(const ModelSpec& m, const ClusterSpec& c, const S
   if (precision_compute_dtype(base.precision) == DType::bf16 && c.gpu.bf16_tflops <= 0)
     throw InputError(fmt::format("--precision {} needs bf16, which {} does not support; use amp-fp16",
                                  to_string(base.precision), c.gpu.name));
-  check_fixed_dimensions(space);
+  check_fixed_dimensions(space, m);
   if (space.ep && *space.ep > 1) {  // the model-side checks of strategy.cpp validate_expert_parallel
     if (m.experts == 0)
       throw InputError(fmt::format("--ep {}: model '{}' is dense (no 'experts'); expert parallelism needs a mixture of "
@@ -362,6 +370,7 @@ SearchResult search_strategies(const ModelSpec& m, const ClusterSpec& c, const S
   for (int64_t tp : dims.tps) {
     for (bool sp : fixed_or(space.sp, tp > 1 ? std::vector<bool>{false, true} : std::vector<bool>{false})) {
       if (sp && (tp < 2 || (base.seq / cp) % tp != 0)) continue;
+      if (!sp && tp > 1 && tp_needs_sp(base.framework, m)) continue;  // framework_support.hpp
       for (int64_t pp : fixed_or(space.pp, divisors(base.gpus / tp, m.layers))) {
         if ((base.gpus / tp) % pp != 0 || pp > m.layers) continue;
         if (pp > 1 && !framework_support(base.framework).pipeline) continue;  // framework_runs would drop them all
@@ -400,7 +409,9 @@ SearchResult search_strategies(const ModelSpec& m, const ClusterSpec& c, const S
             if (rc == Recompute::selective && base.flash_attn && !space.recompute &&
                 fw.selective_recompute_gemm_share == 0 && !fw.selective_recomputes_elementwise)
               continue;
-            for (int64_t ep : ep_options(m, space, dp * cp)) {  // EP is carved from dp·cp (strategy.cpp)
+            Strategy layout = base;  // the degrees ep_options needs: EP is cut from tp·cp·dp (strategy.hpp)
+            layout.tp = tp, layout.cp = cp, layout.dp = dp;
+            for (int64_t ep : ep_options(m, space, layout)) {
               Strategy s = base;
               s.ep = ep;
               s.global_batch = dp * per_replica;

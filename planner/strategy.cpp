@@ -21,7 +21,16 @@ int64_t grad_reduce_degree(const Strategy& s) { return s.dp * std::max<int64_t>(
 
 int64_t seq_per_rank(const Strategy& s) { return s.seq / std::max<int64_t>(s.cp, 1); }
 
-int64_t expert_data_parallel(const Strategy& s) { return grad_reduce_degree(s) / std::max<int64_t>(s.ep, 1); }
+int64_t expert_tensor_parallel(const Strategy& s) {
+  if (s.etp > 0) return s.etp;
+  const bool folds = s.framework == Framework::megatron || s.framework == Framework::torchtitan;
+  return s.ep > 1 && folds ? 1 : std::max<int64_t>(s.tp, 1);
+}
+
+int64_t expert_data_parallel(const Strategy& s) {
+  const int64_t experts = expert_tensor_parallel(s) * std::max<int64_t>(s.ep, 1);
+  return std::max<int64_t>(s.tp, 1) * grad_reduce_degree(s) / std::max<int64_t>(experts, 1);
+}
 
 int64_t grad_accum_steps(const Strategy& s) {
   const int64_t per_step = s.micro_batch * s.dp;
@@ -32,11 +41,23 @@ static void require_at_least(const char* flag, int64_t value, int64_t lo) {
   if (value < lo) throw InputError(fmt::format("{} must be at least {}, got {}", flag, lo, value));
 }
 
-// --ep (issue 17): Megatron-Core asserts that the expert-parallel size divides num_moe_experts
+// --ep / --etp: Megatron-Core asserts that the expert-parallel size divides num_moe_experts
 // (megatron/core/transformer/moe/moe_layer.py BaseMoELayer: num_local_experts = num_moe_experts // ep_size, asserted
-// exact) and that the EP groups fit in the data-parallel ranks (parallel_state.py initialize_model_parallel:
-// expert_data_parallel_size = world / (expert_tensor_size · ep · pp), asserted integral).
+// exact) and that etp·ep divides the ranks of a pipeline stage (parallel_state.py initialize_model_parallel:
+// expert_data_parallel_size = world / (expert_tensor_size · ep · pp), asserted integral); torchtitan that ep divides
+// dp_shard·cp·tp (parallel_dims.py _validate). An expert split over more ranks than an attention layer (etp > tp) is
+// not a layout either runtime's recipes use and is not modelled; DeepSpeed slices experts over its TP group only.
 static void validate_expert_parallel(const Strategy& s, const ModelSpec& m) {
+  if (s.etp < 0) throw InputError(fmt::format("--etp must be at least 1, got {}", s.etp));
+  if (s.etp > 0 && s.tp % s.etp != 0)
+    throw InputError(fmt::format("--etp {} must divide --tp {} (each expert is split over a part of the tensor-parallel "
+                                 "group); choose a divisor of {}",
+                                 s.etp, s.tp, s.tp));
+  if (s.etp > 0 && s.etp != s.tp && s.framework == Framework::deepspeed)
+    throw InputError(fmt::format("--etp {} with --framework deepspeed: DeepSpeed slices experts over its tensor-parallel "
+                                 "group or not at all (deepspeed/moe/layer.py MoE enable_expert_tensor_parallelism); "
+                                 "use --etp {} or drop --etp",
+                                 s.etp, s.tp));
   if (s.ep <= 1) return;
   if (m.experts == 0)
     throw InputError(fmt::format("--ep {}: model '{}' is dense (no 'experts'); expert parallelism needs a mixture of "
@@ -46,12 +67,19 @@ static void validate_expert_parallel(const Strategy& s, const ModelSpec& m) {
     throw InputError(fmt::format("--ep {} must divide the model's {} routed experts (each EP rank holds experts/ep of "
                                  "them); choose a divisor of {}",
                                  s.ep, m.experts, m.experts));
-  // Megatron-Core carves the EP groups from the data- and context-parallel ranks together (rank order tp-cp-ep-dp-pp).
-  if ((s.dp * s.cp) % s.ep != 0)
-    throw InputError(fmt::format("--ep {} must divide the data-parallel × context-parallel degree dp·cp = {} "
-                                 "(expert-parallel groups are carved from those ranks); choose a divisor of {} or "
-                                 "change --dp/--gpus",
-                                 s.ep, s.dp * s.cp, s.dp * s.cp));
+  // The expert layout re-cuts the tp·cp·dp ranks of a stage as etp × ep × expert-dp (strategy.hpp).
+  const int64_t etp = expert_tensor_parallel(s), stage_ranks = s.tp * s.cp * s.dp;
+  if (stage_ranks % (etp * s.ep) != 0) {
+    if (etp == s.tp)
+      throw InputError(fmt::format("--ep {} must divide the data-parallel × context-parallel degree dp·cp = {} when each "
+                                   "expert is split over the {} tensor-parallel ranks (expert TP {}); choose a divisor "
+                                   "of {}{}",
+                                   s.ep, s.dp * s.cp, s.tp, etp, s.dp * s.cp,
+                                   s.framework == Framework::deepspeed ? "" : ", or --etp 1 to fold EP over tp·cp·dp"));
+    throw InputError(fmt::format("--ep {} × --etp {} must divide the ranks of a pipeline stage, tp·cp·dp = {} "
+                                 "(expert-parallel groups are cut from those ranks); choose ep·etp dividing {}",
+                                 s.ep, etp, stage_ranks, stage_ranks));
+  }
   if (s.hsdp > 0 && s.hsdp < s.dp) throw InputError(hsdp_with_ep_refusal(s.hsdp, s.ep));
 }
 
@@ -92,12 +120,13 @@ static void validate_layout(const Strategy& s, const ModelSpec& m) {
   require_at_least("--dp", s.dp, 1);
   require_at_least("--vpp", s.vpp, 1);
   require_at_least("--ep", s.ep, 1);
+  require_at_least("--etp", s.etp, 0);
   // Before the pipeline split rule below, which asks which ZeRO stages the runtime pipelines.
   if (s.zero < 0 || s.zero > 3) throw InputError(fmt::format("--zero must be 0, 1, 2 or 3, got {}", s.zero));
   // Bounds before any product: tp·pp·dp of absurd degrees would overflow.
   constexpr int64_t kMaxRanks = int64_t{1} << 24;
   for (auto [flag, v] : {std::pair{"--gpus", s.gpus}, {"--tp", s.tp}, {"--pp", s.pp}, {"--cp", s.cp}, {"--dp", s.dp},
-                        {"--vpp", s.vpp}, {"--ep", s.ep}})
+                        {"--vpp", s.vpp}, {"--ep", s.ep}, {"--etp", s.etp}})
     if (v > kMaxRanks) throw InputError(fmt::format("{} {} is implausibly large (at most {})", flag, v, kMaxRanks));
   int64_t ranks = 0;
   const bool overflow = __builtin_mul_overflow(s.tp, s.pp, &ranks) || __builtin_mul_overflow(ranks, s.cp, &ranks) ||
@@ -118,9 +147,11 @@ static void validate_layout(const Strategy& s, const ModelSpec& m) {
     throw InputError(fmt::format("--tp {} must divide kv_heads ({}) or be a multiple of it", s.tp, m.kv_heads));
   if (m.ffn_hidden % s.tp != 0)
     throw InputError(fmt::format("--tp {} must divide the model's ffn_hidden ({})", s.tp, m.ffn_hidden));
-  if (m.expert_ffn_hidden % s.tp != 0)  // MoE (issue 17): each expert is split like a dense MLP
-    throw InputError(fmt::format("--tp {} must divide the model's expert_ffn_hidden ({})", s.tp, m.expert_ffn_hidden));
   validate_expert_parallel(s, m);
+  // MoE: a routed expert is split over the expert-TP ranks, a shared expert over TP, each like a dense MLP.
+  if (m.expert_ffn_hidden % s.tp != 0 && (m.shared_experts > 0 || m.expert_ffn_hidden % expert_tensor_parallel(s) != 0))
+    throw InputError(fmt::format("--tp {} must divide the model's expert_ffn_hidden ({})", s.tp, m.expert_ffn_hidden));
+  if (const auto why = tp_without_sp_refusal(s, m)) throw InputError(*why);
   if (m.layers < s.pp)
     throw InputError(fmt::format("--pp {} exceeds the model's {} layers; use at most {} stages", s.pp, m.layers,
                                  m.layers));

@@ -42,7 +42,9 @@ struct Strategy {
   int64_t tp = 1;
   int64_t pp = 1;
   int64_t cp = 1;                   // context parallelism: each sequence split over cp ranks (ring / all-gather KV)
-  int64_t ep = 1;                   // expert parallelism: routed experts split over ep of the data-parallel ranks
+  int64_t ep = 1;                   // expert parallelism: routed experts split over ep ranks (of tp·cp·dp / etp)
+  int64_t etp = 0;                  // expert tensor parallelism: each routed expert split over etp ranks; 0 = the
+                                    // runtime's default (expert_tensor_parallel)
   int64_t dp = 1;
   int64_t vpp = 1;                  // virtual pipeline stages per rank (interleaved 1F1B)
   Schedule schedule = Schedule::one_f_one_b;
@@ -76,12 +78,22 @@ struct Strategy {
 // expected_sizes["fsdp"] = dp_shard * cp), Megatron-Core's distributed optimizer and gradient reduce use
 // get_data_parallel_group(with_context_parallel=True) (megatron/core/parallel_state.py).
 int64_t shard_degree(const Strategy& s);
-// Expert parallelism (issue 17) as Megatron-Core lays it out (megatron/core/parallel_state.py
-// initialize_model_parallel, rank order tp-cp-ep-dp-pp): the EP groups are carved from the data-parallel ranks, each
-// holds experts/ep of the routed experts, and the ranks holding the same experts form the expert-data-parallel group
-// of dp·cp/ep ranks that reduces (and under ZeRO shards) the expert states. Expert tensor parallelism is TP's
-// (--expert-tensor-parallel-size defaults to --tensor-model-parallel-size; a different ETP is not modelled).
-// The one place the expert-DP degree is derived: dp·cp/ep (EP is carved from the data- and context-parallel ranks).
+// Expert parallelism as Megatron-Core lays it out with MoE Parallel Folding (Liu et al. 2025, arXiv 2504.14960;
+// megatron/core/parallel_state.py initialize_model_parallel: the expert ranks of a pipeline stage, tp·cp·dp of them,
+// are re-cut as etp × ep × expert-dp in the order "tp-ep-dp-pp", with tp the expert TP size): each rank holds
+// experts/ep of the routed experts, each split over etp ranks, and the ranks holding the same expert shard form the
+// expert-data-parallel group of tp·cp·dp/(etp·ep) ranks that reduces (and under ZeRO shards) the expert states.
+// torchtitan lays out its EP mesh over dp_shard·cp·tp the same way with etp = 1 (torchtitan/distributed/
+// parallel_dims.py _validate: "expert_parallel_degree must divide dp_shard * cp * tp"). With etp = tp this is the older
+// layout where EP is carved from the data- and context-parallel ranks.
+// The expert tensor-parallel size in force: --etp when given; otherwise, with EP, 1 under megatron and torchtitan
+// (every Megatron-Bridge MoE recipe sets expert_tensor_parallel_size = 1, e.g. recipes/qwen/h100/qwen3_moe.py, and
+// Megatron-Core's MoE README recommends it for fine-grained experts; Megatron-Core's own default is --tp,
+// megatron/training/arguments.py; torchtitan's expert_tensor_parallel_degree defaulted to 1 and was removed in
+// pytorch/torchtitan#3167), and tp for DeepSpeed (its expert slicing reuses the TP group:
+// deepspeed/moe/layer.py MoE enable_expert_tensor_parallelism) and without EP (experts split as a dense MLP).
+int64_t expert_tensor_parallel(const Strategy& s);
+// The one place the expert-DP degree is derived: tp·cp·dp / (etp·ep).
 int64_t expert_data_parallel(const Strategy& s);
 // Ranks that reduce each gradient: dp · cp (the batch is split over dp replicas and each sequence over cp ranks).
 int64_t grad_reduce_degree(const Strategy& s);

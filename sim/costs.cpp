@@ -106,7 +106,7 @@ StepPlan plan_step(const ModelSpec& m, const Strategy& s, const ClusterSpec& c) 
   auto ar = [&](double bytes, const GroupLayout& g) { return collective_time_s(c, Collective::all_reduce, bytes, g); };
   auto replica_ar = [&](double params) { return repl.size > 1 ? ar(params * comm_grad_b / static_cast<double>(n), repl) : 0.0; };
   if (plan.dp_mode == DpMode::units && fw.zero3_prefetch_elements > 0)
-    plan.prefetch_units = std::max<int64_t>(1, fw.zero3_prefetch_elements / std::max<int64_t>(1, block_params_per_tp_rank(m, s.tp, s.ep)));
+    plan.prefetch_units = std::max<int64_t>(1, fw.zero3_prefetch_elements / std::max<int64_t>(1, block_params_per_tp_rank(m, s.tp, s.ep, expert_tensor_parallel(s))));
   else
     plan.prefetch_units = std::max<int64_t>(1, fw.zero3_prefetch_units);
 

@@ -25,6 +25,7 @@ std::string describe(const Strategy& s) {
   if (s.sp) out += " sp";
   if (s.hsdp > 0) out += fmt::format(" hsdp {}", s.hsdp);
   if (s.ep > 1) out += fmt::format(" ep {}", s.ep);
+  if (s.ep > 1 && s.tp > 1) out += fmt::format(" etp {}", expert_tensor_parallel(s));
   return out + fmt::format(", mb {}, recompute {})", s.micro_batch, to_string(s.recompute));
 }
 

@@ -35,6 +35,7 @@ Strategy megatron_on(int64_t gpus, int64_t tp, int64_t ep) {
   Strategy s;
   s.gpus = gpus;
   s.tp = tp;
+  s.sp = tp > 1;  // Megatron-Core trains MoE under TP only with SP (framework_support.hpp tp_needs_sp)
   s.dp = gpus / tp;
   s.ep = ep;
   s.zero = 1;
@@ -283,8 +284,10 @@ TEST_SUITE("expert parallel") {
 
   TEST_CASE("the simulator plays the all-to-alls on their own stream and agrees with the analytic step") {
     const ClusterSpec h100 = store().cluster("dgx-h100");
-    // Mixtral, EP 8 over two DGX at stride tp 2 (the group spans both nodes), full recomputation.
+    // Mixtral, EP 8 over two DGX at stride tp 2 (each expert split over the TP pair, --etp 2: the group spans both
+    // nodes), full recomputation.
     Strategy s = megatron_on(16, 2, 8);
+    s.etp = 2;
     s.recompute = Recompute::full;
     s.global_batch = 64;
     const sim::SimResult r = sim::simulate(store().model("mixtral-8x7b"), s, h100);
@@ -313,7 +316,13 @@ TEST_SUITE("expert parallel") {
     CHECK(ok.out.find("\"ep\": 8") != std::string::npos);
     check_refused("predict --preset llama3-8b --gpus 16 --framework megatron --ep 2", "--ep 2");       // dense model
     check_refused("predict --preset mixtral-8x7b --gpus 16 --framework megatron --ep 3", "--ep 3");    // 8 experts
-    check_refused("predict --preset deepseek-v3 --gpus 16 --tp 8 --framework megatron --ep 4", "dp·cp = 2");  // dp 2, cp 1
+    // Each expert split over the 8 TP ranks: EP is cut from dp·cp = 2.
+    check_refused("predict --preset deepseek-v3 --gpus 16 --tp 8 --etp 8 --framework megatron --ep 4", "dp·cp = 2");
+    check_refused("predict --preset deepseek-v3 --gpus 16 --tp 8 --etp 3 --framework megatron --ep 4", "--etp 3");
+    check_refused("predict --preset deepseek-v3 --gpus 16 --tp 8 --etp 2 --framework megatron --ep 16", "tp·cp·dp = 16");
+    check_refused("predict --preset mixtral-8x7b --gpus 16 --tp 2 --etp 1 --framework deepspeed --zero 1 --ep 2",
+                  "--etp 1");
+    check_refused("predict --preset mixtral-8x7b --gpus 16 --tp 2 --framework megatron --etp 0 --ep 2", "--etp");
     check_refused("predict --preset mixtral-8x7b --gpus 16 --ep 2", "--ep");                           // FSDP2
     check_refused("predict --preset mixtral-8x7b --gpus 16 --framework deepspeed --zero 3 --ep 2", "Stage 3");
     check_refused("predict --preset mixtral-8x7b --gpus 16 --framework megatron --ep 0", "--ep");

@@ -123,7 +123,7 @@ TEST_SUITE("kernels") {
     const auto why = framework_refusal(s);
     REQUIRE(why);
     CHECK(why->find("SequenceParallel") != std::string::npos);
-    apply_framework_defaults(s);
+    apply_framework_defaults(s, presets().model("llama3-8b"));
     CHECK(s.sp);
     CHECK_FALSE(framework_refusal(s));
   }

@@ -140,6 +140,7 @@ TEST_SUITE("moe costs") {
     // Megatron TP 8, no data parallelism: compute and TP collectives in series, as for dense models (test_sim.cpp).
     Strategy tp = fsdp_on(8, 4096);
     tp.tp = 8;
+    tp.sp = true;  // Megatron-Core trains MoE under TP only with SP (framework_support.hpp tp_needs_sp)
     tp.dp = 1;
     tp.zero = 0;
     tp.global_batch = 1;
