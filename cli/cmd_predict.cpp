@@ -34,12 +34,15 @@ void add_predict_command(CLI::App& app, const GlobalOptions& global) {
     // The default batch's rule travels with the answer: a line under the table, a field in the documents.
     nlohmann::json doc = prediction_json(p, goal);
     if (!cfg.batch_note.empty()) doc["config"]["global_batch_rule"] = cfg.batch_note;
+    if (!cfg.layout_note.empty()) doc["config"]["pipeline_split_rule"] = cfg.layout_note;
     std::string text = opts->format == "json"   ? doc.dump(2) + "\n"
                        : opts->format == "yaml" ? json_to_yaml(doc)
                        : opts->format == "csv"  ? json_to_csv(doc)
                                                 : render_prediction(p, opts->format, goal, term);
     if ((opts->format == "table" || opts->format == "markdown") && !cfg.batch_note.empty())
       text += fit_lines("\n" + cfg.batch_note + "\n", term.width);
+    if ((opts->format == "table" || opts->format == "markdown") && !cfg.layout_note.empty())
+      text += fit_lines("Pipeline split: " + cfg.layout_note + "\n", term.width);
     write_report_option(opts->report, doc);
     // Notes go to stderr (stdout stays the answer a script parses), only on success (a failure is one error line).
     // With --format table only: a document (json, yaml, csv) says the cluster and batch in its fields, and a script

@@ -81,6 +81,8 @@ void add_simulate_command(CLI::App& app, const GlobalOptions& global) {
     const Terminal term = opts->format == "table" ? stdout_terminal(opts->terminal) : kPlainTerminal;
     std::string text = render_simulation(r, opts->format, term);
     if (!cfg.batch_note.empty() && opts->format == "table") text += fit_lines(cfg.batch_note + "\n", term.width);
+    if (!cfg.layout_note.empty() && opts->format == "table")
+      text += fit_lines("Pipeline split: " + cfg.layout_note + "\n", term.width);
     if (!opts->trace.empty() && opts->format == "table") text += "Trace written to " + opts->trace + ".\n";
     // Notes go to stderr (stdout stays the answer a script parses), only on success (a failure is one error line).
     // With --format table only: a document (json, yaml, csv) says the cluster and batch in its fields, and a script

@@ -11,6 +11,7 @@
 #include "planner/error.hpp"
 #include "planner/framework_support.hpp"
 #include "planner/memory.hpp"
+#include "planner/pipeline_layout.hpp"
 
 namespace shardplan::cli {
 
@@ -317,6 +318,21 @@ ResolvedConfig resolve_config(const ConfigFlags& f, const PresetStore& store) {
     s.global_batch = default_global_batch(t, s.dp, s.micro_batch);
     r.batch_note = describe_default_batch(t, s.dp, s.micro_batch);
   }
+  // No split given and the runtime's default cannot lay the blocks out: the split its recipes use (or none: then
+  // validation names the rule and the flags).
+  if (!resolve_pipeline_split(f))
+    if (const auto split = runnable_split_for_default(r.model, s)) {
+      s.split = *split;
+      const std::string how =
+          split->embedding_layers == 1 && split->loss_layers == 1
+              ? "the embedding and the loss counted as a block each (--pp-embedding-layers 1 --pp-loss-layers 1: "
+                "Megatron-LM's --account-for-embedding/loss-in-pipeline-split, as Megatron-Bridge's recipes set them)"
+              : fmt::format("{} blocks on the first stage and {} on the last (--pp-first-layers {} --pp-last-layers {})",
+                            split->first_layers, split->last_layers, split->first_layers, split->last_layers);
+      r.layout_note = fmt::format("the {} blocks do not split over pp {} × {} chunks as {} splits them by default; "
+                                  "priced with {}; give --pp-* flags for another split",
+                                  r.model.layers, s.pp, s.vpp, to_string(s.framework), how);
+    }
   return r;
 }
 

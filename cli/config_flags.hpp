@@ -48,6 +48,9 @@ struct ResolvedConfig {
   // --global-batch not given: what the default rule chose for this layout and why (planner/batch.hpp); "" otherwise.
   std::string batch_note;
   std::vector<std::string> model_notes;  // the Hugging Face reader's approximations and caps (io/hf_config.hpp)
+  // What the layout took that the flags left open (the pipeline split a runtime needs: planner/pipeline_layout.hpp
+  // runnable_split_for_default); "" when nothing.
+  std::string layout_note;
 };
 
 // Name of the cluster used when neither --cluster nor --gpu is given.

@@ -301,6 +301,18 @@ int pipeline_split_candidates(const ModelSpec& m, const Strategy& s, PipelineSpl
   return n;
 }
 
+std::optional<PipelineSplit> runnable_split_for_default(const ModelSpec& m, const Strategy& s) {
+  if (s.pp < 2 || !(s.split == PipelineSplit{}) || !pipeline_layout_refusal(m, s)) return std::nullopt;
+  PipelineSplit found[3];
+  const int n = pipeline_split_candidates(m, s, found);
+  for (const PipelineSplit& preferred : {PipelineSplit{0, 0, 1, 1}})
+    for (int i = 0; i < n; ++i)
+      if (found[i] == preferred) return preferred;
+  for (int i = 0; i < n; ++i)
+    if (!(found[i] == PipelineSplit{})) return found[i];
+  return std::nullopt;
+}
+
 std::string describe_stage_layers(const ModelSpec& m, const Strategy& s) {
   if (s.pp <= 1) return "";
   std::string out;

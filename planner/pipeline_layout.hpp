@@ -51,6 +51,13 @@ std::optional<std::string> pipeline_layout_refusal(const ModelSpec& m, const Str
 // each. Duplicates (the same blocks everywhere) are left out. Returns how many of `out` are set (at most 3).
 int pipeline_split_candidates(const ModelSpec& m, const Strategy& s, PipelineSplit out[3]);
 
+// When the user set no split and the runtime's default split cannot lay out the model (94 blocks on pp 8 × vpp 4
+// under Megatron-Core), the split its recipes use instead, if one of pipeline_split_candidates runs: the embedding and
+// the loss counted as a block each first (Megatron-Bridge's recipes set account_for_embedding_in_pipeline_split and
+// account_for_loss_in_pipeline_split for Llama 3.1 405B and Qwen3-235B-A22B: recipes/llama/llama3.py,
+// recipes/qwen/h100/qwen3_moe.py), then uneven first and last stages. Nothing when the default runs or nothing does.
+std::optional<PipelineSplit> runnable_split_for_default(const ModelSpec& m, const Strategy& s);
+
 // "7/8×14/7" style summary of the blocks per rank for tables (empty without a pipeline).
 std::string describe_stage_layers(const ModelSpec& m, const Strategy& s);
 

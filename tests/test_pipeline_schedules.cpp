@@ -428,7 +428,7 @@ TEST_SUITE("pipeline schedules") {
     const std::string l405 = "predict --preset llama3-405b --gpus 16384 --cluster dgx-h100 --tp 8 --pp 16 --sp "
                              "--global-batch 2048 --recompute full ";
     for (const std::string& args : std::vector<std::string>{
-             l405 + "--framework megatron",                                                // 126 % 16: no split
+             l405 + "--framework megatron --vpp 3",                                        // no split runs
              l405 + "--framework megatron --pp-first-layers 100 --pp-last-layers 100",     // more than the layers
              l405 + "--framework megatron --pp-first-layers 7 --pp-last-layers 8",        // 111 over 14 middle stages
              l405 + "--framework megatron --vpp 2 --pp-first-layers 7 --pp-last-layers 7",  // 7 % vpp 2
@@ -465,5 +465,13 @@ TEST_SUITE("pipeline schedules") {
     CHECK(j["config"]["pipeline"]["chunk_layers"][0][0] == 1);
     CHECK(j["config"]["schedule"] == "interleaved");
     CHECK(run_cli(l405 + "--framework torchtitan --zero 2 --schedule zbv --format json").exit_code == 0);
+    // No split given and 126 blocks on 16 stages: the split Megatron-Bridge's recipes use (embedding and loss counted
+    // as a block each: 128 / 16, the same blocks as 7 on the first and last), said in the answer (config_flags.cpp, pipeline_layout.hpp runnable_split_for_default).
+    const test::CliResult inferred = run_cli(l405 + "--framework megatron --format json");
+    CAPTURE(inferred.err);
+    REQUIRE(inferred.exit_code == 0);
+    const auto ji = nlohmann::json::parse(inferred.out);
+    CHECK(ji["config"]["pipeline_split_rule"].get<std::string>().find("--pp-") != std::string::npos);
+    CHECK(ji["config"]["pipeline"]["chunk_layers"][0][0] == 7);  // 8 − the embedding's block
   }
 }
