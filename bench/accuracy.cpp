@@ -161,7 +161,7 @@ int main(int argc, char** argv) {
   // The fitted parameters and their leave-one-source-out check (bench/sustained_fit.hpp).
   const ComputeFit cf = fit_compute_fraction(runs, source_group);
   auto fractions = [](const ComputeFraction& f) {
-    return fmt::format("Ampere {:.3f}, Hopper {:.3f}", f.ampere, f.hopper);
+    return fmt::format("Ampere {:.3f}, Hopper {:.3f}, Blackwell {:.3f}", f.ampere, f.hopper, f.blackwell);
   };
   std::cout << fmt::format(
       "\nfitted compute fractions (planner/compute_cost.cpp sustained_tensor_fraction): {}; mean abs error {:.1f} % over {} rows, "

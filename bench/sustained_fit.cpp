@@ -13,10 +13,17 @@ namespace {
 using BySource = std::map<std::string, std::vector<const PublishedRun*>>;
 
 // The override the planner takes (GpuSpec::sustained_tensor_fraction): the row's generation value (Volta, two rows,
-// is not fitted: 1).
+// is not fitted: 1; no AMD row is in the set).
 double fraction_of(const PublishedRun& r, const ComputeFraction& f) {
-  const GpuGeneration gen = gpu_generation(r.cluster.gpu);
-  return gen == GpuGeneration::ampere ? f.ampere : gen == GpuGeneration::volta ? 1.0 : f.hopper;
+  switch (gpu_generation(r.cluster.gpu)) {
+    case GpuGeneration::volta: return 1.0;
+    case GpuGeneration::ampere: return f.ampere;
+    case GpuGeneration::blackwell: return f.blackwell;
+    case GpuGeneration::hopper:
+    case GpuGeneration::cdna3:
+    case GpuGeneration::cdna4: return f.hopper;
+  }
+  return f.hopper;
 }
 
 struct RowError {
@@ -56,10 +63,10 @@ double objective(const BySource& by_source, const ComputeFraction& f) {
   return sources ? sum / sources : 0;
 }
 
-// Golden-section search of one coordinate on [0.6, 1.2] (step times fall monotonically as tensor throughput rises).
+// Golden-section search of one coordinate on [0.4, 1.2] (step times fall monotonically as tensor throughput rises).
 void minimise(const BySource& by_source, ComputeFraction& f, double ComputeFraction::*coord) {
   const double phi = (std::sqrt(5.0) - 1) / 2;
-  double a = 0.6, b = 1.2;
+  double a = 0.2, b = 1.2;
   auto at = [&](double x) {
     ComputeFraction g = f;
     g.*coord = x;
@@ -78,7 +85,7 @@ void minimise(const BySource& by_source, ComputeFraction& f, double ComputeFract
 ComputeFraction fit(const BySource& by_source) {
   ComputeFraction f;
   for (int round = 0; round < 2; ++round)
-    for (double ComputeFraction::*coord : {&ComputeFraction::ampere, &ComputeFraction::hopper})
+    for (double ComputeFraction::*coord : {&ComputeFraction::ampere, &ComputeFraction::hopper, &ComputeFraction::blackwell})
       minimise(by_source, f, coord);
   return f;
 }

@@ -13,7 +13,7 @@
 namespace shardplan::validation {
 
 struct ComputeFraction {
-  double ampere = 1, hopper = 1;
+  double ampere = 1, hopper = 1, blackwell = 1;
 };
 
 struct SourceFit {

@@ -84,10 +84,11 @@ constexpr double kMinPeak = 1e9;  // never divide by zero, whatever the preset s
 // Sustained over benchmark tensor throughput per GPU generation (compute_cost.hpp sustained_tensor_fraction). Fitted
 // by `build/bench/shardplan_accuracy` (it prints the fit) on the public set's non-historical runs of the generation,
 // each source weighted equally, minimising the mean |log(measured / predicted step)|; reports/accuracy.md gives the
-// fit and its leave-one-source-out error. Volta has two runs: no fit (1). Blackwell has none: Hopper's value, the
-// nearest generation measured (an assumption).
+// fit and its leave-one-source-out error. Volta has two runs: no fit (1). Blackwell (B200, GB200, B300) is fitted on
+// Megatron-Bridge's dense rows since 2026-12-04; AMD's CDNA has no run: Hopper's value, an assumption.
 constexpr double kSustainedAmpere = 0.869;
-constexpr double kSustainedHopper = 0.787;
+constexpr double kSustainedHopper = 0.806;
+constexpr double kSustainedBlackwell = 0.664;
 
 bool hopper_class(const GpuSpec& g) { return std::max(g.bf16_tflops, g.fp16_tflops) > kHopperTensorPeakTflops; }
 
@@ -206,8 +207,9 @@ double sustained_tensor_fraction(const GpuSpec& g) {
   switch (gpu_generation(g)) {
     case GpuGeneration::volta: return 1.0;
     case GpuGeneration::ampere: return kSustainedAmpere;
+    case GpuGeneration::blackwell: return kSustainedBlackwell;
     case GpuGeneration::hopper:
-    case GpuGeneration::blackwell: case GpuGeneration::cdna3: case GpuGeneration::cdna4:  // assumed: no fitted runs yet
+    case GpuGeneration::cdna3: case GpuGeneration::cdna4:  // assumed: no fitted runs yet
       return kSustainedHopper;
   }
   return 1.0;
@@ -217,9 +219,13 @@ GpuSpec training_device(const GpuSpec& g) {
   if (g.gemm_calibration && !g.gemm_calibration->points.empty()) return g;  // measured: the device as it ran
   GpuSpec t = g;
   const double f = g.sustained_tensor_fraction > 0 ? g.sustained_tensor_fraction : sustained_tensor_fraction(g);
+  // Every tensor-core rate, FP8's too: the sustained clock and power are the chip's, whatever the operand type
+  // (FP8 GEMMs were left at their benchmark rate until 2026-12-04, which the fit then made up for by lowering the
+  // fraction of the bf16 work: Blackwell's set, nearly all FP8, fitted to 0.37).
   t.bf16_tflops *= f;
   t.fp16_tflops *= f;
   t.tf32_tflops *= f;
+  t.fp8_tflops *= f;
   return t;
 }
 
