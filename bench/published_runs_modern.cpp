@@ -51,9 +51,9 @@ std::map<std::string, std::string> parse_options(const ModernRow& r) {
   static const std::set<std::string> priced = {
       "zero", "hsdp", "ep", "etp", "sp", "flash", "overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap",
       "loss", "attn", "fp8", "fp8_all_gather", "pp_first_layers", "pp_last_layers", "pp_embedding_layers",
-      "pp_loss_layers", "mtp"};
+      "pp_loss_layers", "mtp", "ep_overlap"};
   static const std::set<std::string> recorded = {
-      "grad_reduce_in_fp32", "main_grads", "adam_moments", "dispatcher", "ep_overlap", "delay_wgrad",
+      "grad_reduce_in_fp32", "main_grads", "adam_moments", "dispatcher", "delay_wgrad",
       "shared_expert_overlap", "cuda_graph", "recompute_modules", "fp8_attn", "fp8_output_proj", "moe_rank_capacity",
       "capacity_factor", "pad_to_capacity", "act_offload_layers"};
   for (const auto& [key, value] : out)
@@ -63,11 +63,10 @@ std::map<std::string, std::string> parse_options(const ModernRow& r) {
 }
 
 // The recorded settings of an MoE run that change its time and that shardplan does not price yet, for the row's
-// assumptions: Megatron's EP all-to-all overlap, CUDA graphs, a dispatcher other than the all-to-all one.
+// assumptions: CUDA graphs, a dispatcher other than the all-to-all one.
 std::string unpriced_moe_settings(const std::map<std::string, std::string>& opt) {
   std::string out;
   auto add = [&](const std::string& what) { out += (out.empty() ? "" : ", ") + what; };
-  if (opt.count("ep_overlap") && opt.at("ep_overlap") == "1") add("EP all-to-all overlap");
   if (opt.count("cuda_graph") && opt.at("cuda_graph") != "none") add("CUDA graphs " + opt.at("cuda_graph"));
   if (opt.count("dispatcher") && opt.at("dispatcher") != "alltoall") add(opt.at("dispatcher") + " dispatcher");
   return out.empty() ? "" : "not priced: " + out;
@@ -188,6 +187,7 @@ Strategy strategy_of(const ModernRow& r, const std::map<std::string, std::string
   if (opt.count("overlap_grad_reduce")) s.overlap_grad_reduce = opt.at("overlap_grad_reduce") == "1";
   if (opt.count("overlap_param_gather")) s.overlap_param_gather = opt.at("overlap_param_gather") == "1";
   if (opt.count("tp_comm_overlap")) s.tp_comm_overlap = opt.at("tp_comm_overlap") == "1";
+  if (opt.count("ep_overlap")) s.ep_comm_overlap = opt.at("ep_overlap") == "1";  // --ep-comm-overlap
   // The pipeline split (planner/pipeline_split.hpp): pp_first_layers / pp_last_layers (Megatron uneven ends),
   // pp_embedding_layers / pp_loss_layers (the ends counted as layers, e.g. DeepSpeed 'type:transformer|embedding').
   if (opt.count("pp_first_layers")) s.split.first_layers = std::stol(opt.at("pp_first_layers"));

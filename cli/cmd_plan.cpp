@@ -87,6 +87,7 @@ SearchSpace search_space(const PlanOptions& o, const ModelSpec& m, const Cluster
   b.overlap_grad_reduce = f.overlap_grad_reduce;
   b.overlap_param_gather = f.overlap_param_gather;
   b.tp_comm_overlap = f.tp_comm_overlap;
+  b.ep_comm_overlap = f.ep_comm_overlap;
   if (f.tp_comm_overlap.value_or(false) && !f.sp && !framework_support(b.framework).tp_always_sp)
     throw InputError("--tp-comm-overlap needs --sp (the overlapped collectives are sequence parallelism's all-gathers "
                      "and reduce-scatters); add --sp or drop --tp-comm-overlap");

@@ -108,6 +108,9 @@ void add_config_flags(CLI::App& cmd, ConfigFlags& f) {
   on_off("tp-comm-overlap", f.tp_comm_overlap,
          "TP collectives pipelined with their GEMMs, with --sp (default: the framework's; Megatron-Core on; "
          "fsdp/torchtitan: PyTorch's async TP, needs --compile)");
+  on_off("ep-comm-overlap", f.ep_comm_overlap,
+         "MoE: one micro-batch's EP all-to-alls hidden behind another's compute (Megatron-Core "
+         "--overlap-moe-expert-parallel-comm --delay-wgrad-compute; needs --ep; default off)");
   cmd.add_option("--tokens", f.tokens, "Training tokens to price: adds days, GPU-hours (and cost) (e.g. 2T, 300B)");
   cmd.add_option("--gpu-hour-price", f.gpu_hour_price, "Price of one GPU-hour, for the cost of --tokens");
 }
@@ -288,6 +291,7 @@ ResolvedConfig resolve_config(const ConfigFlags& f, const PresetStore& store) {
   s.overlap_grad_reduce = f.overlap_grad_reduce;
   s.overlap_param_gather = f.overlap_param_gather;
   s.tp_comm_overlap = f.tp_comm_overlap;
+  s.ep_comm_overlap = f.ep_comm_overlap;
   // Both overlaps pipeline all-gathers and reduce-scatters, the collectives of sequence parallelism (Megatron-LM
   // requires --sequence-parallel for --tp-comm-overlap; Inductor's micro-pipeline pass matches only those).
   if (s.tp_comm_overlap.value_or(false) && !(s.sp && s.tp > 1))

@@ -32,7 +32,7 @@ struct ConfigFlags {
   std::string fp8 = "off";       // --fp8 (planner/fp8_recipe.hpp)
   bool fp8_all_gather = false;   // --fp8-all-gather
   std::string grad_sync;
-  std::optional<bool> overlap_grad_reduce, overlap_param_gather, tp_comm_overlap;
+  std::optional<bool> overlap_grad_reduce, overlap_param_gather, tp_comm_overlap, ep_comm_overlap;
   bool sp = false, flash_attn = true, offload_optimizer = false, compile = false;
   // validate's live reference loop: an unset --global-batch means one micro-batch per rank (a measurement, not a
   // recipe), instead of the shared default (planner/batch.hpp), which would run hundreds of accumulation steps.

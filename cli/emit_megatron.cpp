@@ -57,6 +57,10 @@ void add_extended_model_args(const ModelSpec& m, const LaunchFacts& f, std::vect
     // (planner/strategy.hpp expert_tensor_parallel).
     if (f.ep > 1) arg2("--expert-model-parallel-size", std::to_string(f.ep));
     if (f.tp > 1) arg2("--expert-tensor-parallel-size", std::to_string(f.etp));
+    if (f.ep_comm_overlap) {  // the batch-level EP overlap priced (moe/README.md: the two flags go together)
+      arg("--overlap-moe-expert-parallel-comm");
+      arg("--delay-wgrad-compute");
+    }
     // The dispatch shardplan prices is an all-to-all (planner/comm_cost.cpp); Megatron's default is "allgather".
     arg2("--moe-token-dispatcher-type", "alltoall");
     arg("--moe-grouped-gemm");

@@ -230,6 +230,11 @@ FrameworkTraits megatron_traits() {
   t.tp_overlap_kind = TpOverlapKind::userbuffers;
   // Transformer Engine's linears save their FP8 input casts (framework.hpp).
   t.fp8_saves_quantized_linear_inputs = true;
+  // Batch-level EP overlap (--overlap-moe-expert-parallel-comm --delay-wgrad-compute; moe/README.md, "Batch-level
+  // overlapping to hide EP-A2A communication", MCore v0.14): off by default (its argument table), on in the
+  // Megatron-Bridge recipes that set overlap_moe_expert_parallel_comm (bench/data/megatron_bridge_rows.md).
+  t.ep_comm_overlap_available = true;
+  t.ep_comm_overlap = false;
   return t;
 }
 
@@ -312,6 +317,10 @@ bool effective_overlap_param_gather(const Strategy& s, const FrameworkTraits& fw
 double loss_backward_bytes_per_logit(const Strategy& s, const FrameworkTraits& fw) {
   return s.tp > 1 && fw.loss_parallel_backward_bytes_per_logit > 0 ? fw.loss_parallel_backward_bytes_per_logit
                                                                      : fw.loss_backward_bytes_per_logit;
+}
+
+bool effective_ep_comm_overlap(const Strategy& s, const FrameworkTraits& fw) {
+  return fw.ep_comm_overlap_available && s.ep > 1 && s.ep_comm_overlap.value_or(fw.ep_comm_overlap);
 }
 
 bool effective_tp_comm_overlap(const Strategy& s, const FrameworkTraits& fw) {

@@ -78,6 +78,13 @@ struct FrameworkTraits {
   // re-gathers it beside the wgrad (Korthikanti §4.2.2). framework.cpp gives the sources.
   bool tp_saves_gathered_inputs = false;
 
+  // --- expert parallelism ------------------------------------------------------------------------------------
+  // The runtime can run one micro-batch's forward beside another's backward so that each one's EP all-to-alls hide
+  // behind the other's compute (Megatron-Core's batch-level EP overlap, --overlap-moe-expert-parallel-comm with
+  // --delay-wgrad-compute, MCore v0.14: moe/README.md), and whether it does by default (Megatron-Core: off).
+  bool ep_comm_overlap_available = false;
+  bool ep_comm_overlap = false;
+
   // --- data-parallel communication (framework.cpp gives the sources) --------------------------------------
   // amp-* policies: the gradient reduction (all-reduce, reduce-scatter) runs in fp32, 4 B per parameter on the
   // wire, although the memory model counts the gradients at 2 B (precision.cpp).
@@ -168,6 +175,7 @@ GradSync effective_grad_sync(const Strategy& s, const FrameworkTraits& fw);
 bool effective_overlap_grad_reduce(const Strategy& s, const FrameworkTraits& fw);
 bool effective_overlap_param_gather(const Strategy& s, const FrameworkTraits& fw);
 bool effective_tp_comm_overlap(const Strategy& s, const FrameworkTraits& fw);
+bool effective_ep_comm_overlap(const Strategy& s, const FrameworkTraits& fw);
 // Bytes per logit element alive at the cross-entropy backward (loss_parallel's under TP where the runtime uses it).
 double loss_backward_bytes_per_logit(const Strategy& s, const FrameworkTraits& fw);
 

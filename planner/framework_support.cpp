@@ -134,6 +134,11 @@ constexpr const char* kTpOverlapRefusal =
     "TP comm overlap is Megatron-Core's (Transformer Engine userbuffers) or PyTorch's async TP under torch.compile "
     "for --framework fsdp|torchtitan (torchtitan compile.enable_async_tensor_parallel); DeepSpeed, FSDP1 and the "
     "reference loop run their TP collectives unoverlapped: drop --tp-comm-overlap or choose one of those";
+// --ep-comm-overlap: Megatron-Core's batch-level EP overlap (framework.hpp ep_comm_overlap_available).
+constexpr const char* kEpOverlapRefusal =
+    "the batch-level EP all-to-all overlap is Megatron-Core's (--overlap-moe-expert-parallel-comm with "
+    "--delay-wgrad-compute, megatron/core/transformer/moe/README.md); use --framework megatron or drop "
+    "--ep-comm-overlap";
 constexpr const char* kAsyncTpCompileRefusal =
     "PyTorch's async TP is an Inductor pass (torch._inductor.config._micro_pipeline_tp): torchtitan refuses it "
     "without torch.compile (torchtitan/config/configs.py CompileConfig.__post_init__); add --compile or drop "
@@ -277,6 +282,7 @@ bool framework_runs(const Strategy& s) {
     return false;
   if (s.ep > 1 && (!ep_support(s.framework).expert_parallel || !has(ep_support(s.framework).zero_stages, s.zero)))
     return false;
+  if (s.ep_comm_overlap.value_or(false) && !framework_traits(s.framework).ep_comm_overlap_available) return false;
   return !s.offload_optimizer || (fs.offload_optimizer && has(fs.offload_zero_stages, s.zero));
 }
 
@@ -316,6 +322,8 @@ std::optional<std::string> framework_refusal(const Strategy& s) {
     return refusal(s, fmt::format("--offload-optimizer with --zero {}", s.zero).c_str(), fs.offload_refusal);
   if (s.compile && !compiles(s.framework)) return refusal(s, "--compile", kCompileRefusal);
   if (auto why = tp_comm_overlap_refusal(s)) return why;
+  if (s.ep_comm_overlap.value_or(false) && !framework_traits(s.framework).ep_comm_overlap_available)
+    return refusal(s, "--ep-comm-overlap", kEpOverlapRefusal);
   if (s.fp8 != Fp8Recipe::off && !has(fp8_support(s.framework).recipes, static_cast<int>(s.fp8)))
     return refusal(s, fmt::format("--fp8 {}", to_string(s.fp8)).c_str(), fp8_support(s.framework).refusal);
   if (s.fp8_all_gather)

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "planner/comm_cost.hpp"
+#include "planner/framework.hpp"
 #include "planner/groups.hpp"
 #include "planner/moe.hpp"
 #include "planner/precision.hpp"
@@ -129,7 +130,10 @@ MoeAllToAll moe_all_to_all_time(const ModelSpec& m, const Strategy& s, const Clu
   out.fwd = share * 2 * one;
   out.bwd = share * (2 + (s.recompute == Recompute::full ? 2 : 0)) * one;
   out.total = out.fwd + out.bwd;
-  if (s.schedule == Schedule::dualpipev && s.pp > 1) {
+  // DualPipe, or Megatron-Core's batch-level EP overlap (one micro-batch's forward beside another's backward,
+  // moe/README.md): the all-to-alls behind the other micro-batch's compute.
+  const bool dualpipe = s.schedule == Schedule::dualpipev && s.pp > 1;
+  if (dualpipe || effective_ep_comm_overlap(s, framework_traits(s.framework))) {
     const double exposed = std::max(0.0, out.total - (block_fwd_s + block_bwd_s));
     const double cost = exposed + kOverlapComputeSlowdown * (out.total - exposed);
     out.fwd = cost * out.fwd / out.total;

@@ -57,11 +57,11 @@ double moe_all_to_all_bytes(const ModelSpec& m, const Strategy& s);
 // gradients (4 per MoE layer; full recomputation repeats the forward's two), averaged over the model's blocks by the
 // share of MoE layers (the block costs are per block: microbatch_costs.cpp prices every block's MLP as the MoE one).
 // Overlap: DualPipe (DeepSeek-V3 report §3.2.1) runs the all-to-all of one micro-batch's forward (backward) chunk
-// behind the other's backward (forward) compute: under --schedule dualpipev only what exceeds the block's forward +
-// backward compute is exposed, plus kOverlapComputeSlowdown of the hidden part. Megatron's batch-level EP overlap
-// (--overlap-moe-expert-parallel-comm with --delay-wgrad-compute, MCore v0.14, moe/README.md) and its shared-expert
-// overlap (--moe-shared-expert-overlap: the shared experts' GEMMs beside the dispatch, moe/shared_experts.py) are off
-// by default and not modelled: the all-to-alls stay on the critical path.
+// behind the other's backward (forward) compute; so does Megatron's batch-level EP overlap (--ep-comm-overlap:
+// --overlap-moe-expert-parallel-comm with --delay-wgrad-compute, MCore v0.14, moe/README.md; off by default). Under
+// either only what exceeds the block's forward + backward compute is exposed, plus kOverlapComputeSlowdown of the
+// hidden part. Megatron's shared-expert overlap (--moe-shared-expert-overlap: the shared experts' GEMMs beside the
+// dispatch, moe/shared_experts.py) is not modelled.
 struct MoeAllToAll {
   double fwd = 0, bwd = 0;      // exposed on the critical path
   double total = 0;             // the collectives' own time, fwd + bwd, hidden or not

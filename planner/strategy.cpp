@@ -58,6 +58,8 @@ static void validate_expert_parallel(const Strategy& s, const ModelSpec& m) {
                                  "group or not at all (deepspeed/moe/layer.py MoE enable_expert_tensor_parallelism); "
                                  "use --etp {} or drop --etp",
                                  s.etp, s.tp));
+  if (s.ep_comm_overlap.value_or(false) && s.ep <= 1)
+    throw InputError("--ep-comm-overlap hides the expert-parallel all-to-alls: it needs --ep of at least 2");
   if (s.ep <= 1) return;
   if (m.experts == 0)
     throw InputError(fmt::format("--ep {}: model '{}' is dense (no 'experts'); expert parallelism needs a mixture of "

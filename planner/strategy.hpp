@@ -66,6 +66,7 @@ struct Strategy {
   std::optional<bool> overlap_grad_reduce;  // DDP/ZeRO-1/2 reduction during backward; unset: the framework's default
   std::optional<bool> overlap_param_gather;  // ZeRO-1/2 parameter all-gather during the next forward; unset: framework's
   std::optional<bool> tp_comm_overlap;       // TP collectives pipelined with their GEMMs (needs sp); unset: framework's
+  std::optional<bool> ep_comm_overlap;       // EP all-to-alls behind another micro-batch's compute; unset: framework's
   std::optional<AttentionKernel> attention_kernel;  // the fused attention kernel; unset: the framework's
   Fp8Recipe fp8 = Fp8Recipe::off;   // FP8 GEMMs of the blocks' linear layers (planner/fp8.hpp)
   bool fp8_all_gather = false;      // FSDP2 all-gathers the linear weights in FP8 (torchao, tensorwise only)

@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <string>
 
 #include "io/preset_store.hpp"
@@ -160,5 +161,26 @@ TEST_SUITE("moe folding") {
       CHECK(expert_tensor_parallel(cand.strategy) == 1);
       CHECK_NOTHROW(validate_strategy(cand.strategy, m, c));
     }
+  }
+
+  TEST_CASE("--ep-comm-overlap: Megatron's batch-level EP overlap hides the all-to-alls behind the block's compute") {
+    const ModelSpec m = store().model("qwen3-235b-a22b");
+    const ClusterSpec c = store().cluster("dgx-h100");
+    Strategy plain = qwen3_235b_h100();
+    Strategy overlapped = plain;
+    overlapped.ep_comm_overlap = true;
+    const MicrobatchCosts a = microbatch_costs(m, plain, c), b = microbatch_costs(m, overlapped, c);
+    // The same collectives; exposed: what outlasts the block's forward + backward compute, plus 10 % of the rest.
+    CHECK(b.block_ep_total_s == doctest::Approx(a.block_ep_total_s));
+    const double total = a.block_ep_fwd_s + a.block_ep_bwd_s;
+    CHECK(total == doctest::Approx(a.block_ep_total_s));
+    const double compute = a.block_fwd_s + a.block_bwd_s + a.block_recompute_s;
+    const double exposed = std::max(0.0, total - compute);
+    CHECK(b.block_ep_fwd_s + b.block_ep_bwd_s == doctest::Approx(exposed + kOverlapComputeSlowdown * (total - exposed)));
+    CHECK(b.block_ep_fwd_s + b.block_ep_bwd_s < total);
+    using shardplan::test::check_refused;
+    check_refused("predict --preset qwen3-30b-a3b --gpus 8 --framework torchtitan --ep 8 --ep-comm-overlap",
+                  "--ep-comm-overlap");
+    check_refused("predict --preset qwen3-30b-a3b --gpus 8 --framework megatron --ep-comm-overlap", "--ep");
   }
 }
