@@ -18,6 +18,7 @@
 #include "bench/sustained_fit.hpp"
 #include "io/atomic_write.hpp"
 #include "planner/error.hpp"
+#include "planner/moe.hpp"
 
 using namespace shardplan;
 using namespace shardplan::validation;
@@ -86,7 +87,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   Mean headline, historical;
-  std::map<std::string, Mean> by_source, by_set, by_family;  // family × GPU generation
+  std::map<std::string, Mean> by_source, by_set, by_family, by_class;  // family × GPU generation; model class
   std::string table = markdown ? "| source | model | GPUs | layout | metric | measured | predicted | error | assumptions |\n"
                                  "|---|---|---:|---|---|---:|---:|---:|---|\n"
                                : "";
@@ -111,6 +112,11 @@ int main(int argc, char** argv) {
       headline.add(std::fabs(err));
       by_set[c.modern ? "modern (bench/data)" : "shared (../shared/validation)"].add(std::fabs(err));
       by_family[fmt::format("{} / {}", c.family, c.generation)].add(std::fabs(err));
+      // The classes issue 14's bar is read against: dense models without CP, dense with CP, mixture of experts.
+      const char* kind = model_is_moe(c.model) ? "mixture of experts" : c.strategy.cp > 1 ? "dense, context-parallel"
+                                                                                        : "dense, no CP";
+      by_class[kind].add(std::fabs(err));
+      if (std::fabs(err) > 0.15) by_class[std::string(kind) + ": rows beyond 15 %"].add(std::fabs(err));
     }
     std::string notes = c.historical ? "historical (DeepSpeed 2021): outside the headline" : "";
     for (const std::string& a : c.assumptions) notes += (notes.empty() ? "" : "; ") + a;
@@ -158,6 +164,7 @@ int main(int argc, char** argv) {
   print_means(by_source, "by source", markdown);
   print_means(by_set, "by set (historical rows apart)", markdown);
   print_means(by_family, "by framework family / GPU generation (historical rows apart)", markdown);
+  print_means(by_class, "by model class (historical rows apart)", markdown);
   // The fitted parameters and their leave-one-source-out check (bench/sustained_fit.hpp).
   const ComputeFit cf = fit_compute_fraction(runs, source_group);
   auto fractions = [](const ComputeFraction& f) {
