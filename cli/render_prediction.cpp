@@ -61,6 +61,7 @@ json config_json(const Prediction& p) {
           {"cp", s.cp},
           {"ep", s.ep},
           {"etp", expert_tensor_parallel(s)},
+          {"ep_comm_overlap", effective_ep_comm_overlap(s, framework_traits(s.framework))},
           {"dp", s.dp},
           {"vpp", s.vpp},
           {"schedule", to_string(s.schedule)},

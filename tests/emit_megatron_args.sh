@@ -30,6 +30,10 @@ want = {"tp": c["tp"], "pp": c["pp"], "cp": c["cp"], "ep": c["ep"], "dp": c["dp"
 # Transformer Engine has no rowwise recipe: blockwise is written (with a note).
 want["fp8"] = {"off": "off", "tensorwise": "tensorwise", "rowwise": "blockwise"}.get(c["fp8"], c["fp8"])
 want["fp8_param_gather"], want["offload_optimizer"] = c["fp8_all_gather"], c["offload_optimizer"]
+# The expert TP priced (written out whenever tp > 1; Megatron's own default, tp, otherwise) and the EP overlap.
+if c["ep"] > 1:
+    want["etp"] = c["etp"]
+    want["ep_comm_overlap"] = bool(c.get("ep_comm_overlap", False))
 if c["zero"] >= 2:
     want["sharding"] = "optim_grads_params" if c["zero"] == 3 else "optim_grads"
 bad = {k: (v, got.get(k)) for k, v in want.items() if got.get(k) != v}
@@ -55,6 +59,10 @@ check llama8b-cp 64 --preset llama3-8b --cluster dgx-h100 --framework megatron -
 check deepseek-v3 256 --preset deepseek-v3 --cluster dgx-h100 --framework megatron --pp 16 --ep 16 --recompute full
 check gpt-oss 64 --preset gpt-oss-120b --cluster dgx-h100 --framework megatron --ep 8 --pp 4
 check mixtral-tp-ep 256 --preset mixtral-8x7b --cluster dgx-h100 --framework megatron --ep 8 --tp 2
+# MoE Parallel Folding: EP 32 over TP 2 × DP 16 (expert TP 1), with the batch-level EP overlap (Megatron-Bridge's
+# Qwen3-235B H100 layout).
+check qwen3-235b-folded 256 --preset qwen3-235b-a22b --cluster dgx-h100 --framework megatron --tp 2 --pp 8 --ep 32 \
+  --ep-comm-overlap --pp-embedding-layers 1 --pp-loss-layers 1
 check llama8b-megatron-fsdp 8 --preset llama3-8b --cluster dgx-h100 --framework megatron --zero 3 --fp8 tensorwise
 check llama70b-megatron-hsdp 64 --preset llama3-70b --cluster dgx-h100 --framework megatron --zero 3 --hsdp 8 --tp 4
 check llama70b-fp8 64 --preset llama3-70b --cluster dgx-h100 --framework megatron --tp 8 --fp8 tensorwise

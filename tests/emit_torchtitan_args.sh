@@ -44,13 +44,14 @@ want = {"global_batch_size": c["global_batch"], "seq_len": c["seq"], "tp": c["tp
         "dp_shard": shard, "dp_replicate": c["dp"] // shard, "local_batch_size": local,
         "compile": c["compile"], "ac": c["recompute"],
         "reshard": "always" if c["zero"] >= 3 else "never", "checkpoint": False}
-# 0.3 splits no expert by TP (EP spans dp_shard·cp·tp): ep·tp; 0.2 keeps TP's split (expert_tensor_parallel_degree).
+# 0.3 splits no expert by TP (EP spans dp_shard·cp·tp): ep·etp ranks of whole experts; 0.2 takes the plan's expert TP
+# (expert_tensor_parallel_degree: 1, or tp).
 if version == "0.3":
-    want["ep"] = c["ep"] * c["tp"] if c["ep"] > 1 else 1
+    want["ep"] = c["ep"] * c["etp"] if c["ep"] > 1 else 1
 else:
     want["ep"] = c["ep"]
     if c["ep"] > 1:
-        want["etp"] = c["tp"]
+        want["etp"] = c["etp"]
 want["async_tp"] = os.environ.get("EXPECT_ASYNC_TP") == "1"
 if c["pp"] > 1:
     want["pp_microbatch_size"] = c["micro_batch"]
@@ -83,6 +84,8 @@ check llama405b-pp --preset llama3-405b --gpus 512 --framework torchtitan --tp 8
   --vpp 2 --recompute full
 check qwen3-moe-ep --preset qwen3-30b-a3b --gpus 16 --framework torchtitan --ep 8 --pp 1 --recompute full
 check qwen3-moe-tp-ep --preset qwen3-30b-a3b --gpus 32 --framework torchtitan --tp 2 --ep 4 --pp 1 --recompute full
+# EP over the TP ranks too (expert TP 1, MoE Parallel Folding): ep 32 on tp 2 × dp 16.
+check qwen3-moe-folded --preset qwen3-30b-a3b --gpus 32 --framework torchtitan --tp 2 --ep 32 --pp 1 --recompute full
 check llama8b-cp --preset llama3-8b --gpus 16 --framework torchtitan --cp 2 --seq 32768 --recompute full
 check deepseek-ep --preset deepseek-v3 --gpus 512 --framework torchtitan --ep 64 --pp 8 --recompute full
 echo "ok: torchtitan 0.3 read every torchtitan.sh, torchtitan 0.2 every torchtitan.toml, as planned"

@@ -27,6 +27,10 @@ import megatron.training.utils as training_utils  # noqa: E402
 
 training_utils.get_device_arch_version = lambda: 9
 arguments.get_device_arch_version = lambda: 9
+# Transformer Engine is not installed here; the checks validate_args makes of its version are answered as the TE of
+# the recipes shardplan's Megatron flags follow (Megatron-Bridge's containers ship TE >= 2.8).
+if hasattr(arguments, "is_te_min_version"):
+    arguments.is_te_min_version = lambda *a, **k: True
 
 # The array and the environment exactly as bash sees them after `source megatron_args.sh`.
 shown = subprocess.run(["bash", "-c", 'source "$1"; for a in "${MEGATRON_ARGS[@]}"; do printf "%s\\0" "$a"; done; '
@@ -51,6 +55,8 @@ except BaseException as e:  # validate_args asserts, raises ValueError, or argpa
 json.dump({
     "tp": args.tensor_model_parallel_size, "pp": args.pipeline_model_parallel_size,
     "cp": args.context_parallel_size, "ep": args.expert_model_parallel_size, "dp": args.data_parallel_size,
+    "etp": args.expert_tensor_parallel_size,
+    "ep_comm_overlap": bool(getattr(args, "overlap_moe_expert_parallel_comm", False)),
     "vpp": args.virtual_pipeline_model_parallel_size or 1, "micro_batch": args.micro_batch_size,
     "global_batch": args.global_batch_size, "seq": args.seq_length, "layers": args.num_layers,
     "distributed_optimizer": bool(args.use_distributed_optimizer), "megatron_fsdp": bool(args.use_megatron_fsdp),
