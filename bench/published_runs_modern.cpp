@@ -51,10 +51,10 @@ std::map<std::string, std::string> parse_options(const ModernRow& r) {
   static const std::set<std::string> priced = {
       "zero", "hsdp", "ep", "etp", "sp", "flash", "overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap",
       "loss", "attn", "fp8", "fp8_all_gather", "pp_first_layers", "pp_last_layers", "pp_embedding_layers",
-      "pp_loss_layers", "mtp", "ep_overlap"};
+      "pp_loss_layers", "mtp", "ep_overlap", "cuda_graph"};
   static const std::set<std::string> recorded = {
       "grad_reduce_in_fp32", "main_grads", "adam_moments", "dispatcher", "delay_wgrad",
-      "shared_expert_overlap", "cuda_graph", "recompute_modules", "fp8_attn", "fp8_output_proj", "moe_rank_capacity",
+      "shared_expert_overlap", "recompute_modules", "fp8_attn", "fp8_output_proj", "moe_rank_capacity",
       "capacity_factor", "pad_to_capacity", "act_offload_layers"};
   for (const auto& [key, value] : out)
     if (!priced.count(key) && !recorded.count(key))
@@ -63,11 +63,10 @@ std::map<std::string, std::string> parse_options(const ModernRow& r) {
 }
 
 // The recorded settings of an MoE run that change its time and that shardplan does not price yet, for the row's
-// assumptions: CUDA graphs, a dispatcher other than the all-to-all one.
+// assumptions: a dispatcher other than the all-to-all one (its host synchronisation and SM use differ).
 std::string unpriced_moe_settings(const std::map<std::string, std::string>& opt) {
   std::string out;
   auto add = [&](const std::string& what) { out += (out.empty() ? "" : ", ") + what; };
-  if (opt.count("cuda_graph") && opt.at("cuda_graph") != "none") add("CUDA graphs " + opt.at("cuda_graph"));
   if (opt.count("dispatcher") && opt.at("dispatcher") != "alltoall") add(opt.at("dispatcher") + " dispatcher");
   return out.empty() ? "" : "not priced: " + out;
 }
@@ -188,6 +187,12 @@ Strategy strategy_of(const ModernRow& r, const std::map<std::string, std::string
   if (opt.count("overlap_param_gather")) s.overlap_param_gather = opt.at("overlap_param_gather") == "1";
   if (opt.count("tp_comm_overlap")) s.tp_comm_overlap = opt.at("tp_comm_overlap") == "1";
   if (opt.count("ep_overlap")) s.ep_comm_overlap = opt.at("ep_overlap") == "1";  // --ep-comm-overlap
+  // CUDA graphs (--cuda-graphs): Megatron's full_iteration captures everything; Transformer Engine's per-module graphs
+  // (te_attn+moe_router+moe_preprocess, te_moe_router+...) and 25.09's per-layer local graphs capture the static parts.
+  if (opt.count("cuda_graph")) {
+    const std::string& g = opt.at("cuda_graph");
+    s.cuda_graphs = g == "none" ? CudaGraphs::none : g == "full_iteration" ? CudaGraphs::full : CudaGraphs::partial;
+  }
   // The pipeline split (planner/pipeline_split.hpp): pp_first_layers / pp_last_layers (Megatron uneven ends),
   // pp_embedding_layers / pp_loss_layers (the ends counted as layers, e.g. DeepSpeed 'type:transformer|embedding').
   if (opt.count("pp_first_layers")) s.split.first_layers = std::stol(opt.at("pp_first_layers"));

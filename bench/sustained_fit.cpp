@@ -1,5 +1,6 @@
 #include "bench/sustained_fit.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 
@@ -31,9 +32,13 @@ struct RowError {
   double error = NAN;      // (predicted − measured) / measured of the row's metric
 };
 
-RowError row_error(const PublishedRun& r, const ComputeFraction& f) {
+RowError row_error(const PublishedRun& r, const ComputeFraction& f, const MoeHost* host = nullptr) {
   ClusterSpec c = r.cluster;
   c.gpu.sustained_tensor_fraction = fraction_of(r, f);
+  if (host) {  // 0 means "the fitted default" to the planner: the smallest positive time stands for none
+    c.moe_host_layer_s = std::max(host->layer_s, 1e-15);
+    c.moe_host_local_expert_s = std::max(host->local_expert_s, 1e-15);
+  }
   try {
     const Prediction p = predict(r.model, r.strategy, c);
     const double pred = predicted_metric(r, p);
@@ -134,6 +139,97 @@ ComputeFit fit_compute_fraction(const PublishedRuns& runs, std::string (*group)(
     out.rows += sf.rows;
     out.sources.push_back(sf);
   }
+  out.in_sample_error = out.rows ? in_sum / out.rows : 0;
+  out.held_out_error = out.rows ? out_sum / out.rows : 0;
+  return out;
+}
+
+namespace {
+
+double moe_objective(const BySource& by_source, const ComputeFraction& f, const MoeHost& h) {
+  double sum = 0;
+  int sources = 0;
+  for (const auto& [source, rows] : by_source) {
+    double s = 0;
+    int n = 0;
+    for (const PublishedRun* r : rows) {
+      const RowError e = row_error(*r, f, &h);
+      if (std::isnan(e.log_ratio)) continue;
+      s += e.log_ratio;
+      ++n;
+    }
+    if (n == 0) continue;
+    sum += s / n;
+    ++sources;
+  }
+  return sources ? sum / sources : 0;
+}
+
+// Golden-section search of one host coordinate on [0, hi] seconds.
+void minimise_host(const BySource& by_source, const ComputeFraction& f, MoeHost& h, double MoeHost::*coord, double hi) {
+  const double phi = (std::sqrt(5.0) - 1) / 2;
+  double a = 0, b = hi;
+  auto at = [&](double x) {
+    MoeHost g = h;
+    g.*coord = x;
+    return moe_objective(by_source, f, g);
+  };
+  double c = b - phi * (b - a), d = a + phi * (b - a), fc = at(c), fd = at(d);
+  for (int i = 0; i < 40 && b - a > hi * 1e-4; ++i) {
+    if (fc < fd) b = d, d = c, fd = fc, c = b - phi * (b - a), fc = at(c);
+    else a = c, c = d, fc = fd, d = a + phi * (b - a), fd = at(d);
+  }
+  h.*coord = (a + b) / 2;
+}
+
+MoeHost fit_host(const BySource& by_source, const ComputeFraction& f) {
+  MoeHost h;
+  for (int round = 0; round < 3; ++round) {
+    minimise_host(by_source, f, h, &MoeHost::layer_s, 20e-3);        // at most 20 ms per layer and micro-batch
+    minimise_host(by_source, f, h, &MoeHost::local_expert_s, 1e-3);  // at most 1 ms per local expert
+  }
+  return h;
+}
+
+double mean_abs_error_host(const std::vector<const PublishedRun*>& rows, const ComputeFraction& f, const MoeHost& h,
+                           int& counted) {
+  double s = 0;
+  counted = 0;
+  for (const PublishedRun* r : rows) {
+    const RowError e = row_error(*r, f, &h);
+    if (std::isnan(e.error)) continue;
+    s += std::fabs(e.error);
+    ++counted;
+  }
+  return counted ? s / counted : 0;
+}
+
+}  // namespace
+
+MoeHostFit fit_moe_host(const PublishedRuns& runs, const ComputeFraction& dense,
+                        std::string (*group)(const PublishedRun&)) {
+  BySource by_source;
+  for (const PublishedRun& r : runs.runs)
+    if (!r.historical && model_is_moe(r.model)) by_source[group(r)].push_back(&r);
+  MoeHostFit out;
+  out.fit = fit_host(by_source, dense);
+  double before = 0, in_sum = 0, out_sum = 0;
+  for (const auto& [source, rows] : by_source) {
+    MoeHostSource sf;
+    sf.source = source;
+    int n = 0;
+    before += mean_abs_error_host(rows, dense, MoeHost{}, n) * n;
+    sf.in_sample_error = mean_abs_error_host(rows, dense, out.fit, sf.rows);
+    BySource others = by_source;
+    others.erase(source);
+    sf.held_out = fit_host(others, dense);
+    sf.held_out_error = mean_abs_error_host(rows, dense, sf.held_out, n);
+    in_sum += sf.in_sample_error * sf.rows;
+    out_sum += sf.held_out_error * sf.rows;
+    out.rows += sf.rows;
+    out.sources.push_back(sf);
+  }
+  out.before_error = out.rows ? before / out.rows : 0;
   out.in_sample_error = out.rows ? in_sum / out.rows : 0;
   out.held_out_error = out.rows ? out_sum / out.rows : 0;
   return out;

@@ -36,4 +36,26 @@ struct ComputeFit {
 // Historical and MoE rows apart. `group` names a row's source for the leave-one-out (accuracy.cpp source_group).
 ComputeFit fit_compute_fraction(const PublishedRuns& runs, std::string (*group)(const PublishedRun&));
 
+// The host-bound launch gaps of eager MoE layers (planner/moe_costs.hpp moe_host_gap_s): a fixed host time per MoE layer
+// and micro-batch and one per local expert, fitted on the MoE rows with the dense fit's fractions held, each source
+// weighted equally; checked by leaving each source out.
+struct MoeHost {
+  double layer_s = 0, local_expert_s = 0;
+};
+struct MoeHostSource {
+  std::string source;
+  int rows = 0;
+  double in_sample_error = 0, held_out_error = 0;
+  MoeHost held_out;
+};
+struct MoeHostFit {
+  MoeHost fit;
+  int rows = 0;
+  double before_error = 0;     // mean |error| with no host gap
+  double in_sample_error = 0, held_out_error = 0;
+  std::vector<MoeHostSource> sources;
+};
+MoeHostFit fit_moe_host(const PublishedRuns& runs, const ComputeFraction& dense,
+                        std::string (*group)(const PublishedRun&));
+
 }  // namespace shardplan::validation

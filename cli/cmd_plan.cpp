@@ -79,6 +79,7 @@ SearchSpace search_space(const PlanOptions& o, const ModelSpec& m, const Cluster
   b.attention_kernel = parse_attention_kernel_flag(f.attention_kernel, f.flash_attn);
   b.fp8 = parse_fp8_flag(f.fp8);
   b.fp8_all_gather = f.fp8_all_gather;
+  b.cuda_graphs = parse_cuda_graphs_flag(f.cuda_graphs);
   if (const auto why = fp8_gpu_refusal(b, c.gpu)) throw InputError(*why);
   if (const auto why = fp8_model_refusal(b, m)) throw InputError(*why);
   b.compile = f.compile;

@@ -87,6 +87,9 @@ void add_config_flags(CLI::App& cmd, ConfigFlags& f) {
   cmd.add_option("--fp8", f.fp8,
                  "FP8 GEMMs of the blocks' linear layers: off | tensorwise | rowwise | blockwise | mxfp8 (torchao under "
                  "fsdp/torchtitan, Transformer Engine under megatron); parameters and optimizer follow --precision");
+  cmd.add_option("--cuda-graphs", f.cuda_graphs,
+                 "CUDA graphs (megatron): none (eager, Megatron-Core's default) | partial (Transformer Engine graphs of "
+                 "attn, moe_router, moe_preprocess) | full (full_iteration); prices an MoE layer's host launch gaps");
   cmd.add_flag("--fp8-all-gather", f.fp8_all_gather,
                "FSDP2 all-gathers the linear weights in FP8 (torchao enable_fsdp_float8_all_gather; --fp8 tensorwise)");
   cmd.add_option("--attention-kernel", f.attention_kernel,
@@ -247,6 +250,12 @@ std::optional<PipelineSplit> resolve_pipeline_split(const ConfigFlags& f) {
   return split;
 }
 
+CudaGraphs parse_cuda_graphs_flag(const std::string& v) {
+  if (v.empty()) return CudaGraphs::none;
+  if (const auto g = parse_cuda_graphs(v)) return *g;
+  throw InputError(fmt::format("--cuda-graphs '{}' is not one of: none, partial, full", v));
+}
+
 ResolvedConfig resolve_config(const ConfigFlags& f, const PresetStore& store) {
   ResolvedConfig r;
   r.model = resolve_model(f, store, &r.model_notes);
@@ -306,6 +315,7 @@ ResolvedConfig resolve_config(const ConfigFlags& f, const PresetStore& store) {
   s.attention_kernel = parse_attention_kernel_flag(f.attention_kernel, f.flash_attn);
   s.fp8 = parse_fp8_flag(f.fp8);
   s.fp8_all_gather = f.fp8_all_gather;
+  s.cuda_graphs = parse_cuda_graphs_flag(f.cuda_graphs);
   s.compile = f.compile;
   s.offload_optimizer = f.offload_optimizer;
   s.micro_batch = positive("--micro-batch", f.micro_batch, 1);

@@ -28,6 +28,7 @@ struct ConfigFlags {
   // --pp-first-layers, --pp-last-layers, --pp-embedding-layers, --pp-loss-layers (planner/pipeline_split.hpp)
   std::optional<int64_t> pp_first_layers, pp_last_layers, pp_embedding_layers, pp_loss_layers;
   std::string schedule, recompute, precision = "amp-bf16", framework = "fsdp", loss = "standard";
+  std::string cuda_graphs;  // --cuda-graphs none|partial|full ("" = none)
   std::string attention_kernel;  // --attention-kernel; empty: the framework's
   std::string fp8 = "off";       // --fp8 (planner/fp8_recipe.hpp)
   bool fp8_all_gather = false;   // --fp8-all-gather
@@ -60,6 +61,8 @@ void add_config_flags(CLI::App& cmd, ConfigFlags& flags);
 
 // Throws InputError naming the flag for anything missing, unknown or inconsistent.
 ResolvedConfig resolve_config(const ConfigFlags& flags, const PresetStore& store);
+// --cuda-graphs: none when not given; InputError naming the flag for anything else.
+CudaGraphs parse_cuda_graphs_flag(const std::string& v);
 
 // The model and the cluster only (plan resolves the strategy itself); `cluster_defaulted` as in ResolvedConfig.
 ModelSpec resolve_model(const ConfigFlags& flags, const PresetStore& store, std::vector<std::string>* notes = nullptr);

@@ -192,6 +192,19 @@ EmittedFile emit_megatron(const LaunchPlan& plan, const LaunchFacts& f) {
       file.notes.push_back("Transformer Engine has no rowwise FP8 recipe: --fp8-recipe blockwise (1x128 activation, "
                            "128x128 weight scales) is the nearest to the torchao rowwise GEMMs this plan priced");
   }
+  // CUDA graphs as priced (planner/strategy.hpp CudaGraphs; megatron/training/arguments.py): Transformer Engine graphs of
+  // the static-shape modules, or the whole iteration (which needs the NaN check off, validate_args).
+  if (f.cuda_graphs == CudaGraphs::partial) {
+    arg2("--cuda-graph-impl", "transformer_engine");
+    arg2("--cuda-graph-modules", model_is_moe(plan.prediction.model) ? "attn moe_router moe_preprocess" : "attn");
+  } else if (f.cuda_graphs == CudaGraphs::full) {
+    arg2("--cuda-graph-impl", "full_iteration");
+    arg("--no-check-for-nan-in-loss-and-grad");
+    if (model_is_moe(plan.prediction.model))
+      file.notes.push_back("full-iteration CUDA graphs of a dropless MoE need static expert buffers (Megatron-Bridge's "
+                           "recipes set moe_expert_rank_capacity_factor and the paged stash: perf_recipes/*/common.py "
+                           "_enable_hybridep_full_iteration_mxfp8); add them for your Megatron version");
+  }
   if (f.recompute == Recompute::selective) arg("--recompute-activations");
   if (f.recompute == Recompute::full) {
     arg2("--recompute-granularity", "full");

@@ -11,6 +11,7 @@
 #include "planner/partition.hpp"
 #include "planner/pipeline_layout.hpp"
 #include "planner/framework.hpp"
+#include "planner/moe_costs.hpp"
 
 namespace shardplan::cli {
 
@@ -62,6 +63,7 @@ json config_json(const Prediction& p) {
           {"ep", s.ep},
           {"etp", expert_tensor_parallel(s)},
           {"ep_comm_overlap", effective_ep_comm_overlap(s, framework_traits(s.framework))},
+          {"cuda_graphs", to_string(s.cuda_graphs)},
           {"dp", s.dp},
           {"vpp", s.vpp},
           {"schedule", to_string(s.schedule)},
@@ -379,6 +381,16 @@ std::string flops_and_time(const Prediction& p, const Terminal& term) {
                        "expert); a busiest expert with f× the mean load stretches its grouped GEMMs and all-to-all "
                        "about f×, not modelled\n",
                        p.model.experts_per_token, p.model.experts);
+  // The host-bound launch gaps of its eager layers (planner/moe_costs.hpp), which CUDA graphs remove.
+  if (p.model.experts > 0) {
+    const double gap = moe_host_gap_s(p.model, p.strategy, p.cluster);
+    out += gap > 0 ? fmt::format("  MoE host launch gaps: {:.2f} ms per MoE layer and micro-batch in the compute above "
+                                 "(eager launches and the dispatcher's host sync; --cuda-graphs {}: {})\n",
+                                 1e3 * gap, to_string(p.strategy.cuda_graphs),
+                                 p.strategy.cuda_graphs == CudaGraphs::none ? "partial graphs leave the per-expert part, full none"
+                                                                            : "full-iteration graphs leave none")
+                   : "  MoE host launch gaps: none (full-iteration CUDA graphs)\n";
+  }
   return out;
 }
 

@@ -134,6 +134,12 @@ constexpr const char* kTpOverlapRefusal =
     "TP comm overlap is Megatron-Core's (Transformer Engine userbuffers) or PyTorch's async TP under torch.compile "
     "for --framework fsdp|torchtitan (torchtitan compile.enable_async_tensor_parallel); DeepSpeed, FSDP1 and the "
     "reference loop run their TP collectives unoverlapped: drop --tp-comm-overlap or choose one of those";
+// --cuda-graphs: priced for Megatron-Core (--cuda-graph-impl transformer_engine | full_iteration,
+// megatron/training/arguments.py), the MoE host gaps they remove (moe_costs.hpp).
+constexpr const char* kCudaGraphsRefusal =
+    "shardplan prices CUDA graphs as Megatron-Core captures them (--cuda-graph-impl transformer_engine with "
+    "--cuda-graph-modules, or full_iteration: megatron/training/arguments.py); use --framework megatron or drop "
+    "--cuda-graphs";
 // --ep-comm-overlap: Megatron-Core's batch-level EP overlap (framework.hpp ep_comm_overlap_available).
 constexpr const char* kEpOverlapRefusal =
     "the batch-level EP all-to-all overlap is Megatron-Core's (--overlap-moe-expert-parallel-comm with "
@@ -283,6 +289,7 @@ bool framework_runs(const Strategy& s) {
   if (s.ep > 1 && (!ep_support(s.framework).expert_parallel || !has(ep_support(s.framework).zero_stages, s.zero)))
     return false;
   if (s.ep_comm_overlap.value_or(false) && !framework_traits(s.framework).ep_comm_overlap_available) return false;
+  if (s.cuda_graphs != CudaGraphs::none && s.framework != Framework::megatron) return false;
   return !s.offload_optimizer || (fs.offload_optimizer && has(fs.offload_zero_stages, s.zero));
 }
 
@@ -324,6 +331,8 @@ std::optional<std::string> framework_refusal(const Strategy& s) {
   if (auto why = tp_comm_overlap_refusal(s)) return why;
   if (s.ep_comm_overlap.value_or(false) && !framework_traits(s.framework).ep_comm_overlap_available)
     return refusal(s, "--ep-comm-overlap", kEpOverlapRefusal);
+  if (s.cuda_graphs != CudaGraphs::none && s.framework != Framework::megatron)
+    return refusal(s, "--cuda-graphs", kCudaGraphsRefusal);
   if (s.fp8 != Fp8Recipe::off && !has(fp8_support(s.framework).recipes, static_cast<int>(s.fp8)))
     return refusal(s, fmt::format("--fp8 {}", to_string(s.fp8)).c_str(), fp8_support(s.framework).refusal);
   if (s.fp8_all_gather)

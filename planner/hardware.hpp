@@ -138,6 +138,9 @@ struct ClusterSpec {
   int64_t max_gpus = 0;        // GPUs the cluster has (one NVL72 rack: 72); 0 = any number of nodes
   // Measured collective times (calibration profile); null = the analytic link model.
   std::shared_ptr<const CommCalibration> comm_calibration;
+  // Host time an eager MoE layer costs per micro-batch beyond its GPU work (moe_costs.hpp moe_host_gap_s): a fixed
+  // part and a part per local expert, in seconds; 0 = the values fitted on the public set.
+  double moe_host_layer_s = 0, moe_host_local_expert_s = 0;
 };
 
 // GPUs that share one NVLink domain: nvlink_domain_gpus, or one host.

@@ -163,6 +163,23 @@ void add_mtp_costs(const ModelSpec& m, const Strategy& s, const GpuSpec& g, Micr
       n * (proj.bwd + out.block_bwd_s + out.block_recompute_s + out.block_tp_bwd_s + out.block_ep_bwd_s + head_bwd);
 }
 
+// Fitted by build/bench/shardplan_accuracy on the public MoE runs (Megatron-Bridge's tables, 25.11–26.08: eager
+// all-to-all rows, partial and full CUDA graphs), each source weighted equally, the dense fit held fixed;
+// reports/accuracy.md gives the fit and its leave-one-source-out error.
+constexpr double kMoeHostLayerS = 1.974e-3;
+constexpr double kMoeHostLocalExpertS = 0.1109e-3;
+
+double moe_host_layer_default_s() { return kMoeHostLayerS; }
+double moe_host_local_expert_default_s() { return kMoeHostLocalExpertS; }
+
+double moe_host_gap_s(const ModelSpec& m, const Strategy& s, const ClusterSpec& c) {
+  if (!model_is_moe(m) || s.cuda_graphs == CudaGraphs::full) return 0;
+  const double layer = c.moe_host_layer_s > 0 ? c.moe_host_layer_s : kMoeHostLayerS;
+  const double expert = c.moe_host_local_expert_s > 0 ? c.moe_host_local_expert_s : kMoeHostLocalExpertS;
+  const double local = static_cast<double>(m.experts / std::max<int64_t>(s.ep, 1));
+  return (s.cuda_graphs == CudaGraphs::partial ? 0.0 : layer) + local * expert;
+}
+
 bool mlp_meets_tp_collectives(const ModelSpec& m, const Strategy& s) {
   return !model_is_moe(m) || m.shared_experts > 0 || expert_tensor_parallel(s) > 1;
 }

@@ -36,6 +36,7 @@ struct MicrobatchCosts {
   double block_bwd_s = 0;        // one block backward (input and weight gradients)
   double block_recompute_s = 0;  // forward work recomputation repeats in the backward pass
   double block_wgrad_s = 0;      // the weight-gradient GEMMs within block_bwd_s (zero-bubble W passes)
+  double block_host_gap_s = 0;   // host-bound launch gaps within block_fwd_s (eager MoE layers: moe_costs.hpp)
   double block_tp_fwd_s = 0;     // TP collectives of one block's forward (critical path)
   double block_tp_bwd_s = 0;     // ... of its backward, incl. recomputed forward collectives
   double block_ep_fwd_s = 0;     // expert-parallel all-to-alls of one block's forward (critical path; moe_costs.hpp)

@@ -280,6 +280,8 @@ static constexpr std::array<std::pair<const char*, Fp8Recipe>, 5> kFp8Recipe{{{"
                                                                              {"mxfp8", Fp8Recipe::mxfp8}}};
 static constexpr std::array<std::pair<const char*, GradSync>, 2> kGradSync{
     {{"step", GradSync::per_step}, {"micro", GradSync::per_micro}}};
+static constexpr std::array<std::pair<const char*, CudaGraphs>, 3> kCudaGraphs{
+    {{"none", CudaGraphs::none}, {"partial", CudaGraphs::partial}, {"full", CudaGraphs::full}}};
 static constexpr std::array<std::pair<const char*, MlpKind>, 2> kMlp{
     {{"gelu", MlpKind::gelu}, {"swiglu", MlpKind::swiglu}}};
 static constexpr std::array<std::pair<const char*, NormKind>, 2> kNorm{
@@ -301,6 +303,7 @@ const char* to_string(LossKind l) { return name_of(kLoss, l); }
 const char* to_string(AttentionKernel k) { return name_of(kAttentionKernel, k); }
 const char* to_string(Fp8Recipe r) { return name_of(kFp8Recipe, r); }
 const char* to_string(GradSync g) { return name_of(kGradSync, g); }
+const char* to_string(CudaGraphs g) { return name_of(kCudaGraphs, g); }
 
 std::optional<Recompute> parse_recompute(const std::string& s) { return lookup(kRecompute, s); }
 std::optional<Schedule> parse_schedule(const std::string& s) { return lookup(kSchedule, s); }
@@ -310,6 +313,7 @@ std::optional<LossKind> parse_loss(const std::string& s) { return lookup(kLoss, 
 std::optional<AttentionKernel> parse_attention_kernel(const std::string& s) { return lookup(kAttentionKernel, s); }
 std::optional<Fp8Recipe> parse_fp8_recipe(const std::string& s) { return lookup(kFp8Recipe, s); }
 std::optional<GradSync> parse_grad_sync(const std::string& s) { return lookup(kGradSync, s); }
+std::optional<CudaGraphs> parse_cuda_graphs(const std::string& s) { return lookup(kCudaGraphs, s); }
 std::optional<MlpKind> parse_mlp(const std::string& s) { return lookup(kMlp, s); }
 std::optional<NormKind> parse_norm(const std::string& s) { return lookup(kNorm, s); }
 std::optional<PositionKind> parse_position(const std::string& s) { return lookup(kPosition, s); }

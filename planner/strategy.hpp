@@ -36,6 +36,14 @@ enum class LossKind { standard, chunked, fused };
 //             ZeRO-2/3 the unsharded gradients are kept across micro-batches.
 //   per_micro: one reduction per micro-batch (DeepSpeed; FSDP without no_sync).
 enum class GradSync { per_step, per_micro };
+// CUDA graphs around the step's kernels, which the host then launches as one (moe_costs.hpp moe_host_gap_s):
+//   none:    eager launches (Megatron-Core's default, cuda_graph_impl "none");
+//   partial: the static-shape parts of each layer (Transformer Engine graphs of attn, moe_router, moe_preprocess:
+//            Megatron-Core --cuda-graph-impl transformer_engine --cuda-graph-modules ...); the routed experts, whose
+//            token counts change every step, stay eager;
+//   full:    the whole iteration (--cuda-graph-impl full_iteration, with static expert buffers; torchtitan 0.3's
+//            default where it applies).
+enum class CudaGraphs { none, partial, full };
 
 struct Strategy {
   int64_t gpus = 1;
@@ -70,6 +78,7 @@ struct Strategy {
   std::optional<AttentionKernel> attention_kernel;  // the fused attention kernel; unset: the framework's
   Fp8Recipe fp8 = Fp8Recipe::off;   // FP8 GEMMs of the blocks' linear layers (planner/fp8.hpp)
   bool fp8_all_gather = false;      // FSDP2 all-gathers the linear weights in FP8 (torchao, tensorwise only)
+  CudaGraphs cuda_graphs = CudaGraphs::none;  // what CUDA graphs capture (host launch gaps of eager MoE layers)
   bool operator==(const Strategy&) const = default;
 };
 
@@ -119,6 +128,7 @@ const char* to_string(LossKind l);
 const char* to_string(AttentionKernel k);
 const char* to_string(Fp8Recipe r);
 const char* to_string(GradSync g);
+const char* to_string(CudaGraphs g);
 
 std::optional<Recompute> parse_recompute(const std::string& s);
 std::optional<Schedule> parse_schedule(const std::string& s);
@@ -128,6 +138,7 @@ std::optional<LossKind> parse_loss(const std::string& s);
 std::optional<AttentionKernel> parse_attention_kernel(const std::string& s);
 std::optional<Fp8Recipe> parse_fp8_recipe(const std::string& s);
 std::optional<GradSync> parse_grad_sync(const std::string& s);
+std::optional<CudaGraphs> parse_cuda_graphs(const std::string& s);
 std::optional<MlpKind> parse_mlp(const std::string& s);
 std::optional<NormKind> parse_norm(const std::string& s);
 std::optional<PositionKind> parse_position(const std::string& s);

@@ -183,4 +183,42 @@ TEST_SUITE("moe folding") {
                   "--ep-comm-overlap");
     check_refused("predict --preset qwen3-30b-a3b --gpus 8 --framework megatron --ep-comm-overlap", "--ep");
   }
+
+  TEST_CASE("MoE host launch gaps: a fixed part and one per local expert, removed by CUDA graphs") {
+    const ModelSpec m = store().model("qwen3-235b-a22b");
+    const ClusterSpec c = store().cluster("dgx-h100");
+    Strategy s = qwen3_235b_h100();  // ep 32: 4 local experts
+    const double layer = moe_host_layer_default_s(), expert = moe_host_local_expert_default_s();
+    CHECK(layer > 0);
+    CHECK(expert > 0);
+    CHECK(moe_host_gap_s(m, s, c) == doctest::Approx(layer + 4 * expert));
+    s.cuda_graphs = CudaGraphs::partial;  // the router and preprocessing captured; the experts stay eager
+    CHECK(moe_host_gap_s(m, s, c) == doctest::Approx(4 * expert));
+    s.cuda_graphs = CudaGraphs::full;
+    CHECK(moe_host_gap_s(m, s, c) == 0);
+    s.cuda_graphs = CudaGraphs::none;
+    s.ep = 1;  // every expert local: 128 of them
+    s.sp = true;
+    CHECK(moe_host_gap_s(m, s, c) == doctest::Approx(layer + 128 * expert));
+    // A profile's own host times replace the fitted ones; a dense model has none.
+    ClusterSpec measured = c;
+    measured.moe_host_layer_s = 1e-3;
+    measured.moe_host_local_expert_s = 1e-5;
+    CHECK(moe_host_gap_s(m, s, measured) == doctest::Approx(1e-3 + 128 * 1e-5));
+    CHECK(moe_host_gap_s(store().model("llama3-70b"), s, c) == 0);
+    // In the block's forward (every Qwen3 layer is an MoE layer), and so in full recomputation's repeat.
+    Strategy full = qwen3_235b_h100();
+    full.recompute = Recompute::full;
+    const MicrobatchCosts eager = microbatch_costs(m, full, c);
+    full.cuda_graphs = CudaGraphs::full;
+    const MicrobatchCosts graphed = microbatch_costs(m, full, c);
+    CHECK(eager.block_host_gap_s == doctest::Approx(layer + 4 * expert));
+    CHECK(eager.block_fwd_s - graphed.block_fwd_s == doctest::Approx(eager.block_host_gap_s));
+    CHECK(eager.block_recompute_s - graphed.block_recompute_s == doctest::Approx(eager.block_host_gap_s));
+    using shardplan::test::check_refused;
+    check_refused("predict --preset qwen3-30b-a3b --gpus 8 --framework torchtitan --ep 8 --cuda-graphs full",
+                  "--cuda-graphs");
+    check_refused("predict --preset qwen3-30b-a3b --gpus 8 --framework megatron --ep 8 --cuda-graphs some",
+                  "--cuda-graphs");
+  }
 }
