@@ -152,6 +152,10 @@ FrameworkTraits torchtitan_traits() {
   t.loss_parallel_backward_bytes_per_logit = 16;
   t.block_backward_h_tensors = 0;
   t.rope_cache_per_layer = true;
+  // Its MoE experts run as torch._grouped_mm, one kernel for every local expert (torchtitan/models/common/moe.py
+  // GroupedExperts._grouped_mm, torchtitan 0.3.0); its EP dispatcher still syncs the host for the all-to-all's splits
+  // (token_dispatcher.py: input_splits.tolist()).
+  t.moe_launches_per_expert = false;
   return t;
 }
 

@@ -84,6 +84,10 @@ struct FrameworkTraits {
   // --delay-wgrad-compute, MCore v0.14: moe/README.md), and whether it does by default (Megatron-Core: off).
   bool ep_comm_overlap_available = false;
   bool ep_comm_overlap = false;
+  // The routed experts' GEMMs are launched one per local expert (Transformer Engine's GroupedLinear, DeepSpeed's and
+  // transformers' expert loops), or as one grouped kernel (torch._grouped_mm): the per-expert part of an eager MoE
+  // layer's host time (moe_costs.hpp moe_host_gap_s).
+  bool moe_launches_per_expert = true;
 
   // --- data-parallel communication (framework.cpp gives the sources) --------------------------------------
   // amp-* policies: the gradient reduction (all-reduce, reduce-scatter) runs in fp32, 4 B per parameter on the

@@ -176,7 +176,9 @@ double moe_host_gap_s(const ModelSpec& m, const Strategy& s, const ClusterSpec& 
   if (!model_is_moe(m) || s.cuda_graphs == CudaGraphs::full) return 0;
   const double layer = c.moe_host_layer_s > 0 ? c.moe_host_layer_s : kMoeHostLayerS;
   const double expert = c.moe_host_local_expert_s > 0 ? c.moe_host_local_expert_s : kMoeHostLocalExpertS;
-  const double local = static_cast<double>(m.experts / std::max<int64_t>(s.ep, 1));
+  const double local = framework_traits(s.framework).moe_launches_per_expert
+                           ? static_cast<double>(m.experts / std::max<int64_t>(s.ep, 1))
+                           : 0.0;
   return (s.cuda_graphs == CudaGraphs::partial ? 0.0 : layer) + local * expert;
 }
 

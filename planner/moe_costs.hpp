@@ -87,7 +87,8 @@ void add_mtp_costs(const ModelSpec& m, const Strategy& s, const GpuSpec& g, Micr
 // Bottleneck": gaps between GPU kernels; fixes: CUDA graphs, larger micro-batches). Priced as a fixed host time per
 // layer plus one per local expert (ClusterSpec::moe_host_layer_s / moe_host_local_expert_s, or the values fitted on the
 // public MoE runs: moe_costs.cpp), added to the layer's forward; CUDA graphs of the static parts (--cuda-graphs
-// partial) leave the per-expert part, full-iteration graphs none. Zero for a dense model.
+// partial) leave the per-expert part, full-iteration graphs none; a runtime whose experts run as one grouped kernel
+// has no per-expert part (framework.hpp moe_launches_per_expert). Zero for a dense model.
 double moe_host_gap_s(const ModelSpec& m, const Strategy& s, const ClusterSpec& c);
 // The fitted defaults (the accuracy bench refits them: bench/sustained_fit.hpp).
 double moe_host_layer_default_s();

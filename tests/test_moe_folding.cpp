@@ -206,6 +206,11 @@ TEST_SUITE("moe folding") {
     measured.moe_host_local_expert_s = 1e-5;
     CHECK(moe_host_gap_s(m, s, measured) == doctest::Approx(1e-3 + 128 * 1e-5));
     CHECK(moe_host_gap_s(store().model("llama3-70b"), s, c) == 0);
+    // torchtitan runs the experts as one torch._grouped_mm: the fixed part only (framework.hpp moe_launches_per_expert).
+    Strategy titan = qwen3_235b_h100();
+    titan.framework = Framework::torchtitan;
+    titan.zero = 3;
+    CHECK(moe_host_gap_s(m, titan, c) == doctest::Approx(layer));
     // In the block's forward (every Qwen3 layer is an MoE layer), and so in full recomputation's repeat.
     Strategy full = qwen3_235b_h100();
     full.recompute = Recompute::full;
