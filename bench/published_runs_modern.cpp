@@ -51,11 +51,11 @@ std::map<std::string, std::string> parse_options(const ModernRow& r) {
   static const std::set<std::string> priced = {
       "zero", "hsdp", "ep", "etp", "sp", "flash", "overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap",
       "loss", "attn", "fp8", "fp8_all_gather", "pp_first_layers", "pp_last_layers", "pp_embedding_layers",
-      "pp_loss_layers", "mtp", "ep_overlap", "cuda_graph"};
+      "pp_loss_layers", "mtp", "ep_overlap", "cuda_graph", "capacity_factor", "pad_to_capacity"};
   static const std::set<std::string> recorded = {
       "grad_reduce_in_fp32", "main_grads", "adam_moments", "dispatcher", "delay_wgrad",
       "shared_expert_overlap", "recompute_modules", "fp8_attn", "fp8_output_proj", "moe_rank_capacity",
-      "capacity_factor", "pad_to_capacity", "act_offload_layers"};
+      "act_offload_layers"};
   for (const auto& [key, value] : out)
     if (!priced.count(key) && !recorded.count(key))
       throw std::runtime_error(fmt::format("line {}: option '{}' is not one bench/data/README.md lists", r.line, key));
@@ -187,6 +187,7 @@ Strategy strategy_of(const ModernRow& r, const std::map<std::string, std::string
   if (opt.count("overlap_param_gather")) s.overlap_param_gather = opt.at("overlap_param_gather") == "1";
   if (opt.count("tp_comm_overlap")) s.tp_comm_overlap = opt.at("tp_comm_overlap") == "1";
   if (opt.count("ep_overlap")) s.ep_comm_overlap = opt.at("ep_overlap") == "1";  // --ep-comm-overlap
+  if (opt.count("capacity_factor")) s.moe_capacity_factor = std::stod(opt.at("capacity_factor"));  // token dropping
   // CUDA graphs (--cuda-graphs): Megatron's full_iteration captures everything; Transformer Engine's per-module graphs
   // (te_attn+moe_router+moe_preprocess, te_moe_router+...) and 25.09's per-layer local graphs capture the static parts.
   if (opt.count("cuda_graph")) {
@@ -260,6 +261,10 @@ PublishedRuns load_modern_runs(const std::string& csv_path, const PresetStore& s
         }
         // --fp8 exists now: a row that names its recipe (options fp8=...) is predicted with it.
         if (token == "fp8" && options.count("fp8")) continue;
+        // Token dropping with padding is --moe-capacity-factor (a capacity without padding is not priced).
+        if (token == "tokendrop" && options.count("capacity_factor") && options.count("pad_to_capacity") &&
+            options.at("pad_to_capacity") == "1")
+          continue;
         reasons += (reasons.empty() ? "" : "; ") + need_reason(token);
       }
     if (reasons.empty() && !model) reasons = "no preset with its architecture";

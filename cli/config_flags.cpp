@@ -90,6 +90,10 @@ void add_config_flags(CLI::App& cmd, ConfigFlags& f) {
   cmd.add_option("--cuda-graphs", f.cuda_graphs,
                  "CUDA graphs (megatron): none (eager, Megatron-Core's default) | partial (Transformer Engine graphs of "
                  "attn, moe_router, moe_preprocess) | full (full_iteration); prices an MoE layer's host launch gaps");
+  cmd.add_option("--moe-capacity-factor", f.moe_capacity_factor,
+                 "MoE token dropping: each expert takes at most ceil(T*k/E*F) tokens per rank, padded to it (Megatron "
+                 "--moe-expert-capacity-factor with --moe-pad-expert-input-to-capacity; DeepSpeed-MoE capacity_factor); "
+                 "default: dropless");
   cmd.add_flag("--fp8-all-gather", f.fp8_all_gather,
                "FSDP2 all-gathers the linear weights in FP8 (torchao enable_fsdp_float8_all_gather; --fp8 tensorwise)");
   cmd.add_option("--attention-kernel", f.attention_kernel,
@@ -316,6 +320,7 @@ ResolvedConfig resolve_config(const ConfigFlags& f, const PresetStore& store) {
   s.fp8 = parse_fp8_flag(f.fp8);
   s.fp8_all_gather = f.fp8_all_gather;
   s.cuda_graphs = parse_cuda_graphs_flag(f.cuda_graphs);
+  s.moe_capacity_factor = f.moe_capacity_factor.value_or(0);
   s.compile = f.compile;
   s.offload_optimizer = f.offload_optimizer;
   s.micro_batch = positive("--micro-batch", f.micro_batch, 1);

@@ -29,6 +29,7 @@ struct ConfigFlags {
   std::optional<int64_t> pp_first_layers, pp_last_layers, pp_embedding_layers, pp_loss_layers;
   std::string schedule, recompute, precision = "amp-bf16", framework = "fsdp", loss = "standard";
   std::string cuda_graphs;  // --cuda-graphs none|partial|full ("" = none)
+  std::optional<double> moe_capacity_factor;  // --moe-capacity-factor F (absent = dropless)
   std::string attention_kernel;  // --attention-kernel; empty: the framework's
   std::string fp8 = "off";       // --fp8 (planner/fp8_recipe.hpp)
   bool fp8_all_gather = false;   // --fp8-all-gather

@@ -61,6 +61,11 @@ void add_extended_model_args(const ModelSpec& m, const LaunchFacts& f, std::vect
       arg("--overlap-moe-expert-parallel-comm");
       arg("--delay-wgrad-compute");
     }
+    // Token dropping as priced: capacity F, every expert padded to it (static shapes).
+    if (f.moe_capacity_factor > 0) {
+      arg2("--moe-expert-capacity-factor", fmt::format("{}", f.moe_capacity_factor));
+      arg("--moe-pad-expert-input-to-capacity");
+    }
     // The dispatch shardplan prices is an all-to-all (planner/comm_cost.cpp); Megatron's default is "allgather".
     arg2("--moe-token-dispatcher-type", "alltoall");
     arg("--moe-grouped-gemm");

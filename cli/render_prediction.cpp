@@ -64,6 +64,7 @@ json config_json(const Prediction& p) {
           {"etp", expert_tensor_parallel(s)},
           {"ep_comm_overlap", effective_ep_comm_overlap(s, framework_traits(s.framework))},
           {"cuda_graphs", to_string(s.cuda_graphs)},
+          {"moe_capacity_factor", s.moe_capacity_factor},
           {"dp", s.dp},
           {"vpp", s.vpp},
           {"schedule", to_string(s.schedule)},

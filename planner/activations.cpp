@@ -122,8 +122,10 @@ void add_mlp_terms(TermList& out, const ModelSpec& m, const Strategy& s, const F
     // the MLP input (split by TP only under SP): an approximation where Megatron's dispatcher gathers tokens over TP.
     const double k = static_cast<double>(m.experts_per_token), e = static_cast<double>(m.experts);
     out.push_back({"router probabilities and top-k weights (fp32)", 4 * (e + k), ActSplit::sequence, false});
-    out.push_back({"tokens dispatched to k experts", k * li * h, ActSplit::sequence, false});
-    out.push_back({"k expert outputs for the combine", k * a * h, ActSplit::sequence, false});
+    // Token dropping pads every expert to its capacity: F × the k copies (strategy.hpp moe_capacity_factor).
+    const double copies = k * (s.moe_capacity_factor > 0 ? s.moe_capacity_factor : 1.0);
+    out.push_back({"tokens dispatched to k experts", copies * li * h, ActSplit::sequence, false});
+    out.push_back({"k expert outputs for the combine", copies * a * h, ActSplit::sequence, false});
   }
 }
 

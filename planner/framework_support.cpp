@@ -140,6 +140,13 @@ constexpr const char* kCudaGraphsRefusal =
     "shardplan prices CUDA graphs as Megatron-Core captures them (--cuda-graph-impl transformer_engine with "
     "--cuda-graph-modules, or full_iteration: megatron/training/arguments.py); use --framework megatron or drop "
     "--cuda-graphs";
+// --moe-capacity-factor: token dropping with padding, Megatron-Core's (--moe-expert-capacity-factor
+// --moe-pad-expert-input-to-capacity, megatron/core/transformer/moe/moe_utils.py get_capacity) and DeepSpeed-MoE's
+// (deepspeed/moe/layer.py MoE capacity_factor, drop_tokens); torchtitan's MoE is dropless (models/common/moe.py).
+constexpr const char* kCapacityRefusal =
+    "token dropping with a capacity factor is Megatron-Core's (--moe-expert-capacity-factor) and DeepSpeed-MoE's "
+    "(capacity_factor); torchtitan and the FSDP loops route dropless: use --framework megatron or deepspeed, or drop "
+    "--moe-capacity-factor";
 // --ep-comm-overlap: Megatron-Core's batch-level EP overlap (framework.hpp ep_comm_overlap_available).
 constexpr const char* kEpOverlapRefusal =
     "the batch-level EP all-to-all overlap is Megatron-Core's (--overlap-moe-expert-parallel-comm with "
@@ -290,6 +297,8 @@ bool framework_runs(const Strategy& s) {
     return false;
   if (s.ep_comm_overlap.value_or(false) && !framework_traits(s.framework).ep_comm_overlap_available) return false;
   if (s.cuda_graphs != CudaGraphs::none && s.framework != Framework::megatron) return false;
+  if (s.moe_capacity_factor > 0 && s.framework != Framework::megatron && s.framework != Framework::deepspeed)
+    return false;
   return !s.offload_optimizer || (fs.offload_optimizer && has(fs.offload_zero_stages, s.zero));
 }
 
@@ -333,6 +342,8 @@ std::optional<std::string> framework_refusal(const Strategy& s) {
     return refusal(s, "--ep-comm-overlap", kEpOverlapRefusal);
   if (s.cuda_graphs != CudaGraphs::none && s.framework != Framework::megatron)
     return refusal(s, "--cuda-graphs", kCudaGraphsRefusal);
+  if (s.moe_capacity_factor > 0 && s.framework != Framework::megatron && s.framework != Framework::deepspeed)
+    return refusal(s, "--moe-capacity-factor", kCapacityRefusal);
   if (s.fp8 != Fp8Recipe::off && !has(fp8_support(s.framework).recipes, static_cast<int>(s.fp8)))
     return refusal(s, fmt::format("--fp8 {}", to_string(s.fp8)).c_str(), fp8_support(s.framework).refusal);
   if (s.fp8_all_gather)

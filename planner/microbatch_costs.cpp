@@ -158,11 +158,13 @@ TpGemms block_compute(const ModelSpec& m, const Strategy& s, const ClusterSpec& 
   const double cast_fwd = memory_bound_time_s(g, casts.fwd), cast_bwd = memory_bound_time_s(g, casts.bwd);
   const double gemm_fwd = qkv.fwd + proj.fwd + up.fwd + down.fwd;
   // Eager MoE layers wait for the host (moe_costs.hpp moe_host_gap_s), averaged over the blocks by the MoE share.
+  const double gpu_fwd = gemm_fwd + core.fwd + elementwise + cast_fwd;
+  const double gpu_bwd = qkv.bwd + proj.bwd + up.bwd + down.bwd + core.bwd + 2 * elementwise + cast_bwd;
   out.block_host_gap_s = model_is_moe(m) ? moe_host_gap_s(m, s, c) * static_cast<double>(moe_layers_in(m, 0, m.layers)) /
                                                static_cast<double>(m.layers)
                                          : 0.0;
-  out.block_fwd_s = gemm_fwd + core.fwd + elementwise + cast_fwd + out.block_host_gap_s;
-  out.block_bwd_s = qkv.bwd + proj.bwd + up.bwd + down.bwd + core.bwd + 2 * elementwise + cast_bwd;
+  out.block_fwd_s = gpu_fwd + out.block_host_gap_s;
+  out.block_bwd_s = gpu_bwd;
   out.block_wgrad_s = qkv.wgrad + proj.wgrad + up.wgrad + down.wgrad;
   switch (s.recompute) {
     case Recompute::none: out.block_recompute_s = 0; break;

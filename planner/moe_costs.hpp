@@ -90,6 +90,7 @@ void add_mtp_costs(const ModelSpec& m, const Strategy& s, const GpuSpec& g, Micr
 // partial) leave the per-expert part, full-iteration graphs none; a runtime whose experts run as one grouped kernel
 // has no per-expert part (framework.hpp moe_launches_per_expert). Zero for a dense model.
 double moe_host_gap_s(const ModelSpec& m, const Strategy& s, const ClusterSpec& c);
+
 // The fitted defaults (the accuracy bench refits them: bench/sustained_fit.hpp).
 double moe_host_layer_default_s();
 double moe_host_local_expert_default_s();

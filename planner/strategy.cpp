@@ -58,6 +58,13 @@ static void validate_expert_parallel(const Strategy& s, const ModelSpec& m) {
                                  "group or not at all (deepspeed/moe/layer.py MoE enable_expert_tensor_parallelism); "
                                  "use --etp {} or drop --etp",
                                  s.etp, s.tp));
+  if (!(s.moe_capacity_factor >= 0) || s.moe_capacity_factor > 64)
+    throw InputError(fmt::format("--moe-capacity-factor must be 0 (dropless) or a positive factor up to 64, got {}",
+                                 s.moe_capacity_factor));
+  if (s.moe_capacity_factor > 0 && m.experts == 0)
+    throw InputError(fmt::format("--moe-capacity-factor: model '{}' is dense (no 'experts'); drop the flag or choose an "
+                                 "MoE model",
+                                 m.name));
   if (s.ep_comm_overlap.value_or(false) && s.ep <= 1)
     throw InputError("--ep-comm-overlap hides the expert-parallel all-to-alls: it needs --ep of at least 2");
   if (s.ep <= 1) return;

@@ -79,6 +79,10 @@ struct Strategy {
   Fp8Recipe fp8 = Fp8Recipe::off;   // FP8 GEMMs of the blocks' linear layers (planner/fp8.hpp)
   bool fp8_all_gather = false;      // FSDP2 all-gathers the linear weights in FP8 (torchao, tensorwise only)
   CudaGraphs cuda_graphs = CudaGraphs::none;  // what CUDA graphs capture (host launch gaps of eager MoE layers)
+  // MoE token dropping: 0 = dropless; F > 0 = each expert takes at most ⌈T·k/E · F⌉ tokens from each rank and is padded
+  // to it (Megatron-Core --moe-expert-capacity-factor F --moe-pad-expert-input-to-capacity; DeepSpeed-MoE
+  // capacity_factor with drop_tokens): static shapes, every expert's GEMMs on its padded capacity (moe_costs.hpp).
+  double moe_capacity_factor = 0;
   bool operator==(const Strategy&) const = default;
 };
 

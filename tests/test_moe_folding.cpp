@@ -226,4 +226,40 @@ TEST_SUITE("moe folding") {
     check_refused("predict --preset qwen3-30b-a3b --gpus 8 --framework megatron --ep 8 --cuda-graphs some",
                   "--cuda-graphs");
   }
+
+  TEST_CASE("--moe-capacity-factor: token dropping pads every expert to its capacity") {
+    const ModelSpec m = store().model("qwen3-30b-a3b");  // 128 experts, top-8
+    const ClusterSpec c = store().cluster("dgx-h100");
+    Strategy s;
+    s.gpus = s.dp = 8;
+    s.ep = 8;
+    s.zero = 1;
+    s.framework = Framework::megatron;
+    s.precision = Precision::amp_bf16;
+    s.micro_batch = 1;
+    s.global_batch = 8;
+    s.seq = 4096;
+    CHECK_NOTHROW(validate_strategy(s, m, c));
+    const double dropless = moe_all_to_all_bytes(m, s);
+    s.moe_capacity_factor = 1.0;  // capacity ⌈4096 · 8 / 128⌉ = 256 per expert per rank: the balanced load, padded
+    CHECK_NOTHROW(validate_strategy(s, m, c));
+    CHECK(moe_all_to_all_bytes(m, s) == doctest::Approx(dropless));
+    const MicrobatchCosts one = microbatch_costs(m, s, c);
+    s.moe_capacity_factor = 1.5;  // 384 rows per expert per rank, 1.5 × the copies sent
+    CHECK(moe_all_to_all_bytes(m, s) == doctest::Approx(1.5 * dropless));
+    const MicrobatchCosts more = microbatch_costs(m, s, c);
+    CHECK(more.block_fwd_s > one.block_fwd_s);
+    s.moe_capacity_factor = -1;
+    CHECK_THROWS_AS(validate_strategy(s, m, c), InputError);
+    using shardplan::test::check_refused;
+    check_refused("predict --preset qwen3-30b-a3b --gpus 8 --framework torchtitan --ep 8 --moe-capacity-factor 1",
+                  "--moe-capacity-factor");
+    check_refused("predict --preset llama3-8b --gpus 8 --framework megatron --moe-capacity-factor 1",
+                  "--moe-capacity-factor");
+    const auto ok = shardplan::test::run_cli("predict --preset qwen3-30b-a3b --gpus 8 --cluster dgx-h100 --framework "
+                                             "megatron --ep 8 --moe-capacity-factor 1.25 --format json");
+    CAPTURE(ok.err);
+    REQUIRE(ok.exit_code == 0);
+    CHECK(nlohmann::json::parse(ok.out)["config"]["moe_capacity_factor"] == 1.25);
+  }
 }
