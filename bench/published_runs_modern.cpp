@@ -85,9 +85,10 @@ std::string need_reason(const std::string& token) {
       {"b200", "no B200 preset"},
       {"block-ac", "needs activation checkpointing of every k-th block (k not published)"},
       {"unverified", "measurement read in a secondary source only"},
-      // Megatron-Bridge 25.09's MoE rows ran with a capacity factor of 1 and padding (apply_moe_token_drop): shardplan
-      // prices dropless routing only (planner/moe_costs.hpp).
-      {"tokendrop", "needs token dropping with a capacity factor (priced: dropless routing only)"},
+      // Token dropping is priced padded to capacity (--moe-capacity-factor, Megatron-Bridge 25.09's apply_moe_token_drop);
+      // a row that names no capacity factor, or drops without padding, is not.
+      {"tokendrop", "needs token dropping without padding or with an unpublished capacity factor (priced: padded, "
+                    "--moe-capacity-factor)"},
       // DeepSeek-V3's pipeline_model_parallel_layout (per-virtual-stage block lists, e.g. E+4 | 4×14 | 1+MTP+loss):
       // ranks of 16/16/16/13 blocks under vpp 4, which the uneven split (each rank's blocks divisible by vpp) refuses.
       {"pp-layout", "needs Megatron's pipeline_model_parallel_layout (stages of blocks not divisible by vpp)"}};

@@ -49,14 +49,14 @@ RowError row_error(const PublishedRun& r, const ComputeFraction& f, const MoeHos
 }
 
 // The mean over sources of each source's mean |log ratio|: every source weighs the same, however many rows it has.
-double objective(const BySource& by_source, const ComputeFraction& f) {
+double objective(const BySource& by_source, const ComputeFraction& f, const MoeHost* host = nullptr) {
   double sum = 0;
   int sources = 0;
   for (const auto& [source, rows] : by_source) {
     double s = 0;
     int n = 0;
     for (const PublishedRun* r : rows) {
-      const RowError e = row_error(*r, f);
+      const RowError e = row_error(*r, f, host);
       if (std::isnan(e.log_ratio)) continue;
       s += e.log_ratio;
       ++n;
@@ -68,21 +68,27 @@ double objective(const BySource& by_source, const ComputeFraction& f) {
   return sources ? sum / sources : 0;
 }
 
-// Golden-section search of one coordinate on [0.4, 1.2] (step times fall monotonically as tensor throughput rises).
-void minimise(const BySource& by_source, ComputeFraction& f, double ComputeFraction::*coord) {
+// Golden-section search for the minimum of `at` on [lo, hi], at most `iterations` steps or until the bracket is
+// narrower than `tolerance`; the bracket's middle.
+template <typename F>
+double golden_section(double lo, double hi, int iterations, double tolerance, F at) {
   const double phi = (std::sqrt(5.0) - 1) / 2;
-  double a = 0.2, b = 1.2;
-  auto at = [&](double x) {
-    ComputeFraction g = f;
-    g.*coord = x;
-    return objective(by_source, g);
-  };
+  double a = lo, b = hi;
   double c = b - phi * (b - a), d = a + phi * (b - a), fc = at(c), fd = at(d);
-  for (int i = 0; i < 30 && b - a > 1e-4; ++i) {
+  for (int i = 0; i < iterations && b - a > tolerance; ++i) {
     if (fc < fd) b = d, d = c, fd = fc, c = b - phi * (b - a), fc = at(c);
     else a = c, c = d, fc = fd, d = a + phi * (b - a), fd = at(d);
   }
-  f.*coord = (a + b) / 2;
+  return (a + b) / 2;
+}
+
+// One fraction on [0.2, 1.2] (step times fall monotonically as tensor throughput rises).
+void minimise(const BySource& by_source, ComputeFraction& f, double ComputeFraction::*coord) {
+  f.*coord = golden_section(0.2, 1.2, 30, 1e-4, [&](double x) {
+    ComputeFraction g = f;
+    g.*coord = x;
+    return objective(by_source, g);
+  });
 }
 
 // The generations' rows are disjoint, but a source may span two (FMS-eager, MLM20): two rounds of coordinate
@@ -95,11 +101,12 @@ ComputeFraction fit(const BySource& by_source) {
   return f;
 }
 
-double mean_abs_error(const std::vector<const PublishedRun*>& rows, const ComputeFraction& f, int& counted) {
+double mean_abs_error(const std::vector<const PublishedRun*>& rows, const ComputeFraction& f, int& counted,
+                      const MoeHost* host = nullptr) {
   double s = 0;
   counted = 0;
   for (const PublishedRun* r : rows) {
-    const RowError e = row_error(*r, f);
+    const RowError e = row_error(*r, f, host);
     if (std::isnan(e.error)) continue;
     s += std::fabs(e.error);
     ++counted;
@@ -146,40 +153,13 @@ ComputeFit fit_compute_fraction(const PublishedRuns& runs, std::string (*group)(
 
 namespace {
 
-double moe_objective(const BySource& by_source, const ComputeFraction& f, const MoeHost& h) {
-  double sum = 0;
-  int sources = 0;
-  for (const auto& [source, rows] : by_source) {
-    double s = 0;
-    int n = 0;
-    for (const PublishedRun* r : rows) {
-      const RowError e = row_error(*r, f, &h);
-      if (std::isnan(e.log_ratio)) continue;
-      s += e.log_ratio;
-      ++n;
-    }
-    if (n == 0) continue;
-    sum += s / n;
-    ++sources;
-  }
-  return sources ? sum / sources : 0;
-}
-
-// Golden-section search of one host coordinate on [0, hi] seconds.
+// One host time on [0, hi] seconds.
 void minimise_host(const BySource& by_source, const ComputeFraction& f, MoeHost& h, double MoeHost::*coord, double hi) {
-  const double phi = (std::sqrt(5.0) - 1) / 2;
-  double a = 0, b = hi;
-  auto at = [&](double x) {
+  h.*coord = golden_section(0.0, hi, 40, hi * 1e-4, [&](double x) {
     MoeHost g = h;
     g.*coord = x;
-    return moe_objective(by_source, f, g);
-  };
-  double c = b - phi * (b - a), d = a + phi * (b - a), fc = at(c), fd = at(d);
-  for (int i = 0; i < 40 && b - a > hi * 1e-4; ++i) {
-    if (fc < fd) b = d, d = c, fd = fc, c = b - phi * (b - a), fc = at(c);
-    else a = c, c = d, fc = fd, d = a + phi * (b - a), fd = at(d);
-  }
-  h.*coord = (a + b) / 2;
+    return objective(by_source, f, &g);
+  });
 }
 
 MoeHost fit_host(const BySource& by_source, const ComputeFraction& f) {
@@ -189,19 +169,6 @@ MoeHost fit_host(const BySource& by_source, const ComputeFraction& f) {
     minimise_host(by_source, f, h, &MoeHost::local_expert_s, 1e-3);  // at most 1 ms per local expert
   }
   return h;
-}
-
-double mean_abs_error_host(const std::vector<const PublishedRun*>& rows, const ComputeFraction& f, const MoeHost& h,
-                           int& counted) {
-  double s = 0;
-  counted = 0;
-  for (const PublishedRun* r : rows) {
-    const RowError e = row_error(*r, f, &h);
-    if (std::isnan(e.error)) continue;
-    s += std::fabs(e.error);
-    ++counted;
-  }
-  return counted ? s / counted : 0;
 }
 
 }  // namespace
@@ -218,12 +185,13 @@ MoeHostFit fit_moe_host(const PublishedRuns& runs, const ComputeFraction& dense,
     MoeHostSource sf;
     sf.source = source;
     int n = 0;
-    before += mean_abs_error_host(rows, dense, MoeHost{}, n) * n;
-    sf.in_sample_error = mean_abs_error_host(rows, dense, out.fit, sf.rows);
+    const MoeHost none;
+    before += mean_abs_error(rows, dense, n, &none) * n;
+    sf.in_sample_error = mean_abs_error(rows, dense, sf.rows, &out.fit);
     BySource others = by_source;
     others.erase(source);
     sf.held_out = fit_host(others, dense);
-    sf.held_out_error = mean_abs_error_host(rows, dense, sf.held_out, n);
+    sf.held_out_error = mean_abs_error(rows, dense, n, &sf.held_out);
     in_sum += sf.in_sample_error * sf.rows;
     out_sum += sf.held_out_error * sf.rows;
     out.rows += sf.rows;

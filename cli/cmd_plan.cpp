@@ -81,9 +81,7 @@ SearchSpace search_space(const PlanOptions& o, const ModelSpec& m, const Cluster
   b.fp8_all_gather = f.fp8_all_gather;
   b.cuda_graphs = parse_cuda_graphs_flag(f.cuda_graphs);
   b.moe_capacity_factor = f.moe_capacity_factor.value_or(0);
-  if (!(b.moe_capacity_factor >= 0) || b.moe_capacity_factor > 64)
-    throw InputError(fmt::format("--moe-capacity-factor must be 0 (dropless) or a positive factor up to 64, got {}",
-                                 b.moe_capacity_factor));
+  if (const std::string why = moe_capacity_factor_refusal(b.moe_capacity_factor); !why.empty()) throw InputError(why);
   if (const auto why = fp8_gpu_refusal(b, c.gpu)) throw InputError(*why);
   if (const auto why = fp8_model_refusal(b, m)) throw InputError(*why);
   b.compile = f.compile;

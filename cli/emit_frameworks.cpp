@@ -135,17 +135,14 @@ EmittedFile emit_deepspeed(const LaunchPlan& plan, const LaunchFacts& f) {
   // DeepSpeed-MoE takes its expert-parallel size in the model code, not in this file (deepspeed/moe/layer.py MoE:
   // ep_size; its expert-data-parallel groups, deepspeed/utils/groups.py _create_expert_and_data_parallel).
   if (plan.prediction.model.experts > 0)
-    file.notes.push_back(
-        f.moe_capacity_factor > 0
-            ? fmt::format("DeepSpeed-MoE is built in the model code: deepspeed.moe.layer.MoE(..., num_experts={}, ep_size={}, "
-                          "k={}, capacity_factor={}, drop_tokens=True) for each MoE layer (token dropping, as priced); this "
-                          "file has no MoE keys",
-                          plan.prediction.model.experts, f.ep, plan.prediction.model.experts_per_token,
-                          f.moe_capacity_factor)
-            : fmt::format("DeepSpeed-MoE is built in the model code: deepspeed.moe.layer.MoE(..., num_experts={}, ep_size={}, "
-                          "k={}, drop_tokens=False) for each MoE layer (dropless, as priced; its default drops tokens over "
-                          "capacity_factor 1.0); this file has no MoE keys",
-                          plan.prediction.model.experts, f.ep, plan.prediction.model.experts_per_token));
+    file.notes.push_back(fmt::format(
+        "DeepSpeed-MoE is built in the model code: deepspeed.moe.layer.MoE(..., num_experts={}, ep_size={}, k={}, {}) for "
+        "each MoE layer ({}); this file has no MoE keys",
+        plan.prediction.model.experts, f.ep, plan.prediction.model.experts_per_token,
+        f.moe_capacity_factor > 0 ? fmt::format("capacity_factor={}, drop_tokens=True", f.moe_capacity_factor)
+                                  : std::string("drop_tokens=False"),
+        f.moe_capacity_factor > 0 ? "token dropping, as priced"
+                                  : "dropless, as priced; its default drops tokens over capacity_factor 1.0"));
   (void)plan;
   return file;
 }

@@ -58,9 +58,7 @@ static void validate_expert_parallel(const Strategy& s, const ModelSpec& m) {
                                  "group or not at all (deepspeed/moe/layer.py MoE enable_expert_tensor_parallelism); "
                                  "use --etp {} or drop --etp",
                                  s.etp, s.tp));
-  if (!(s.moe_capacity_factor >= 0) || s.moe_capacity_factor > 64)
-    throw InputError(fmt::format("--moe-capacity-factor must be 0 (dropless) or a positive factor up to 64, got {}",
-                                 s.moe_capacity_factor));
+  if (const std::string why = moe_capacity_factor_refusal(s.moe_capacity_factor); !why.empty()) throw InputError(why);
   if (s.moe_capacity_factor > 0 && m.experts == 0)
     throw InputError(fmt::format("--moe-capacity-factor: model '{}' is dense (no 'experts'); drop the flag or choose an "
                                  "MoE model",
@@ -103,6 +101,11 @@ std::string hsdp_with_ep_refusal(int64_t hsdp, int64_t ep) {
   return fmt::format("--hsdp {} with --ep {}: hybrid sharding of the expert-data-parallel group is not modelled; drop "
                      "--hsdp",
                      hsdp, ep);
+}
+
+std::string moe_capacity_factor_refusal(double factor) {
+  if (factor >= 0 && factor <= 64) return "";
+  return fmt::format("--moe-capacity-factor must be 0 (dropless) or a positive factor up to 64, got {}", factor);
 }
 
 std::string context_parallel_refusal(const Strategy& s) {

@@ -118,6 +118,8 @@ int64_t grad_accum_steps(const Strategy& s);
 
 // Why --cp cannot split this strategy's sequence (seq not divisible by 2·cp, no fused attention), or "".
 std::string context_parallel_refusal(const Strategy& s);
+// Why a --moe-capacity-factor value is refused (negative, not a number, or above 64), or "".
+std::string moe_capacity_factor_refusal(double factor);
 // Why --hsdp with --ep is refused (hybrid sharding of the expert-data-parallel group is not modelled).
 std::string hsdp_with_ep_refusal(int64_t hsdp, int64_t ep);
 
