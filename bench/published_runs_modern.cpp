@@ -51,24 +51,15 @@ std::map<std::string, std::string> parse_options(const ModernRow& r) {
   static const std::set<std::string> priced = {
       "zero", "hsdp", "ep", "etp", "sp", "flash", "overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap",
       "loss", "attn", "fp8", "fp8_all_gather", "pp_first_layers", "pp_last_layers", "pp_embedding_layers",
-      "pp_loss_layers", "mtp", "ep_overlap", "cuda_graph", "capacity_factor", "pad_to_capacity"};
+      "pp_loss_layers", "mtp", "ep_overlap", "cuda_graph", "capacity_factor", "pad_to_capacity", "dispatcher"};
   static const std::set<std::string> recorded = {
-      "grad_reduce_in_fp32", "main_grads", "adam_moments", "dispatcher", "delay_wgrad",
+      "grad_reduce_in_fp32", "main_grads", "adam_moments", "delay_wgrad",
       "shared_expert_overlap", "recompute_modules", "fp8_attn", "fp8_output_proj", "moe_rank_capacity",
       "act_offload_layers"};
   for (const auto& [key, value] : out)
     if (!priced.count(key) && !recorded.count(key))
       throw std::runtime_error(fmt::format("line {}: option '{}' is not one bench/data/README.md lists", r.line, key));
   return out;
-}
-
-// The recorded settings of an MoE run that change its time and that shardplan does not price yet, for the row's
-// assumptions: a dispatcher other than the all-to-all one (its host synchronisation and SM use differ).
-std::string unpriced_moe_settings(const std::map<std::string, std::string>& opt) {
-  std::string out;
-  auto add = [&](const std::string& what) { out += (out.empty() ? "" : ", ") + what; };
-  if (opt.count("dispatcher") && opt.at("dispatcher") != "alltoall") add(opt.at("dispatcher") + " dispatcher");
-  return out.empty() ? "" : "not priced: " + out;
 }
 
 // What a `needs` token stands for, as the bench reports it.
@@ -189,6 +180,11 @@ Strategy strategy_of(const ModernRow& r, const std::map<std::string, std::string
   if (opt.count("tp_comm_overlap")) s.tp_comm_overlap = opt.at("tp_comm_overlap") == "1";
   if (opt.count("ep_overlap")) s.ep_comm_overlap = opt.at("ep_overlap") == "1";  // --ep-comm-overlap
   if (opt.count("capacity_factor")) s.moe_capacity_factor = std::stod(opt.at("capacity_factor"));  // token dropping
+  if (opt.count("dispatcher")) {  // --moe-dispatcher
+    const auto d = parse_moe_dispatcher(opt.at("dispatcher"));
+    if (!d) throw std::runtime_error(fmt::format("line {}: dispatcher '{}' (alltoall, deepep, hybridep)", r.line, opt.at("dispatcher")));
+    s.moe_dispatcher = *d;
+  }
   // CUDA graphs (--cuda-graphs): Megatron's full_iteration captures everything; Transformer Engine's per-module graphs
   // (te_attn+moe_router+moe_preprocess, te_moe_router+...) and 25.09's per-layer local graphs capture the static parts.
   if (opt.count("cuda_graph")) {
@@ -286,8 +282,6 @@ PublishedRuns load_modern_runs(const std::string& csv_path, const PresetStore& s
       run.assumptions.push_back("without MTP");
     }
     run.strategy = strategy_of(r, options, run.assumptions);
-    if (const std::string unpriced = unpriced_moe_settings(options); !unpriced.empty())
-      run.assumptions.push_back(unpriced);
     run.strategy.compile = compiled;
     if (async_tp) run.strategy.tp_comm_overlap = true;
     apply_framework_defaults(run.strategy, run.model);  // as the CLI: torchtitan's TP, Megatron's MoE under TP: SP

@@ -90,6 +90,9 @@ void add_config_flags(CLI::App& cmd, ConfigFlags& f) {
   cmd.add_option("--cuda-graphs", f.cuda_graphs,
                  "CUDA graphs (megatron): none (eager, Megatron-Core's default) | partial (Transformer Engine graphs of "
                  "attn, moe_router, moe_preprocess) | full (full_iteration); prices an MoE layer's host launch gaps");
+  cmd.add_option("--moe-dispatcher", f.moe_dispatcher,
+                 "MoE token dispatcher (megatron): alltoall (default) | deepep | hybridep (Megatron-Core "
+                 "--moe-token-dispatcher-type flex --moe-flex-dispatcher-backend); prices an MoE layer's host launch gaps");
   cmd.add_option("--moe-capacity-factor", f.moe_capacity_factor,
                  "MoE token dropping: each expert takes at most ceil(T*k/E*F) tokens per rank, padded to it (Megatron "
                  "--moe-expert-capacity-factor with --moe-pad-expert-input-to-capacity; DeepSpeed-MoE capacity_factor); "
@@ -260,6 +263,12 @@ CudaGraphs parse_cuda_graphs_flag(const std::string& v) {
   throw InputError(fmt::format("--cuda-graphs '{}' is not one of: none, partial, full", v));
 }
 
+MoeDispatcher parse_moe_dispatcher_flag(const std::string& v) {
+  if (v.empty()) return MoeDispatcher::alltoall;
+  if (const auto d = parse_moe_dispatcher(v)) return *d;
+  throw InputError(fmt::format("--moe-dispatcher '{}' is not one of: alltoall, deepep, hybridep", v));
+}
+
 ResolvedConfig resolve_config(const ConfigFlags& f, const PresetStore& store) {
   ResolvedConfig r;
   r.model = resolve_model(f, store, &r.model_notes);
@@ -320,6 +329,7 @@ ResolvedConfig resolve_config(const ConfigFlags& f, const PresetStore& store) {
   s.fp8 = parse_fp8_flag(f.fp8);
   s.fp8_all_gather = f.fp8_all_gather;
   s.cuda_graphs = parse_cuda_graphs_flag(f.cuda_graphs);
+  s.moe_dispatcher = parse_moe_dispatcher_flag(f.moe_dispatcher);
   s.moe_capacity_factor = f.moe_capacity_factor.value_or(0);
   s.compile = f.compile;
   s.offload_optimizer = f.offload_optimizer;

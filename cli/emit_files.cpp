@@ -46,6 +46,7 @@ LaunchFacts launch_facts(const LaunchPlan& plan) {
   f.ep_comm_overlap = effective_ep_comm_overlap(s, framework_traits(s.framework));
   f.cuda_graphs = s.cuda_graphs;
   f.moe_capacity_factor = s.moe_capacity_factor;
+  f.moe_dispatcher = s.moe_dispatcher;
   f.dp = s.dp;
   f.vpp = s.vpp;
   // ZeRO-0 shards nothing: every data-parallel rank is a replica.

@@ -46,6 +46,7 @@ struct LaunchFacts {
   bool ep_comm_overlap = false;  // Megatron's batch-level EP overlap (planner/framework.hpp)
   CudaGraphs cuda_graphs = CudaGraphs::none;  // what the plan priced CUDA graphs to capture (planner/strategy.hpp)
   double moe_capacity_factor = 0;  // token dropping with padding; 0 = dropless (planner/strategy.hpp)
+  MoeDispatcher moe_dispatcher = MoeDispatcher::alltoall;  // the EP token dispatcher priced (planner/strategy.hpp)
   int64_t shard = 1, replicate = 1;  // data-parallel ranks that shard model states (cp ranks apart), and the replicas
   int64_t micro_batch = 1, grad_accum = 1, global_batch = 1, seq = 1;
   int64_t layers = 1;

@@ -66,8 +66,16 @@ void add_extended_model_args(const ModelSpec& m, const LaunchFacts& f, std::vect
       arg2("--moe-expert-capacity-factor", fmt::format("{}", f.moe_capacity_factor));
       arg("--moe-pad-expert-input-to-capacity");
     }
-    // The dispatch shardplan prices is an all-to-all (planner/comm_cost.cpp); Megatron's default is "allgather".
-    arg2("--moe-token-dispatcher-type", "alltoall");
+    // The dispatcher shardplan priced (planner/strategy.hpp MoeDispatcher); Megatron's default is "allgather". The
+    // flex backends take fp32 routing probabilities (token_dispatcher.py: "HybridEP only supports float32 probs, please
+    // set --moe-router-dtype=fp32", DeepEP likewise).
+    if (f.moe_dispatcher == MoeDispatcher::alltoall) {
+      arg2("--moe-token-dispatcher-type", "alltoall");
+    } else {
+      arg2("--moe-token-dispatcher-type", "flex");
+      arg2("--moe-flex-dispatcher-backend", to_string(f.moe_dispatcher));
+      arg2("--moe-router-dtype", "fp32");
+    }
     arg("--moe-grouped-gemm");
     if (model_has_mla(m) && m.router_bias) {
       // DeepSeek-V3's auxiliary-loss-free balancing: sigmoid scores and a per-expert bias (report §2.1.2).

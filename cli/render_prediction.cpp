@@ -64,6 +64,7 @@ json config_json(const Prediction& p) {
           {"etp", expert_tensor_parallel(s)},
           {"ep_comm_overlap", effective_ep_comm_overlap(s, framework_traits(s.framework))},
           {"cuda_graphs", to_string(s.cuda_graphs)},
+          {"moe_dispatcher", to_string(s.moe_dispatcher)},
           {"moe_capacity_factor", s.moe_capacity_factor},
           {"dp", s.dp},
           {"vpp", s.vpp},
@@ -386,8 +387,8 @@ std::string flops_and_time(const Prediction& p, const Terminal& term) {
   if (p.model.experts > 0) {
     const double gap = moe_host_gap_s(p.model, p.strategy, p.cluster);
     out += gap > 0 ? fmt::format("  MoE host launch gaps: {:.2f} ms per MoE layer and micro-batch in the compute above "
-                                 "(eager launches and the dispatcher's host sync; --cuda-graphs {}: {})\n",
-                                 1e3 * gap, to_string(p.strategy.cuda_graphs),
+                                 "(eager launches and the {} dispatcher's host sync; --cuda-graphs {}: {})\n",
+                                 1e3 * gap, to_string(p.strategy.moe_dispatcher), to_string(p.strategy.cuda_graphs),
                                  p.strategy.cuda_graphs == CudaGraphs::none ? "partial graphs leave the per-expert part, full none"
                                                                             : "full-iteration graphs leave none")
                    : "  MoE host launch gaps: none (full-iteration CUDA graphs)\n";

@@ -152,6 +152,25 @@ constexpr const char* kEpOverlapRefusal =
     "the batch-level EP all-to-all overlap is Megatron-Core's (--overlap-moe-expert-parallel-comm with "
     "--delay-wgrad-compute, megatron/core/transformer/moe/README.md); use --framework megatron or drop "
     "--ep-comm-overlap";
+// --moe-dispatcher deepep|hybridep: Megatron-Core's flex token dispatcher (--moe-token-dispatcher-type flex
+// --moe-flex-dispatcher-backend, megatron/core/transformer/moe/token_dispatcher.py MoEFlexTokenDispatcher). torchtitan's
+// DeepEP/HybridEP dispatchers are model-spec overrides after 0.3 (torchtitan/models/common/token_dispatcher.py) and are
+// not priced; DeepSpeed-MoE has its own all-to-all only.
+constexpr const char* kDispatcherRefusal =
+    "shardplan prices DeepEP and HybridEP as Megatron-Core's flex token dispatcher runs them (--moe-token-dispatcher-type "
+    "flex --moe-flex-dispatcher-backend: megatron/core/transformer/moe/token_dispatcher.py); use --framework megatron "
+    "or --moe-dispatcher alltoall";
+// Megatron-Core's checks on the batch-level EP overlap (transformer_config.py __post_init__): with pp > 1 it needs a
+// virtual pipeline ("virtual_pipeline_model_parallel_size must be specified"), and it refuses full recomputation.
+constexpr const char* kEpOverlapScheduleRefusal =
+    "Megatron-Core's batch-level EP overlap merges the forward and backward of adjacent micro-batches, which it runs "
+    "only without full recomputation and, under pipeline parallelism, with an interleaved schedule "
+    "(transformer_config.py: \"virtual_pipeline_model_parallel_size must be specified\", \"disable full recomputation\"); "
+    "add --vpp 2 or more, use --recompute selective or none, or drop --ep-comm-overlap";
+bool ep_overlap_schedule_runs(const Strategy& s) {
+  if (!s.ep_comm_overlap.value_or(false)) return true;
+  return s.recompute != Recompute::full && (s.pp <= 1 || s.vpp >= 2);
+}
 constexpr const char* kAsyncTpCompileRefusal =
     "PyTorch's async TP is an Inductor pass (torch._inductor.config._micro_pipeline_tp): torchtitan refuses it "
     "without torch.compile (torchtitan/config/configs.py CompileConfig.__post_init__); add --compile or drop "
@@ -296,9 +315,11 @@ bool framework_runs(const Strategy& s) {
   if (s.ep > 1 && (!ep_support(s.framework).expert_parallel || !has(ep_support(s.framework).zero_stages, s.zero)))
     return false;
   if (s.ep_comm_overlap.value_or(false) && !framework_traits(s.framework).ep_comm_overlap_available) return false;
+  if (!ep_overlap_schedule_runs(s)) return false;
   if (s.cuda_graphs != CudaGraphs::none && s.framework != Framework::megatron) return false;
   if (s.moe_capacity_factor > 0 && s.framework != Framework::megatron && s.framework != Framework::deepspeed)
     return false;
+  if (s.moe_dispatcher != MoeDispatcher::alltoall && s.framework != Framework::megatron) return false;
   return !s.offload_optimizer || (fs.offload_optimizer && has(fs.offload_zero_stages, s.zero));
 }
 
@@ -340,10 +361,16 @@ std::optional<std::string> framework_refusal(const Strategy& s) {
   if (auto why = tp_comm_overlap_refusal(s)) return why;
   if (s.ep_comm_overlap.value_or(false) && !framework_traits(s.framework).ep_comm_overlap_available)
     return refusal(s, "--ep-comm-overlap", kEpOverlapRefusal);
+  if (!ep_overlap_schedule_runs(s))
+    return refusal(s, s.recompute == Recompute::full ? "--ep-comm-overlap with --recompute full"
+                                                     : "--ep-comm-overlap with --pp > 1 and no --vpp",
+                   kEpOverlapScheduleRefusal);
   if (s.cuda_graphs != CudaGraphs::none && s.framework != Framework::megatron)
     return refusal(s, "--cuda-graphs", kCudaGraphsRefusal);
   if (s.moe_capacity_factor > 0 && s.framework != Framework::megatron && s.framework != Framework::deepspeed)
     return refusal(s, "--moe-capacity-factor", kCapacityRefusal);
+  if (s.moe_dispatcher != MoeDispatcher::alltoall && s.framework != Framework::megatron)
+    return refusal(s, fmt::format("--moe-dispatcher {}", to_string(s.moe_dispatcher)).c_str(), kDispatcherRefusal);
   if (s.fp8 != Fp8Recipe::off && !has(fp8_support(s.framework).recipes, static_cast<int>(s.fp8)))
     return refusal(s, fmt::format("--fp8 {}", to_string(s.fp8)).c_str(), fp8_support(s.framework).refusal);
   if (s.fp8_all_gather)

@@ -141,6 +141,8 @@ struct ClusterSpec {
   // Host time an eager MoE layer costs per micro-batch beyond its GPU work (moe_costs.hpp moe_host_gap_s): a fixed
   // part and a part per local expert, in seconds; 0 = the values fitted on the public set.
   double moe_host_layer_s = 0, moe_host_local_expert_s = 0;
+  // The share of the fixed part a flex dispatcher (DeepEP, HybridEP) leaves; 0 = the value fitted on the public set.
+  double moe_host_fused_dispatch_share = 0;
 };
 
 // GPUs that share one NVLink domain: nvlink_domain_gpus, or one host.

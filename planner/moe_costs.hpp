@@ -81,19 +81,23 @@ void add_mtp_costs(const ModelSpec& m, const Strategy& s, const GpuSpec& g, Micr
 
 // Host-bound launch gaps of one MoE layer per micro-batch, seconds: GPU time lost waiting for the host to launch the
 // layer's kernels. An eager MoE layer launches many small kernels (router, permutation, a GEMM and its casts per local
-// expert in Transformer Engine's grouped linear) and its all-to-all dispatcher synchronises the host with the GPU once
-// per layer to size the all-to-all (Megatron-Core moe/token_dispatcher.py _maybe_dtoh_and_synchronize), so the queue
-// drains every layer and the host's launch time shows; Megatron-Core's MoE README names it ("CPU Overhead
-// Bottleneck": gaps between GPU kernels; fixes: CUDA graphs, larger micro-batches). Priced as a fixed host time per
-// layer plus one per local expert (ClusterSpec::moe_host_layer_s / moe_host_local_expert_s, or the values fitted on the
-// public MoE runs: moe_costs.cpp), added to the layer's forward; CUDA graphs of the static parts (--cuda-graphs
-// partial) leave the per-expert part, full-iteration graphs none; a runtime whose experts run as one grouped kernel
-// has no per-expert part (framework.hpp moe_launches_per_expert). Zero for a dense model.
+// expert in Transformer Engine's grouped linear) and its dropless all-to-all dispatcher synchronises the host with the
+// GPU once per layer to size the all-to-all (Megatron-Core moe/token_dispatcher.py _maybe_dtoh_and_synchronize), so the
+// queue drains every layer and the host's launch time shows; Megatron-Core's MoE README names it ("CPU Overhead
+// Bottleneck": gaps between GPU kernels; fixes: CUDA graphs, larger micro-batches). Priced as a fixed stall per layer
+// plus a host time per local expert (ClusterSpec::moe_host_layer_s / moe_host_local_expert_s, or the values fitted on
+// the public MoE runs: moe_costs.cpp), added to the layer's forward. The stall is paid only by an eager layer whose
+// dispatcher syncs: not under CUDA graphs of the static parts (--cuda-graphs partial) nor with padded token dropping
+// (--moe-capacity-factor: sizes known on the host), and a flex dispatcher (--moe-dispatcher deepep|hybridep) keeps a
+// fitted share of it (ClusterSpec::moe_host_fused_dispatch_share); full-iteration graphs leave nothing; a runtime whose
+// experts run as one grouped kernel has no per-expert part (framework.hpp moe_launches_per_expert). Zero for a dense
+// model.
 double moe_host_gap_s(const ModelSpec& m, const Strategy& s, const ClusterSpec& c);
 
 // The fitted defaults (the accuracy bench refits them: bench/sustained_fit.hpp).
 double moe_host_layer_default_s();
 double moe_host_local_expert_default_s();
+double moe_host_fused_dispatch_share_default();
 
 // Whether a block's MLP half meets tensor-parallel collectives (sequence parallelism's all-gather before it and
 // reduce-scatter after it, or the all-reduce without SP): always for a dense MLP; for an MoE layer only when its shared

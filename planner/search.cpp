@@ -147,7 +147,8 @@ bool ep_fits(Strategy s, int64_t ep) {
 std::vector<int64_t> ep_options(const ModelSpec& m, const SearchSpace& sp, const Strategy& layout) {
   if (sp.ep) return ep_fits(layout, *sp.ep) ? std::vector<int64_t>{*sp.ep} : std::vector<int64_t>{};
   std::vector<int64_t> out;
-  if (!sp.base.ep_comm_overlap.value_or(false)) out.push_back(1);  // --ep-comm-overlap hides all-to-alls: EP only
+  // --ep-comm-overlap hides all-to-alls and --moe-dispatcher picks how they run: EP only.
+  if (!sp.base.ep_comm_overlap.value_or(false) && sp.base.moe_dispatcher == MoeDispatcher::alltoall) out.push_back(1);
   if (m.experts == 0 || !ep_support(sp.base.framework).expert_parallel) return out;
   const int64_t ranks = layout.tp * layout.cp * layout.dp;
   for (int64_t e = 2; e <= std::min(m.experts, ranks); ++e)

@@ -65,6 +65,17 @@ static void validate_expert_parallel(const Strategy& s, const ModelSpec& m) {
                                  m.name));
   if (s.ep_comm_overlap.value_or(false) && s.ep <= 1)
     throw InputError("--ep-comm-overlap hides the expert-parallel all-to-alls: it needs --ep of at least 2");
+  if (s.moe_dispatcher != MoeDispatcher::alltoall && s.ep <= 1)
+    throw InputError(fmt::format("--moe-dispatcher {} exchanges tokens between expert-parallel ranks: it needs --ep of at "
+                                 "least 2 (or drop the flag)",
+                                 to_string(s.moe_dispatcher)));
+  // DeepEP sizes its buffers from the routing, so it cannot pad every expert to a capacity (Megatron-Core
+  // transformer_config.py __post_init__: "Flex token dispatcher with deepep backend does not support
+  // moe_pad_expert_input_to_capacity").
+  if (s.moe_dispatcher == MoeDispatcher::deepep && s.moe_capacity_factor > 0)
+    throw InputError("--moe-dispatcher deepep with --moe-capacity-factor: DeepEP does not pad experts to a capacity "
+                     "(Megatron-Core transformer_config.py); use --moe-dispatcher hybridep or alltoall, or drop "
+                     "--moe-capacity-factor");
   if (s.ep <= 1) return;
   if (m.experts == 0)
     throw InputError(fmt::format("--ep {}: model '{}' is dense (no 'experts'); expert parallelism needs a mixture of "
@@ -292,6 +303,8 @@ static constexpr std::array<std::pair<const char*, GradSync>, 2> kGradSync{
     {{"step", GradSync::per_step}, {"micro", GradSync::per_micro}}};
 static constexpr std::array<std::pair<const char*, CudaGraphs>, 3> kCudaGraphs{
     {{"none", CudaGraphs::none}, {"partial", CudaGraphs::partial}, {"full", CudaGraphs::full}}};
+static constexpr std::array<std::pair<const char*, MoeDispatcher>, 3> kMoeDispatcher{
+    {{"alltoall", MoeDispatcher::alltoall}, {"deepep", MoeDispatcher::deepep}, {"hybridep", MoeDispatcher::hybridep}}};
 static constexpr std::array<std::pair<const char*, MlpKind>, 2> kMlp{
     {{"gelu", MlpKind::gelu}, {"swiglu", MlpKind::swiglu}}};
 static constexpr std::array<std::pair<const char*, NormKind>, 2> kNorm{
@@ -314,6 +327,7 @@ const char* to_string(AttentionKernel k) { return name_of(kAttentionKernel, k); 
 const char* to_string(Fp8Recipe r) { return name_of(kFp8Recipe, r); }
 const char* to_string(GradSync g) { return name_of(kGradSync, g); }
 const char* to_string(CudaGraphs g) { return name_of(kCudaGraphs, g); }
+const char* to_string(MoeDispatcher d) { return name_of(kMoeDispatcher, d); }
 
 std::optional<Recompute> parse_recompute(const std::string& s) { return lookup(kRecompute, s); }
 std::optional<Schedule> parse_schedule(const std::string& s) { return lookup(kSchedule, s); }
@@ -324,6 +338,7 @@ std::optional<AttentionKernel> parse_attention_kernel(const std::string& s) { re
 std::optional<Fp8Recipe> parse_fp8_recipe(const std::string& s) { return lookup(kFp8Recipe, s); }
 std::optional<GradSync> parse_grad_sync(const std::string& s) { return lookup(kGradSync, s); }
 std::optional<CudaGraphs> parse_cuda_graphs(const std::string& s) { return lookup(kCudaGraphs, s); }
+std::optional<MoeDispatcher> parse_moe_dispatcher(const std::string& s) { return lookup(kMoeDispatcher, s); }
 std::optional<MlpKind> parse_mlp(const std::string& s) { return lookup(kMlp, s); }
 std::optional<NormKind> parse_norm(const std::string& s) { return lookup(kNorm, s); }
 std::optional<PositionKind> parse_position(const std::string& s) { return lookup(kPosition, s); }

@@ -45,6 +45,18 @@ enum class GradSync { per_step, per_micro };
 //            default where it applies).
 enum class CudaGraphs { none, partial, full };
 
+// How an MoE layer moves its tokens between expert-parallel ranks (Megatron-Core --moe-token-dispatcher-type and
+// --moe-flex-dispatcher-backend, megatron/core/transformer/moe/token_dispatcher.py):
+//   alltoall: MoEAlltoAllTokenDispatcher — the routing map reduced to split sizes by a chain of small kernels, the
+//             splits exchanged and copied to the host, permute, torch all_to_all_single, sort by local expert;
+//   deepep:   MoEFlexTokenDispatcher over _DeepepManager — DeepEP's fused layout/notify kernel and its own NVLink/RDMA
+//             dispatch kernels (github.com/deepseek-ai/DeepEP);
+//   hybridep: MoEFlexTokenDispatcher over _HybridEPManager — permute, all-to-all and the sort by expert in one
+//             dispatch call (the DeepEP hybrid-ep branch; the only backend for multi-node NVLink domains).
+// Both flex backends still size their outputs on the host (tokens_per_expert.sum(), .item()): they sync as the
+// all-to-all one does, with fewer launches before the sync (moe_costs.hpp moe_host_gap_s).
+enum class MoeDispatcher { alltoall, deepep, hybridep };
+
 struct Strategy {
   int64_t gpus = 1;
   int64_t tp = 1;
@@ -83,6 +95,7 @@ struct Strategy {
   // to it (Megatron-Core --moe-expert-capacity-factor F --moe-pad-expert-input-to-capacity; DeepSpeed-MoE
   // capacity_factor with drop_tokens): static shapes, every expert's GEMMs on its padded capacity (moe_costs.hpp).
   double moe_capacity_factor = 0;
+  MoeDispatcher moe_dispatcher = MoeDispatcher::alltoall;  // the EP token dispatcher (megatron; others: all-to-all)
   bool operator==(const Strategy&) const = default;
 };
 
@@ -135,6 +148,7 @@ const char* to_string(AttentionKernel k);
 const char* to_string(Fp8Recipe r);
 const char* to_string(GradSync g);
 const char* to_string(CudaGraphs g);
+const char* to_string(MoeDispatcher d);
 
 std::optional<Recompute> parse_recompute(const std::string& s);
 std::optional<Schedule> parse_schedule(const std::string& s);
@@ -145,6 +159,7 @@ std::optional<AttentionKernel> parse_attention_kernel(const std::string& s);
 std::optional<Fp8Recipe> parse_fp8_recipe(const std::string& s);
 std::optional<GradSync> parse_grad_sync(const std::string& s);
 std::optional<CudaGraphs> parse_cuda_graphs(const std::string& s);
+std::optional<MoeDispatcher> parse_moe_dispatcher(const std::string& s);
 std::optional<MlpKind> parse_mlp(const std::string& s);
 std::optional<NormKind> parse_norm(const std::string& s);
 std::optional<PositionKind> parse_position(const std::string& s);

@@ -34,6 +34,7 @@ want["fp8_param_gather"], want["offload_optimizer"] = c["fp8_all_gather"], c["of
 if c["ep"] > 1:
     want["etp"] = c["etp"]
     want["ep_comm_overlap"] = bool(c.get("ep_comm_overlap", False))
+    want["dispatcher"] = c["moe_dispatcher"]
 want["cuda_graphs"] = {"none": "none", "partial": "transformer_engine", "full": "full_iteration"}[c["cuda_graphs"]]
 if c["moe_capacity_factor"] > 0:
     want["capacity_factor"] = c["moe_capacity_factor"]
@@ -67,7 +68,9 @@ check mixtral-tp-ep 256 --preset mixtral-8x7b --cluster dgx-h100 --framework meg
 check qwen3-235b-folded 256 --preset qwen3-235b-a22b --cluster dgx-h100 --framework megatron --tp 2 --pp 8 --ep 32 \
   --ep-comm-overlap --pp-embedding-layers 1 --pp-loss-layers 1 --cuda-graphs partial
 check qwen3-30b-graphs 16 --preset qwen3-30b-a3b --cluster dgx-h100 --framework megatron --ep 16 --cuda-graphs full \
-  --moe-capacity-factor 1
+  --moe-capacity-factor 1 --moe-dispatcher hybridep
+check qwen3-30b-deepep 16 --preset qwen3-30b-a3b --cluster dgx-h100 --framework megatron --ep 8 --pp 2 \
+  --moe-dispatcher deepep
 check llama8b-megatron-fsdp 8 --preset llama3-8b --cluster dgx-h100 --framework megatron --zero 3 --fp8 tensorwise
 check llama70b-megatron-hsdp 64 --preset llama3-70b --cluster dgx-h100 --framework megatron --zero 3 --hsdp 8 --tp 4
 check llama70b-fp8 64 --preset llama3-70b --cluster dgx-h100 --framework megatron --tp 8 --fp8 tensorwise

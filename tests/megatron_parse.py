@@ -59,6 +59,9 @@ json.dump({
     "ep_comm_overlap": bool(getattr(args, "overlap_moe_expert_parallel_comm", False)),
     "cuda_graphs": getattr(args, "cuda_graph_impl", "none") or "none",
     "capacity_factor": args.moe_expert_capacity_factor if args.moe_pad_expert_input_to_capacity else None,
+    # The token dispatcher as shardplan names it: alltoall, or the flex dispatcher's backend (deepep, hybridep).
+    "dispatcher": (args.moe_flex_dispatcher_backend if args.moe_token_dispatcher_type == "flex"
+                   else args.moe_token_dispatcher_type),
     "vpp": args.virtual_pipeline_model_parallel_size or 1, "micro_batch": args.micro_batch_size,
     "global_batch": args.global_batch_size, "seq": args.seq_length, "layers": args.num_layers,
     "distributed_optimizer": bool(args.use_distributed_optimizer), "megatron_fsdp": bool(args.use_megatron_fsdp),

@@ -182,6 +182,14 @@ TEST_SUITE("moe folding") {
     check_refused("predict --preset qwen3-30b-a3b --gpus 8 --framework torchtitan --ep 8 --ep-comm-overlap",
                   "--ep-comm-overlap");
     check_refused("predict --preset qwen3-30b-a3b --gpus 8 --framework megatron --ep-comm-overlap", "--ep");
+    // Megatron-Core's own checks (transformer_config.py): no full recomputation, and an interleaved schedule under PP.
+    check_refused("predict --preset qwen3-30b-a3b --gpus 8 --framework megatron --ep 8 --ep-comm-overlap --recompute full",
+                  "--recompute full");
+    check_refused("predict --preset qwen3-30b-a3b --gpus 16 --framework megatron --ep 8 --pp 2 --ep-comm-overlap",
+                  "--vpp");
+    CHECK(shardplan::test::run_cli("predict --preset qwen3-30b-a3b --gpus 16 --cluster dgx-h100 --framework megatron "
+                                   "--ep 8 --pp 2 --vpp 2 --ep-comm-overlap")
+              .exit_code == 0);
   }
 
   TEST_CASE("MoE host launch gaps: a fixed part and one per local expert, removed by CUDA graphs") {
@@ -249,6 +257,9 @@ TEST_SUITE("moe folding") {
     CHECK(moe_all_to_all_bytes(m, s) == doctest::Approx(1.5 * dropless));
     const MicrobatchCosts more = microbatch_costs(m, s, c);
     CHECK(more.block_fwd_s > one.block_fwd_s);
+    // Padded dispatch knows its sizes on the host (token_dispatcher.py preprocess, drop_and_pad): no stall, only the
+    // per-expert launches of the 16 local experts.
+    CHECK(moe_host_gap_s(m, s, c) == doctest::Approx(16 * moe_host_local_expert_default_s()));
     s.moe_capacity_factor = -1;
     CHECK_THROWS_AS(validate_strategy(s, m, c), InputError);
     using shardplan::test::check_refused;
@@ -261,5 +272,57 @@ TEST_SUITE("moe folding") {
     CAPTURE(ok.err);
     REQUIRE(ok.exit_code == 0);
     CHECK(nlohmann::json::parse(ok.out)["config"]["moe_capacity_factor"] == 1.25);
+  }
+
+  TEST_CASE("--moe-dispatcher deepep|hybridep: Megatron's flex dispatcher, its share of the host stall, its launch flags") {
+    const ModelSpec m = store().model("qwen3-235b-a22b");
+    const ClusterSpec c = store().cluster("dgx-h100");
+    Strategy s = qwen3_235b_h100();  // ep 32: 4 local experts
+    const double layer = moe_host_layer_default_s(), expert = moe_host_local_expert_default_s();
+    const double share = moe_host_fused_dispatch_share_default();
+    CHECK(share >= 0);
+    CHECK(share < 1);  // fitted: the flex rows stall less than the all-to-all ones (reports/accuracy.md)
+    const double alltoall = moe_host_gap_s(m, s, c);
+    CHECK(alltoall == doctest::Approx(layer + 4 * expert));
+    for (const MoeDispatcher d : {MoeDispatcher::deepep, MoeDispatcher::hybridep}) {
+      s.moe_dispatcher = d;
+      CAPTURE(to_string(d));
+      CHECK_NOTHROW(validate_strategy(s, m, c));
+      CHECK(moe_host_gap_s(m, s, c) == doctest::Approx(share * layer + 4 * expert));
+      ClusterSpec measured = c;  // a profile's own share replaces the fitted one
+      measured.moe_host_fused_dispatch_share = 0.5;
+      CHECK(moe_host_gap_s(m, s, measured) == doctest::Approx(0.5 * layer + 4 * expert));
+      s.cuda_graphs = CudaGraphs::partial;  // no stall left to share
+      CHECK(moe_host_gap_s(m, s, c) == doctest::Approx(4 * expert));
+      s.cuda_graphs = CudaGraphs::none;
+    }
+    // DeepEP cannot pad experts to a capacity (Megatron-Core transformer_config.py); HybridEP can.
+    s.moe_dispatcher = MoeDispatcher::deepep;
+    s.moe_capacity_factor = 1.0;
+    CHECK_THROWS_AS(validate_strategy(s, m, c), InputError);
+    s.moe_dispatcher = MoeDispatcher::hybridep;
+    CHECK_NOTHROW(validate_strategy(s, m, c));
+    using shardplan::test::check_refused;
+    check_refused("predict --preset qwen3-30b-a3b --gpus 8 --framework torchtitan --ep 8 --moe-dispatcher deepep",
+                  "--moe-dispatcher");
+    check_refused("predict --preset qwen3-30b-a3b --gpus 8 --framework megatron --moe-dispatcher hybridep", "--ep");
+    check_refused("predict --preset qwen3-30b-a3b --gpus 8 --framework megatron --ep 8 --moe-dispatcher nccl",
+                  "--moe-dispatcher");
+    const auto ok = shardplan::test::run_cli("predict --preset qwen3-30b-a3b --gpus 8 --cluster dgx-h100 --framework "
+                                             "megatron --ep 8 --moe-dispatcher hybridep --format json");
+    CAPTURE(ok.err);
+    REQUIRE(ok.exit_code == 0);
+    CHECK(nlohmann::json::parse(ok.out)["config"]["moe_dispatcher"] == "hybridep");
+    // plan keeps the dispatcher and offers only EP layouts (it needs EP), each one predict accepts.
+    const auto plan = shardplan::test::run_cli("plan --preset qwen3-30b-a3b --gpus 8 --cluster dgx-h100 --framework "
+                                               "megatron --moe-dispatcher deepep --format json");
+    CAPTURE(plan.err);
+    REQUIRE(plan.exit_code == 0);
+    const auto j = nlohmann::json::parse(plan.out);
+    REQUIRE(!j["candidates"].empty());
+    for (const auto& cand : j["candidates"]) {
+      CHECK(cand["config"]["moe_dispatcher"] == "deepep");
+      CHECK(cand["config"]["ep"].get<int64_t>() >= 2);
+    }
   }
 }
