@@ -51,9 +51,10 @@ std::map<std::string, std::string> parse_options(const ModernRow& r) {
   static const std::set<std::string> priced = {
       "zero", "hsdp", "ep", "etp", "sp", "flash", "overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap",
       "loss", "attn", "fp8", "fp8_all_gather", "pp_first_layers", "pp_last_layers", "pp_embedding_layers",
-      "pp_loss_layers", "mtp", "ep_overlap", "cuda_graph", "capacity_factor", "pad_to_capacity", "dispatcher"};
+      "pp_loss_layers", "mtp", "ep_overlap", "cuda_graph", "capacity_factor", "pad_to_capacity", "dispatcher",
+      "precision_aware_optimizer", "adam_moments"};
   static const std::set<std::string> recorded = {
-      "grad_reduce_in_fp32", "main_grads", "adam_moments", "delay_wgrad",
+      "grad_reduce_in_fp32", "main_grads", "delay_wgrad",
       "shared_expert_overlap", "recompute_modules", "fp8_attn", "fp8_output_proj", "moe_rank_capacity",
       "act_offload_layers"};
   for (const auto& [key, value] : out)
@@ -180,6 +181,9 @@ Strategy strategy_of(const ModernRow& r, const std::map<std::string, std::string
   if (opt.count("tp_comm_overlap")) s.tp_comm_overlap = opt.at("tp_comm_overlap") == "1";
   if (opt.count("ep_overlap")) s.ep_comm_overlap = opt.at("ep_overlap") == "1";  // --ep-comm-overlap
   if (opt.count("capacity_factor")) s.moe_capacity_factor = std::stod(opt.at("capacity_factor"));  // token dropping
+  // Megatron-Core's precision-aware optimizer (--precision-aware-optimizer) and bf16 Adam moments (--adam-moments).
+  if (opt.count("precision_aware_optimizer")) s.precision_aware_optimizer = opt.at("precision_aware_optimizer") == "1";
+  if (opt.count("adam_moments")) s.bf16_adam_moments = opt.at("adam_moments") == "bf16";
   if (opt.count("dispatcher")) {  // --moe-dispatcher
     const auto d = parse_moe_dispatcher(opt.at("dispatcher"));
     if (!d) throw std::runtime_error(fmt::format("line {}: dispatcher '{}' (alltoall, deepep, hybridep)", r.line, opt.at("dispatcher")));

@@ -81,6 +81,9 @@ SearchSpace search_space(const PlanOptions& o, const ModelSpec& m, const Cluster
   b.fp8_all_gather = f.fp8_all_gather;
   b.cuda_graphs = parse_cuda_graphs_flag(f.cuda_graphs);
   b.moe_dispatcher = parse_moe_dispatcher_flag(f.moe_dispatcher);
+  b.precision_aware_optimizer = f.precision_aware_optimizer;
+  b.bf16_adam_moments = parse_adam_moments_flag(f.adam_moments);
+  if (const std::string why = precision_aware_optimizer_refusal(b); !why.empty()) throw InputError(why);
   b.moe_capacity_factor = f.moe_capacity_factor.value_or(0);
   if (const std::string why = moe_capacity_factor_refusal(b.moe_capacity_factor); !why.empty()) throw InputError(why);
   if (const auto why = fp8_gpu_refusal(b, c.gpu)) throw InputError(*why);

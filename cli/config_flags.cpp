@@ -81,6 +81,12 @@ void add_config_flags(CLI::App& cmd, ConfigFlags& f) {
   cmd.add_option("--framework", f.framework,
                  "fsdp (= fsdp2) | fsdp1 | torchtitan | deepspeed | megatron | reference (default fsdp)");
   cmd.add_flag("--offload-optimizer", f.offload_optimizer, "ZeRO-Offload: optimizer states and step on the host");
+  cmd.add_flag("--precision-aware-optimizer", f.precision_aware_optimizer,
+               "Megatron-Core's precision-aware optimizer (Transformer Engine FusedAdam): in bf16 without FP8 the fp32 "
+               "master weights are kept as 16-bit remainders, 2 B/param (megatron)");
+  cmd.add_option("--adam-moments", f.adam_moments,
+                 "Dtype of Adam's m and v: fp32 (default) | bf16 (Megatron --exp-avg-dtype/--exp-avg-sq-dtype bf16; needs "
+                 "--precision-aware-optimizer)");
   cmd.add_flag("--compile", f.compile,
                "torch.compile of the model (fsdp, fsdp1, torchtitan): fused elementwise kernels (time only)");
   cmd.add_option("--loss", f.loss, "Cross-entropy: standard | chunked (logits materialised in chunks) | fused (one kernel, gradient in the compute dtype: flash-attn's, llm-foundry's default)");
@@ -269,6 +275,12 @@ MoeDispatcher parse_moe_dispatcher_flag(const std::string& v) {
   throw InputError(fmt::format("--moe-dispatcher '{}' is not one of: alltoall, deepep, hybridep", v));
 }
 
+bool parse_adam_moments_flag(const std::string& v) {
+  if (v.empty() || v == "fp32") return false;
+  if (v == "bf16") return true;
+  throw InputError(fmt::format("--adam-moments '{}' is not one of: fp32, bf16", v));
+}
+
 ResolvedConfig resolve_config(const ConfigFlags& f, const PresetStore& store) {
   ResolvedConfig r;
   r.model = resolve_model(f, store, &r.model_notes);
@@ -333,6 +345,8 @@ ResolvedConfig resolve_config(const ConfigFlags& f, const PresetStore& store) {
   s.moe_capacity_factor = f.moe_capacity_factor.value_or(0);
   s.compile = f.compile;
   s.offload_optimizer = f.offload_optimizer;
+  s.precision_aware_optimizer = f.precision_aware_optimizer;
+  s.bf16_adam_moments = parse_adam_moments_flag(f.adam_moments);
   s.micro_batch = positive("--micro-batch", f.micro_batch, 1);
   s.seq = positive("--seq", f.seq, r.model.seq);
   if (f.global_batch) {

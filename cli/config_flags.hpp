@@ -30,6 +30,8 @@ struct ConfigFlags {
   std::string schedule, recompute, precision = "amp-bf16", framework = "fsdp", loss = "standard";
   std::string cuda_graphs;  // --cuda-graphs none|partial|full ("" = none)
   std::string moe_dispatcher;  // --moe-dispatcher alltoall|deepep|hybridep ("" = alltoall)
+  std::string adam_moments;    // --adam-moments fp32|bf16 ("" = fp32)
+  bool precision_aware_optimizer = false;  // --precision-aware-optimizer
   std::optional<double> moe_capacity_factor;  // --moe-capacity-factor F (absent = dropless)
   std::string attention_kernel;  // --attention-kernel; empty: the framework's
   std::string fp8 = "off";       // --fp8 (planner/fp8_recipe.hpp)
@@ -66,6 +68,7 @@ ResolvedConfig resolve_config(const ConfigFlags& flags, const PresetStore& store
 // --cuda-graphs: none when not given; InputError naming the flag for anything else.
 CudaGraphs parse_cuda_graphs_flag(const std::string& v);
 MoeDispatcher parse_moe_dispatcher_flag(const std::string& v);
+bool parse_adam_moments_flag(const std::string& v);  // true for bf16
 
 // The model and the cluster only (plan resolves the strategy itself); `cluster_defaulted` as in ResolvedConfig.
 ModelSpec resolve_model(const ConfigFlags& flags, const PresetStore& store, std::vector<std::string>* notes = nullptr);

@@ -47,6 +47,8 @@ LaunchFacts launch_facts(const LaunchPlan& plan) {
   f.cuda_graphs = s.cuda_graphs;
   f.moe_capacity_factor = s.moe_capacity_factor;
   f.moe_dispatcher = s.moe_dispatcher;
+  f.precision_aware_optimizer = s.precision_aware_optimizer;
+  f.bf16_adam_moments = s.bf16_adam_moments;
   f.dp = s.dp;
   f.vpp = s.vpp;
   // ZeRO-0 shards nothing: every data-parallel rank is a replica.

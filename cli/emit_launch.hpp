@@ -47,6 +47,7 @@ struct LaunchFacts {
   CudaGraphs cuda_graphs = CudaGraphs::none;  // what the plan priced CUDA graphs to capture (planner/strategy.hpp)
   double moe_capacity_factor = 0;  // token dropping with padding; 0 = dropless (planner/strategy.hpp)
   MoeDispatcher moe_dispatcher = MoeDispatcher::alltoall;  // the EP token dispatcher priced (planner/strategy.hpp)
+  bool precision_aware_optimizer = false, bf16_adam_moments = false;  // Megatron's optimizer dtypes (planner/strategy.hpp)
   int64_t shard = 1, replicate = 1;  // data-parallel ranks that shard model states (cp ranks apart), and the replicas
   int64_t micro_batch = 1, grad_accum = 1, global_batch = 1, seq = 1;
   int64_t layers = 1;

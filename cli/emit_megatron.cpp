@@ -189,7 +189,12 @@ EmittedFile emit_megatron(const LaunchPlan& plan, const LaunchFacts& f) {
     // validate_args: "The optimizer cpu offload must be used in conjunction with `--use-precision-aware-optimizer`".
     arg("--optimizer-cpu-offload");
     arg2("--optimizer-offload-fraction", "1.0");
-    arg("--use-precision-aware-optimizer");
+  }
+  // The precision-aware optimizer as priced (planner/precision.hpp strategy_state_bytes), or as offload needs it.
+  if (f.offload || f.precision_aware_optimizer) arg("--use-precision-aware-optimizer");
+  if (f.bf16_adam_moments) {
+    arg2("--exp-avg-dtype", "bf16");
+    arg2("--exp-avg-sq-dtype", "bf16");
   }
   // FP8 GEMMs through Transformer Engine, the recipe priced (transformer_config.py fp8_recipe; tensorwise is TE's
   // current scaling): E4M3 forward and E5M2 gradients ("hybrid") with per-tensor scales; the block-scaled recipes

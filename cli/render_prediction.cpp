@@ -83,6 +83,8 @@ json config_json(const Prediction& p) {
           {"precision", to_string(s.precision)},
           {"framework", to_string(s.framework)},
           {"offload_optimizer", s.offload_optimizer},
+          {"precision_aware_optimizer", s.precision_aware_optimizer},
+          {"adam_moments", s.bf16_adam_moments ? "bf16" : "fp32"},
           {"loss", to_string(s.loss)},
           {"fp8", to_string(s.fp8)},
           {"fp8_all_gather", s.fp8_all_gather},

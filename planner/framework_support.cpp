@@ -160,6 +160,12 @@ constexpr const char* kDispatcherRefusal =
     "shardplan prices DeepEP and HybridEP as Megatron-Core's flex token dispatcher runs them (--moe-token-dispatcher-type "
     "flex --moe-flex-dispatcher-backend: megatron/core/transformer/moe/token_dispatcher.py); use --framework megatron "
     "or --moe-dispatcher alltoall";
+// --precision-aware-optimizer, --adam-moments bf16: Megatron-Core's (optimizer_config.py use_precision_aware_optimizer,
+// exp_avg_dtype; Transformer Engine's FusedAdam). PyTorch's AdamW and DeepSpeed's FusedAdam keep fp32 states.
+constexpr const char* kPrecisionAwareRefusal =
+    "the precision-aware optimizer (16-bit master remainders, bf16 Adam moments) is Megatron-Core's "
+    "(--use-precision-aware-optimizer with Transformer Engine's FusedAdam: megatron/core/optimizer/optimizer_config.py); "
+    "use --framework megatron or drop --precision-aware-optimizer and --adam-moments";
 // Megatron-Core's checks on the batch-level EP overlap (transformer_config.py __post_init__): with pp > 1 it needs a
 // virtual pipeline ("virtual_pipeline_model_parallel_size must be specified"), and it refuses full recomputation.
 constexpr const char* kEpOverlapScheduleRefusal =
@@ -320,6 +326,7 @@ bool framework_runs(const Strategy& s) {
   if (s.moe_capacity_factor > 0 && s.framework != Framework::megatron && s.framework != Framework::deepspeed)
     return false;
   if (s.moe_dispatcher != MoeDispatcher::alltoall && s.framework != Framework::megatron) return false;
+  if ((s.precision_aware_optimizer || s.bf16_adam_moments) && s.framework != Framework::megatron) return false;
   return !s.offload_optimizer || (fs.offload_optimizer && has(fs.offload_zero_stages, s.zero));
 }
 
@@ -371,6 +378,8 @@ std::optional<std::string> framework_refusal(const Strategy& s) {
     return refusal(s, "--moe-capacity-factor", kCapacityRefusal);
   if (s.moe_dispatcher != MoeDispatcher::alltoall && s.framework != Framework::megatron)
     return refusal(s, fmt::format("--moe-dispatcher {}", to_string(s.moe_dispatcher)).c_str(), kDispatcherRefusal);
+  if ((s.precision_aware_optimizer || s.bf16_adam_moments) && s.framework != Framework::megatron)
+    return refusal(s, s.bf16_adam_moments ? "--adam-moments bf16" : "--precision-aware-optimizer", kPrecisionAwareRefusal);
   if (s.fp8 != Fp8Recipe::off && !has(fp8_support(s.framework).recipes, static_cast<int>(s.fp8)))
     return refusal(s, fmt::format("--fp8 {}", to_string(s.fp8)).c_str(), fp8_support(s.framework).refusal);
   if (s.fp8_all_gather)

@@ -33,16 +33,19 @@ const char* to_string(MemoryPhase p) {
 }
 
 double optimizer_grad_copy_bytes(const Strategy& s, const FrameworkTraits& fw, double local_params) {
-  if (s.zero < 1 || s.offload_optimizer || precision_state_bytes(s.precision).grads >= 4) return 0;
+  if (s.zero < 1 || s.offload_optimizer || strategy_state_bytes(s).grads >= 4) return 0;
   const double cap = s.zero >= 3 && fw.optimizer_sub_group_elements > 0 ? static_cast<double>(fw.optimizer_sub_group_elements)
                                                                           : local_params;
   return std::min(local_params, cap) * fw.optimizer_fp32_grad_copy_bytes;
 }
 
 MemoryComponents model_states(double params, Precision p, int zero, int64_t shard) {
+  return model_states(params, precision_state_bytes(p), zero, shard);
+}
+
+MemoryComponents model_states(double params, const StateBytes& b, int zero, int64_t shard) {
   // ZeRO §5.1: stage 1 shards optimizer states (here master + Adam), stage 2 also gradients, stage 3 also
   // parameters: DDP (2 + 2 + K)Ψ; ZeRO-1 4Ψ + KΨ/N; ZeRO-2 2Ψ + (2 + K)Ψ/N; ZeRO-3 (4 + K)Ψ/N.
-  const StateBytes b = precision_state_bytes(p);
   const double n = static_cast<double>(shard);
   MemoryComponents c;
   c.params = params * b.params / (zero >= 3 ? n : 1);
@@ -54,8 +57,9 @@ MemoryComponents model_states(double params, Precision p, int zero, int64_t shar
 
 MemoryComponents stage_model_states(const StageParams& st, const Strategy& s) {
   const double routed = static_cast<double>(st.routed_experts);
-  const MemoryComponents d = model_states(static_cast<double>(st.total()) - routed, s.precision, s.zero, shard_degree(s));
-  const MemoryComponents e = model_states(routed, s.precision, s.zero, std::max<int64_t>(expert_data_parallel(s), 1));
+  const StateBytes b = strategy_state_bytes(s);
+  const MemoryComponents d = model_states(static_cast<double>(st.total()) - routed, b, s.zero, shard_degree(s));
+  const MemoryComponents e = model_states(routed, b, s.zero, std::max<int64_t>(expert_data_parallel(s), 1));
   MemoryComponents c;
   c.params = d.params + e.params;
   c.grads = d.grads + e.grads;
@@ -122,8 +126,11 @@ void add_model_states(Ledger& l, const StageInputs& in, MemoryPhase phase) {
           ms.grads);
   }
   if (s.offload_optimizer) return;  // master and Adam states live on the host (ZeRO-Offload)
-  l.add(&MemoryComponents::master, "master", text("fp32 master weights"), ms.master);
-  l.add(&MemoryComponents::optimizer, "optimizer", text("Adam m and v (fp32)"), ms.optimizer);
+  l.add(&MemoryComponents::master, "master",
+        text(in.state.master < 4 ? "fp32 master weights as 16-bit remainders (precision-aware optimizer)" : "fp32 master weights"),
+        ms.master);
+  l.add(&MemoryComponents::optimizer, "optimizer", text(s.bf16_adam_moments ? "Adam m and v (bf16)" : "Adam m and v (fp32)"),
+        ms.optimizer);
 }
 
 void add_activations(Ledger& l, const StageInputs& in) {
@@ -319,7 +326,7 @@ StageInputs memory_detail::stage_inputs(const ModelSpec& m, const Strategy& s, c
   StageInputs in{m, s, fw, st, 0.0, 1.0, StateBytes{}, 2.0, false};
   in.psi = static_cast<double>(st.total());
   in.shard = static_cast<double>(shard_degree(s));
-  in.state = precision_state_bytes(s.precision);
+  in.state = strategy_state_bytes(s);
   in.compute_bytes = static_cast<double>(dtype_bytes(precision_compute_dtype(s.precision)));
   in.expert_shard = static_cast<double>(std::max<int64_t>(expert_data_parallel(s), 1));
   const double routed = static_cast<double>(st.routed_experts), block_routed = static_cast<double>(st.block_routed);
@@ -370,7 +377,7 @@ MemoryEstimate estimate_memory(const ModelSpec& m, const Strategy& s, const Clus
   est.capacity_bytes = gpu_capacity_bytes(c.gpu);
   if (s.offload_optimizer) {
     // ZeRO-Offload (Ren et al. 2021, §4): fp32 master, Adam m and v and an fp32 gradient copy on the host.
-    const StateBytes b = precision_state_bytes(s.precision);
+    const StateBytes b = strategy_state_bytes(s);
     // The local shard (routed experts over the expert-DP group: stage_inputs).
     const StageParams st = stage_params(m, s, est.peak_stage().stage);
     const double local = stage_inputs(m, s, fw, st).local_psi;

@@ -94,6 +94,7 @@ double optimizer_grad_copy_bytes(const Strategy& s, const FrameworkTraits& fw, d
 // Textbook model states per rank (ZeRO, Rajbhandari et al. 2020, §5.1 and Figure 1): params, grads, master and
 // optimizer of `params` parameters under ZeRO stage `zero` sharded over `shard` ranks.
 MemoryComponents model_states(double params, Precision p, int zero, int64_t shard);
+MemoryComponents model_states(double params, const StateBytes& b, int zero, int64_t shard);
 
 // One stage's model states under expert parallelism: the routed experts (StageParams::routed_experts) sharded over
 // the expert-data-parallel group, everything else over shard_degree (Megatron-Core distributed optimizer: separate

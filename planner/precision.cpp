@@ -35,6 +35,20 @@ StateBytes precision_state_bytes(Precision p) {
   return {};
 }
 
+StateBytes strategy_state_bytes(const Strategy& s) {
+  StateBytes b = precision_state_bytes(s.precision);
+  if (!s.precision_aware_optimizer) return b;
+  // Transformer Engine's FusedAdam with master_weights and store_param_remainders (Megatron-Core optimizer/__init__.py,
+  // distrib_optimizer.py: master_param an int16 shard): an fp32 master weight is the bf16 weight plus its 16 low bits,
+  // so only those are stored. Megatron keeps the fp32 master itself under FP8 other than delayed scaling
+  // (optimizer_config.py use_precision_aware_optimizer_no_fp8_or_ds_fp8) and the remainders exist for bf16 only.
+  const bool bf16 = s.precision == Precision::amp_bf16 || s.precision == Precision::megatron_bf16;
+  if (bf16 && s.fp8 == Fp8Recipe::off && b.master >= 4) b.master = 2;
+  // exp_avg and exp_avg_sq in bf16 (--exp-avg-dtype bf16 --exp-avg-sq-dtype bf16: Megatron-Bridge's DeepSeek recipes).
+  if (s.bf16_adam_moments && b.optimizer >= 8) b.optimizer = 4;
+  return b;
+}
+
 DType precision_compute_dtype(Precision p) {
   switch (p) {
     case Precision::pure_bf16:

@@ -21,6 +21,9 @@ struct StateBytes {
 };
 
 StateBytes precision_state_bytes(Precision p);
+// The strategy's bytes per parameter: its precision policy, with Megatron-Core's precision-aware optimizer where it is
+// on (Strategy::precision_aware_optimizer, bf16_adam_moments). Every memory and optimizer-time term reads this one.
+StateBytes strategy_state_bytes(const Strategy& s);
 DType precision_compute_dtype(Precision p);  // GEMM inputs and saved activations
 DType precision_grad_dtype(Precision p);     // dtype of gradients as the memory model counts them
 // Dtype the gradient reduction moves on the wire. A communication dtype may differ from the memory one: under

@@ -269,6 +269,11 @@ void check_fixed_dimensions(const SearchSpace& sp, const ModelSpec& m) {
                                       has(framework_support(probe.framework).multi_stage_schedules, probe.schedule)
                                   ? 2
                                   : 1);
+  // Megatron's batch-level EP overlap under PP runs only interleaved (framework_support.cpp): the search tries vpp ≥ 2.
+  if (sp.base.ep_comm_overlap.value_or(false) && probe.pp > 1 && !sp.vpp && !sp.schedule) {
+    probe.vpp = 2;
+    probe.schedule = Schedule::interleaved;
+  }
   probe.offload_optimizer = false;
   probe.ep = sp.ep.value_or(1);
   if (probe.ep > 1 && !has(ep_support(probe.framework).zero_stages, probe.zero)) {

@@ -133,7 +133,7 @@ DpTraffic dp_traffic(const Strategy& s, const ClusterSpec& c, const FrameworkTra
   const int64_t n = shard_degree(s);
   if (grad_reduce_degree(s) <= 1) return out;
   const GroupLayout repl = replicate_group(s, c);
-  const StateBytes sb = precision_state_bytes(s.precision);
+  const StateBytes sb = strategy_state_bytes(s);
   const double param_b = static_cast<double>(dtype_bytes(precision_compute_dtype(s.precision)));
   // Bytes per gradient on the wire: the framework's reduce dtype (precision.hpp precision_grad_reduce_dtype).
   const double grad_b =
@@ -228,7 +228,7 @@ DpTraffic dp_traffic(const Strategy& s, const ClusterSpec& c, const FrameworkTra
 constexpr double kHostAdamBytesPerS = 100e9;
 
 double optimizer_time(const Strategy& s, const ClusterSpec& c, const StageCompute& sc) {
-  const StateBytes sb = precision_state_bytes(s.precision);
+  const StateBytes sb = strategy_state_bytes(s);
   // The local shard: the routed experts' over the expert-DP group (issue 17), the rest over shard_degree.
   const double psi = static_cast<double>(sc.params.total()), routed = static_cast<double>(sc.params.routed_experts);
   const double local = s.zero >= 1 ? (psi - routed) / static_cast<double>(shard_degree(s)) +

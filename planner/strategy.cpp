@@ -114,6 +114,19 @@ std::string hsdp_with_ep_refusal(int64_t hsdp, int64_t ep) {
                      hsdp, ep);
 }
 
+std::string precision_aware_optimizer_refusal(const Strategy& s) {
+  if (s.bf16_adam_moments && !s.precision_aware_optimizer)
+    return "--adam-moments bf16 needs the precision-aware optimizer (Megatron-Core asserts fp32 moments without "
+           "--use-precision-aware-optimizer); add --precision-aware-optimizer";
+  const bool has_master = s.precision == Precision::amp_bf16 || s.precision == Precision::megatron_bf16 ||
+                          s.precision == Precision::amp_fp16 || s.precision == Precision::megatron_fp16;
+  if (s.precision_aware_optimizer && !has_master)
+    return fmt::format("--precision-aware-optimizer keeps the fp32 master weights of 16-bit weights; --precision {} has "
+                       "none: use amp-bf16 or megatron-bf16, or drop the flag",
+                       to_string(s.precision));
+  return "";
+}
+
 std::string moe_capacity_factor_refusal(double factor) {
   if (factor >= 0 && factor <= 64) return "";
   return fmt::format("--moe-capacity-factor must be 0 (dropless) or a positive factor up to 64, got {}", factor);
@@ -192,6 +205,7 @@ static void validate_sharding(const Strategy& s) {
     if (s.dp % s.hsdp != 0)
       throw InputError(fmt::format("--hsdp {} must divide the data-parallel degree dp = {}", s.hsdp, s.dp));
   }
+  if (const std::string why = precision_aware_optimizer_refusal(s); !why.empty()) throw InputError(why);
   if (s.offload_optimizer && s.zero == 0)
     throw InputError("--offload-optimizer needs --zero 1, 2 or 3 (ZeRO-Offload)");
 }

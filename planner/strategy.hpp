@@ -96,6 +96,12 @@ struct Strategy {
   // capacity_factor with drop_tokens): static shapes, every expert's GEMMs on its padded capacity (moe_costs.hpp).
   double moe_capacity_factor = 0;
   MoeDispatcher moe_dispatcher = MoeDispatcher::alltoall;  // the EP token dispatcher (megatron; others: all-to-all)
+  // Megatron-Core's precision-aware optimizer (--use-precision-aware-optimizer; optimizer/__init__.py: Transformer
+  // Engine's FusedAdam keeps the master weights and the Adam moments in the dtypes asked for): in bf16 training without
+  // FP8 the fp32 master weights are kept as the 16-bit remainders beside the bf16 weights (store_param_remainders,
+  // distrib_optimizer.py: an int16 shard), 2 B/param instead of 4 (precision.hpp strategy_state_bytes).
+  bool precision_aware_optimizer = false;
+  bool bf16_adam_moments = false;  // Adam m and v in bf16 (--exp-avg-dtype/--exp-avg-sq-dtype bf16): 4 B/param, not 8
   bool operator==(const Strategy&) const = default;
 };
 
@@ -131,6 +137,8 @@ int64_t grad_accum_steps(const Strategy& s);
 
 // Why --cp cannot split this strategy's sequence (seq not divisible by 2·cp, no fused attention), or "".
 std::string context_parallel_refusal(const Strategy& s);
+// Why --precision-aware-optimizer / --adam-moments bf16 are refused for this strategy's precision, or "".
+std::string precision_aware_optimizer_refusal(const Strategy& s);
 // Why a --moe-capacity-factor value is refused (negative, not a number, or above 64), or "".
 std::string moe_capacity_factor_refusal(double factor);
 // Why --hsdp with --ep is refused (hybrid sharding of the expert-data-parallel group is not modelled).

@@ -97,7 +97,7 @@ StepPlan plan_step(const ModelSpec& m, const Strategy& s, const ClusterSpec& c) 
   plan.prefetch_before_loss = fw.loss_inside_root_forward;
 
   const GroupLayout repl = replicate_group(s, c);
-  const StateBytes sb = precision_state_bytes(s.precision);
+  const StateBytes sb = strategy_state_bytes(s);
   const double param_b = static_cast<double>(dtype_bytes(precision_compute_dtype(s.precision)));
   const double grad_b = sb.grads;
   // Bytes per gradient on the wire (step_time.cpp dp_traffic): the framework's reduce dtype.

@@ -30,6 +30,9 @@ want = {"tp": c["tp"], "pp": c["pp"], "cp": c["cp"], "ep": c["ep"], "dp": c["dp"
 # Transformer Engine has no rowwise recipe: blockwise is written (with a note).
 want["fp8"] = {"off": "off", "tensorwise": "tensorwise", "rowwise": "blockwise"}.get(c["fp8"], c["fp8"])
 want["fp8_param_gather"], want["offload_optimizer"] = c["fp8_all_gather"], c["offload_optimizer"]
+# The precision-aware optimizer as priced (optimizer offload needs it too), and the Adam moments' dtype.
+want["precision_aware_optimizer"] = c["precision_aware_optimizer"] or c["offload_optimizer"]
+want["adam_moments"] = c["adam_moments"]
 # The expert TP priced (written out whenever tp > 1; Megatron's own default, tp, otherwise) and the EP overlap.
 if c["ep"] > 1:
     want["etp"] = c["etp"]
@@ -60,13 +63,14 @@ check llama405b-interleaved 1024 --preset llama3-405b --cluster dgx-h100 --frame
 check llama405b-uneven 128 --preset llama3-405b --cluster dgx-h100 --framework megatron --tp 8 --pp 16 \
   --pp-first-layers 7 --pp-last-layers 7
 check llama8b-cp 64 --preset llama3-8b --cluster dgx-h100 --framework megatron --cp 4 --seq 65536
-check deepseek-v3 256 --preset deepseek-v3 --cluster dgx-h100 --framework megatron --pp 16 --ep 16 --recompute full
+check deepseek-v3 256 --preset deepseek-v3 --cluster dgx-h100 --framework megatron --pp 16 --ep 16 --recompute full \
+  --precision-aware-optimizer --adam-moments bf16
 check gpt-oss 64 --preset gpt-oss-120b --cluster dgx-h100 --framework megatron --ep 8 --pp 4
 check mixtral-tp-ep 256 --preset mixtral-8x7b --cluster dgx-h100 --framework megatron --ep 8 --tp 2
 # MoE Parallel Folding: EP 32 over TP 2 × DP 16 (expert TP 1), with the batch-level EP overlap (Megatron-Bridge's
 # Qwen3-235B H100 layout).
 check qwen3-235b-folded 256 --preset qwen3-235b-a22b --cluster dgx-h100 --framework megatron --tp 2 --pp 8 --ep 32 \
-  --ep-comm-overlap --pp-embedding-layers 1 --pp-loss-layers 1 --cuda-graphs partial
+  --ep-comm-overlap --pp-embedding-layers 1 --pp-loss-layers 1 --cuda-graphs partial --max-hbm-fraction 1.0
 check qwen3-30b-graphs 16 --preset qwen3-30b-a3b --cluster dgx-h100 --framework megatron --ep 16 --cuda-graphs full \
   --moe-capacity-factor 1 --moe-dispatcher hybridep
 check qwen3-30b-deepep 16 --preset qwen3-30b-a3b --cluster dgx-h100 --framework megatron --ep 8 --pp 2 \

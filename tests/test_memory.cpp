@@ -147,6 +147,47 @@ TEST_SUITE("memory") {
     CHECK(p.memory.host_bytes_per_node == doctest::Approx(8 * p.memory.host_bytes_per_rank));
   }
 
+  TEST_CASE("Megatron's precision-aware optimizer: 16-bit master remainders in bf16, bf16 Adam moments") {
+    // amp-bf16 (2 + 2 + 4 + 8 B): the remainders halve the master copy only without FP8 (Megatron keeps the fp32
+    // master itself under current-scaling FP8: optimizer_config.py); bf16 moments halve m and v.
+    Strategy s = data_parallel(8, 1, Precision::amp_bf16);
+    s.framework = Framework::megatron;
+    s.precision_aware_optimizer = true;
+    StateBytes b = strategy_state_bytes(s);
+    CHECK(b.params == 2);
+    CHECK(b.grads == 2);
+    CHECK(b.master == 2);
+    CHECK(b.optimizer == 8);
+    s.bf16_adam_moments = true;
+    CHECK(strategy_state_bytes(s).total() == doctest::Approx(2 + 2 + 2 + 4));
+    s.fp8 = Fp8Recipe::mxfp8;
+    CHECK(strategy_state_bytes(s).master == 4);  // the DeepSeek recipes' case: 2 + 2 + 4 + 4
+    s.fp8 = Fp8Recipe::off;
+    s.precision = Precision::amp_fp16;  // the remainders exist for bf16 weights only
+    CHECK(strategy_state_bytes(s).master == 4);
+    CHECK(strategy_state_bytes(s).optimizer == 4);
+    // In the per-rank memory: ZeRO-1 over 8, an 8B model: master 2/8 and Adam 4/8 B per parameter.
+    const ModelSpec m = presets().model("8b");
+    const ClusterSpec c = presets().cluster("dgx-a100-80g");
+    s.precision = Precision::amp_bf16;
+    const double psi = static_cast<double>(count_params(m).total);
+    const Prediction p = predict(m, s, c);
+    CHECK(p.memory.peak_stage().peak.master == doctest::Approx(psi * 2 / 8));
+    CHECK(p.memory.peak_stage().peak.optimizer == doctest::Approx(psi * 4 / 8));
+    // What the runtime refuses: other runtimes, bf16 moments without the optimizer, a policy with no master copy.
+    Strategy other = s;
+    other.framework = Framework::fsdp;
+    other.zero = 3;
+    CHECK_THROWS_AS(predict(m, other, c), InputError);
+    Strategy lone = s;
+    lone.precision_aware_optimizer = false;
+    CHECK_THROWS_AS(predict(m, lone, c), InputError);
+    Strategy pure = s;
+    pure.precision = Precision::pure_bf16;
+    pure.bf16_adam_moments = false;
+    CHECK_THROWS_AS(predict(m, pure, c), InputError);
+  }
+
   TEST_CASE("pipeline: the first stage is busiest under 1F1B; TP divides the states") {
     const ModelSpec m = presets().model("gpt-22b");
     Strategy s;

@@ -190,6 +190,16 @@ TEST_SUITE("moe folding") {
     CHECK(shardplan::test::run_cli("predict --preset qwen3-30b-a3b --gpus 16 --cluster dgx-h100 --framework megatron "
                                    "--ep 8 --pp 2 --vpp 2 --ep-comm-overlap")
               .exit_code == 0);
+    // plan offers only what Megatron runs: interleaved, no full recomputation.
+    const auto plan = shardplan::test::run_cli("plan --preset qwen3-30b-a3b --gpus 16 --cluster dgx-h100 --framework "
+                                               "megatron --ep 8 --pp 2 --ep-comm-overlap --max-hbm-fraction 1.0 "
+                                               "--simulate-top 0 --format json");
+    CAPTURE(plan.err);
+    REQUIRE(plan.exit_code == 0);
+    for (const auto& cand : nlohmann::json::parse(plan.out)["candidates"]) {
+      CHECK(cand["config"]["vpp"].get<int64_t>() >= 2);
+      CHECK(cand["config"]["recompute"] != "full");
+    }
   }
 
   TEST_CASE("MoE host launch gaps: a fixed part and one per local expert, removed by CUDA graphs") {
