@@ -193,7 +193,12 @@ Strategy strategy_of(const ModernRow& r, const std::map<std::string, std::string
   // (te_attn+moe_router+moe_preprocess, te_moe_router+...) and 25.09's per-layer local graphs capture the static parts.
   if (opt.count("cuda_graph")) {
     const std::string& g = opt.at("cuda_graph");
-    s.cuda_graphs = g == "none" ? CudaGraphs::none : g == "full_iteration" ? CudaGraphs::full : CudaGraphs::partial;
+    // `partial` prices graphs that capture the attention too (strategy.hpp CudaGraphs): graphs of the router and the
+    // preprocessing alone leave the attention's launches eager after each dispatch sync, so they are priced as none.
+    const bool attention_captured = g.find("attn") != std::string::npos || g == "local_layer";
+    s.cuda_graphs = g == "full_iteration" ? CudaGraphs::full
+                    : attention_captured  ? CudaGraphs::partial
+                                          : CudaGraphs::none;
   }
   // The pipeline split (planner/pipeline_split.hpp): pp_first_layers / pp_last_layers (Megatron uneven ends),
   // pp_embedding_layers / pp_loss_layers (the ends counted as layers, e.g. DeepSpeed 'type:transformer|embedding').

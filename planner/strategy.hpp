@@ -40,7 +40,9 @@ enum class GradSync { per_step, per_micro };
 //   none:    eager launches (Megatron-Core's default, cuda_graph_impl "none");
 //   partial: the static-shape parts of each layer (Transformer Engine graphs of attn, moe_router, moe_preprocess:
 //            Megatron-Core --cuda-graph-impl transformer_engine --cuda-graph-modules ...); the routed experts, whose
-//            token counts change every step, stay eager;
+//            token counts change every step, stay eager. The attention must be among them: the dispatcher's host
+//            sync stalls the GPU while the host launches what follows it, and an eager attention is most of that
+//            (graphs of the router and preprocessing alone are priced as none; reports/accuracy.md);
 //   full:    the whole iteration (--cuda-graph-impl full_iteration, with static expert buffers; torchtitan 0.3's
 //            default where it applies).
 enum class CudaGraphs { none, partial, full };
