@@ -1,17 +1,19 @@
 // The modern published-run set (bench/data/published_runs_modern.csv; columns and sources in bench/data/README.md):
 // rows that name their model and cluster presets, their runtime, schedule, precision and metric, and what they need
 // that shardplan does not model. A row is predicted only from those presets and its published layout.
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <map>
-#include <set>
 #include <optional>
+#include <set>
 #include <stdexcept>
 
 #include <fmt/format.h>
 
 #include "bench/published_runs.hpp"
 #include "planner/framework_support.hpp"
+#include "planner/recompute_modules.hpp"
 
 namespace shardplan::validation {
 
@@ -52,10 +54,10 @@ std::map<std::string, std::string> parse_options(const ModernRow& r) {
       "zero", "hsdp", "ep", "etp", "sp", "flash", "overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap",
       "loss", "attn", "fp8", "fp8_all_gather", "pp_first_layers", "pp_last_layers", "pp_embedding_layers",
       "pp_loss_layers", "mtp", "ep_overlap", "cuda_graph", "capacity_factor", "pad_to_capacity", "dispatcher",
-      "precision_aware_optimizer", "adam_moments"};
+      "precision_aware_optimizer", "adam_moments", "recompute_modules"};
   static const std::set<std::string> recorded = {
       "grad_reduce_in_fp32", "main_grads", "delay_wgrad",
-      "shared_expert_overlap", "recompute_modules", "fp8_attn", "fp8_output_proj", "moe_rank_capacity",
+      "shared_expert_overlap", "fp8_attn", "fp8_output_proj", "moe_rank_capacity",
       "act_offload_layers"};
   for (const auto& [key, value] : out)
     if (!priced.count(key) && !recorded.count(key))
@@ -184,6 +186,14 @@ Strategy strategy_of(const ModernRow& r, const std::map<std::string, std::string
   // Megatron-Core's precision-aware optimizer (--precision-aware-optimizer) and bf16 Adam moments (--adam-moments).
   if (opt.count("precision_aware_optimizer")) s.precision_aware_optimizer = opt.at("precision_aware_optimizer") == "1";
   if (opt.count("adam_moments")) s.bf16_adam_moments = opt.at("adam_moments") == "bf16";
+  // Megatron's selective module list (--recompute-modules), '+'-separated in the CSV.
+  if (opt.count("recompute_modules")) {
+    std::string list = opt.at("recompute_modules");
+    std::replace(list.begin(), list.end(), '+', ',');
+    const auto mask = parse_recompute_modules(list);
+    if (!mask) throw std::runtime_error(fmt::format("line {}: recompute_modules '{}'", r.line, opt.at("recompute_modules")));
+    s.recompute_modules = *mask;
+  }
   if (opt.count("dispatcher")) {  // --moe-dispatcher
     const auto d = parse_moe_dispatcher(opt.at("dispatcher"));
     if (!d) throw std::runtime_error(fmt::format("line {}: dispatcher '{}' (alltoall, deepep, hybridep)", r.line, opt.at("dispatcher")));

@@ -19,6 +19,7 @@
 #include "planner/framework_support.hpp"
 #include "planner/fp8.hpp"
 #include "planner/plan_advice.hpp"
+#include "planner/recompute_modules.hpp"
 #include "sim/rerank.hpp"
 
 namespace shardplan::cli {
@@ -83,6 +84,7 @@ SearchSpace search_space(const PlanOptions& o, const ModelSpec& m, const Cluster
   b.moe_dispatcher = parse_moe_dispatcher_flag(f.moe_dispatcher);
   b.precision_aware_optimizer = f.precision_aware_optimizer;
   b.bf16_adam_moments = parse_adam_moments_flag(f.adam_moments);
+  b.recompute_modules = parse_recompute_modules_flag(f.recompute_modules);
   if (const std::string why = precision_aware_optimizer_refusal(b); !why.empty()) throw InputError(why);
   b.moe_capacity_factor = f.moe_capacity_factor.value_or(0);
   if (const std::string why = moe_capacity_factor_refusal(b.moe_capacity_factor); !why.empty()) throw InputError(why);
@@ -134,6 +136,13 @@ SearchSpace search_space(const PlanOptions& o, const ModelSpec& m, const Cluster
   if (f.zero && (*f.zero < 0 || *f.zero > 3)) throw InputError(fmt::format("--zero must be 0, 1, 2 or 3, got {}", *f.zero));
   sp.zero = f.zero;
   if (!f.recompute.empty()) sp.recompute = parse_recompute_flag(f.recompute);
+  // A Megatron module list fixes selective recomputation (as predict reads it: config_flags.cpp).
+  if (b.recompute_modules) {
+    if (!sp.recompute) sp.recompute = Recompute::selective;
+    Strategy probe = b;
+    probe.recompute = *sp.recompute;
+    if (const std::string why = recompute_modules_refusal(probe, m); !why.empty()) throw InputError(why);
+  }
   if (!f.schedule.empty()) sp.schedule = parse_schedule_flag(f.schedule);
   sp.split = resolve_pipeline_split(f);
   if (f.sp) sp.sp = true;

@@ -11,6 +11,7 @@
 #include "planner/error.hpp"
 #include "planner/framework_support.hpp"
 #include "planner/memory.hpp"
+#include "planner/recompute_modules.hpp"
 #include "planner/pipeline_layout.hpp"
 
 namespace shardplan::cli {
@@ -64,6 +65,9 @@ void add_config_flags(CLI::App& cmd, ConfigFlags& f) {
                  "default 3 (1 for megatron: its distributed optimizer)");
   cmd.add_option("--hsdp", f.hsdp, "Hybrid sharding: shard within groups of N data-parallel ranks");
   cmd.add_option("--recompute", f.recompute, "Activation recomputation: none | selective | full");
+  cmd.add_option("--recompute-modules", f.recompute_modules,
+                 "Megatron's selective recomputation modules, comma-separated: core_attn (default) | layernorm | "
+                 "mla_up_proj | mlp | moe | moe_act | shared_experts (megatron; implies --recompute selective)");
   // Two flags rather than CLI11's "--flash-attn,!--no-flash-attn", which help prints as
   // "--flash-attn,--no-flash-attn{false}".
   cmd.add_flag_callback("--flash-attn", [&f] { f.flash_attn = true; }, "Flash attention (the default)");
@@ -281,6 +285,15 @@ bool parse_adam_moments_flag(const std::string& v) {
   throw InputError(fmt::format("--adam-moments '{}' is not one of: fp32, bf16", v));
 }
 
+uint32_t parse_recompute_modules_flag(const std::string& v) {
+  if (v.empty()) return 0;
+  std::string bad;
+  if (const auto mask = parse_recompute_modules(v, &bad)) return *mask;
+  throw InputError(fmt::format("--recompute-modules: '{}' is not one of core_attn, layernorm, mla_up_proj, mlp, moe, "
+                               "moe_act, shared_experts (comma-separated)",
+                               bad));
+}
+
 ResolvedConfig resolve_config(const ConfigFlags& f, const PresetStore& store) {
   ResolvedConfig r;
   r.model = resolve_model(f, store, &r.model_notes);
@@ -288,7 +301,10 @@ ResolvedConfig resolve_config(const ConfigFlags& f, const PresetStore& store) {
   Strategy& s = r.strategy;
   s.framework = parse_framework_flag(f.framework);
   s.precision = parse_precision_flag(f.precision);
-  s.recompute = f.recompute.empty() ? Recompute::none : parse_recompute_flag(f.recompute);
+  s.recompute_modules = parse_recompute_modules_flag(f.recompute_modules);
+  // A module list is Megatron's --recompute-granularity selective: it implies --recompute selective.
+  s.recompute = f.recompute.empty() ? (s.recompute_modules ? Recompute::selective : Recompute::none)
+                                    : parse_recompute_flag(f.recompute);
   s.loss = parse_loss_flag(f.loss);
   if (!f.grad_sync.empty()) s.grad_sync = parse_grad_sync_flag(f.grad_sync);
   s.gpus = positive("--gpus", f.gpus, r.cluster.gpus_per_node);

@@ -31,6 +31,7 @@ struct ConfigFlags {
   std::string cuda_graphs;  // --cuda-graphs none|partial|full ("" = none)
   std::string moe_dispatcher;  // --moe-dispatcher alltoall|deepep|hybridep ("" = alltoall)
   std::string adam_moments;    // --adam-moments fp32|bf16 ("" = fp32)
+  std::string recompute_modules;  // --recompute-modules core_attn,moe_act,... ("" = Megatron's default)
   bool precision_aware_optimizer = false;  // --precision-aware-optimizer
   std::optional<double> moe_capacity_factor;  // --moe-capacity-factor F (absent = dropless)
   std::string attention_kernel;  // --attention-kernel; empty: the framework's
@@ -69,6 +70,8 @@ ResolvedConfig resolve_config(const ConfigFlags& flags, const PresetStore& store
 CudaGraphs parse_cuda_graphs_flag(const std::string& v);
 MoeDispatcher parse_moe_dispatcher_flag(const std::string& v);
 bool parse_adam_moments_flag(const std::string& v);  // true for bf16
+// --recompute-modules: the mask (planner/recompute_modules.hpp), 0 when absent; an unknown name is one error line.
+uint32_t parse_recompute_modules_flag(const std::string& v);
 
 // The model and the cluster only (plan resolves the strategy itself); `cluster_defaulted` as in ResolvedConfig.
 ModelSpec resolve_model(const ConfigFlags& flags, const PresetStore& store, std::vector<std::string>* notes = nullptr);

@@ -1,12 +1,15 @@
 // megatron_args.sh: the plan as Megatron-LM arguments (megatron/training/arguments.py; the TransformerConfig fields of
 // megatron/core/transformer/transformer_config.py become flags of the same name, ArgumentGroupFactory), with the
 // mixture-of-experts, latent-attention, multi-token-prediction and sliding-window arguments of the model.
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "cli/emit_launch.hpp"
 #include "planner/framework.hpp"
 #include "planner/moe.hpp"
 #include "planner/pipeline_layout.hpp"
+#include "planner/recompute_modules.hpp"
 
 namespace shardplan::cli {
 
@@ -223,7 +226,15 @@ EmittedFile emit_megatron(const LaunchPlan& plan, const LaunchFacts& f) {
                            "recipes set moe_expert_rank_capacity_factor and the paged stash: perf_recipes/*/common.py "
                            "_enable_hybridep_full_iteration_mxfp8); add them for your Megatron version");
   }
-  if (f.recompute == Recompute::selective) arg("--recompute-activations");
+  // Selective recomputation: Megatron's default module list (core_attn), or the list priced
+  // (transformer_config.py recompute_modules; planner/recompute_modules.hpp).
+  if (f.recompute == Recompute::selective && f.recompute_modules == 0) arg("--recompute-activations");
+  if (f.recompute == Recompute::selective && f.recompute_modules != 0) {
+    arg2("--recompute-granularity", "selective");
+    std::string list = recompute_modules_string(f.recompute_modules);
+    std::replace(list.begin(), list.end(), ',', ' ');
+    arg2("--recompute-modules", list);
+  }
   if (f.recompute == Recompute::full) {
     arg2("--recompute-granularity", "full");
     arg2("--recompute-method", "uniform");

@@ -10,6 +10,7 @@
 #include "planner/error.hpp"
 #include "planner/partition.hpp"
 #include "planner/pipeline_layout.hpp"
+#include "planner/recompute_modules.hpp"
 #include "planner/framework.hpp"
 #include "planner/moe_costs.hpp"
 
@@ -74,6 +75,7 @@ json config_json(const Prediction& p) {
           {"hsdp", s.hsdp},
           {"shard_degree", shard_degree(s)},
           {"recompute", to_string(s.recompute)},
+          {"recompute_modules", recompute_modules_string(recompute_modules_in_force(s))},
           {"flash_attn", s.flash_attn},
           {"compile", s.compile},
           {"micro_batch", s.micro_batch},
@@ -273,8 +275,11 @@ std::string headline(const Prediction& p) {
                                                                 s.fp8_all_gather ? ", FP8 all-gather" : "")
                                                   : ""),
                      to_string(s.framework));
+  const uint32_t modules = recompute_modules_in_force(s);
+  const std::string recompute = s.recompute_modules ? fmt::format("selective ({})", recompute_modules_string(modules))
+                                                    : std::string(to_string(s.recompute));
   out += fmt::format("  micro-batch {} × {} micro-batches · global batch {} · seq {} · recompute {} · {}{}{}\n",
-                     s.micro_batch, grad_accum_steps(s), s.global_batch, s.seq, to_string(s.recompute),
+                     s.micro_batch, grad_accum_steps(s), s.global_batch, s.seq, recompute,
                      s.flash_attn ? "flash attention" : "no flash attention", s.sp ? " · sequence parallel" : "",
                      s.offload_optimizer ? " · optimizer offloaded" : "");
   return out;

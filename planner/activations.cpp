@@ -6,6 +6,7 @@
 #include "planner/moe_costs.hpp"
 #include "planner/pipeline_schedule.hpp"
 #include "planner/precision.hpp"
+#include "planner/recompute_modules.hpp"
 
 namespace shardplan {
 
@@ -65,6 +66,16 @@ double linear_input_bytes(const Strategy& s, const FrameworkTraits& fw, double a
   return s.fp8 != Fp8Recipe::off && fw.fp8_saves_quantized_linear_inputs ? 1.0 : a;
 }
 
+constexpr uint32_t module_bit(RecomputeModule r) { return static_cast<uint32_t>(r); }
+
+// Megatron's MLA (multi_latent_attention.py): the down-projections' outputs after their norms, the latents the
+// up-projections read and keep — q's (q_lora_rank; the hidden state itself without one), the KV latent and the shared
+// RoPE key (kv_lora_rank + qk_rope_head_dim).
+double mla_latent_width(const ModelSpec& m) {
+  const double q = m.q_lora_rank > 0 ? static_cast<double>(m.q_lora_rank) : 0.0;
+  return q + static_cast<double>(m.kv_lora_rank + m.qk_rope_head_dim);
+}
+
 void add_attention_terms(TermList& out, const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw,
                          double a) {
   const double h = static_cast<double>(m.hidden), q = static_cast<double>(model_q_width(m));
@@ -75,9 +86,18 @@ void add_attention_terms(TermList& out, const ModelSpec& m, const Strategy& s, c
   const int norm_tensors = fw.norm_impl == NormImpl::transformers_eager && m.norm == NormKind::rmsnorm ? 2 : 1;
   out.push_back({"norm1 input", norm_input_bytes(m, fw, a), ActSplit::sequence, false, norm_tensors});
   const double li = linear_input_bytes(s, fw, a);
-  out.push_back({"qkv input", li * h, fw.tp_saves_gathered_inputs ? ActSplit::replicated : ActSplit::sequence, false});
-  out.push_back({"q, k (for q·kᵀ)", a * (q + kv), ActSplit::tensor, false, 2});
-  out.push_back({"v", a * kv, ActSplit::tensor, false});
+  // Megatron's input norm is a module of its own only under MLA (gpt_layer_specs.py: otherwise fused into the QKV
+  // linear, TELayerNormColumnParallelLinear): there "layernorm" recomputes its output, the down-projections' input.
+  const bool mla = model_has_mla(m);
+  const uint32_t ln = mla ? module_bit(RecomputeModule::layernorm) : 0;
+  const ActSplit qkv_split = fw.tp_saves_gathered_inputs ? ActSplit::replicated : ActSplit::sequence;
+  out.push_back({"qkv input", li * h, qkv_split, false, 1, ln});
+  // Under MLA, q, k and v are the up-projections' outputs with RoPE applied, which "mla_up_proj" recomputes from the
+  // latents (kept by the up-projections, replicated across TP like their inputs).
+  const uint32_t up = mla ? module_bit(RecomputeModule::mla_up_proj) : 0;
+  if (mla) out.push_back({"MLA latents (up-projection inputs)", a * mla_latent_width(m), ActSplit::replicated, false, 2});
+  out.push_back({"q, k (for q·kᵀ)", a * (q + kv), ActSplit::tensor, false, 2, up});
+  out.push_back({"v", a * kv, ActSplit::tensor, false, 1, up});
   if (s.flash_attn) {
     // Flash attention (Dao et al. 2022, §3.1) saves the output and the fp32 log-sum-exp per row, no s² tensor.
     out.push_back({"softmax log-sum-exp (fp32)", 4 * heads, ActSplit::tensor, false});
@@ -95,44 +115,70 @@ void add_attention_terms(TermList& out, const ModelSpec& m, const Strategy& s, c
 void add_mlp_terms(TermList& out, const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw, double a) {
   const double h = static_cast<double>(m.hidden), f = mlp_width_per_token(m);  // MoE: k + shared experts
   const double li = linear_input_bytes(s, fw, a);
+  const bool moe = model_is_moe(m);
+  // Megatron's recompute modules (recompute_modules.hpp): a dense MLP is "mlp" whole; an MoE layer's routed part
+  // "moe", its experts' activation "moe_act", its shared experts "shared_experts", its pre-MLP norm (a module of its
+  // own in MoE layers only: gpt_layer_specs.py) "layernorm".
+  const uint32_t mlp_module = module_bit(moe ? RecomputeModule::moe : RecomputeModule::mlp);
   // Korthikanti §4.1, MLP block: 19sbh for a 4h GELU MLP, plus its LayerNorm's 2sbh.
   const int norm_tensors = fw.norm_impl == NormImpl::transformers_eager && m.norm == NormKind::rmsnorm ? 2 : 1;
   out.push_back({"norm2 input", norm_input_bytes(m, fw, a), ActSplit::sequence, false, norm_tensors});
   // An MoE layer's fc1 input is the dispatched copies (below); the router reads the norm's output in bf16.
-  const double mlp_in = model_is_moe(m) ? a : li;
-  out.push_back({"mlp input", mlp_in * h, fw.tp_saves_gathered_inputs ? ActSplit::replicated : ActSplit::sequence, false});
+  const double mlp_in = moe ? a : li;
+  const ActSplit in_split = fw.tp_saves_gathered_inputs ? ActSplit::replicated : ActSplit::sequence;
+  out.push_back({"mlp input", mlp_in * h, in_split, false, 1,
+                 moe ? module_bit(RecomputeModule::layernorm) : module_bit(RecomputeModule::mlp)});
   if (m.mlp == MlpKind::gelu) {
-    out.push_back({"GELU input", a * f, ActSplit::tensor, false});
-    out.push_back({"GELU output (down-proj input)", li * f, ActSplit::tensor, false});
-  } else {
+    out.push_back({"GELU input", a * f, ActSplit::tensor, false, 1, mlp_module});
+    out.push_back({"GELU output (down-proj input)", li * f, ActSplit::tensor, false, 1, mlp_module});
+  } else if (!moe) {
     // SwiGLU (Shazeer 2020): gate, up, their product (the down projection's input, in FP8 where the runtime keeps
     // the cast); eager PyTorch also keeps SiLU(gate).
     const double n = static_cast<double>(fw.swiglu_saved_intermediates);
-    out.push_back({"SwiGLU intermediates", ((n - 1) * a + li) * f, ActSplit::tensor, false, static_cast<int>(n)});
+    out.push_back({"SwiGLU intermediates", ((n - 1) * a + li) * f, ActSplit::tensor, false, static_cast<int>(n), mlp_module});
+  } else {
+    // The routed experts' and the shared experts' SwiGLU apart: fc1's output (gate and up) and the activation's output
+    // (fc2's input), which "moe_act" recomputes from fc1's (moe/experts.py TEGroupedMLP: activation checkpoint).
+    const double n = static_cast<double>(fw.swiglu_saved_intermediates);
+    const double ef = static_cast<double>(m.expert_ffn_hidden);
+    const double routed = static_cast<double>(m.experts_per_token) * ef, shared = static_cast<double>(m.shared_experts) * ef;
+    const uint32_t act = module_bit(RecomputeModule::moe_act) | mlp_module;
+    out.push_back({"expert fc1 outputs", (n - 1) * a * routed, ActSplit::tensor, false, static_cast<int>(n - 1), mlp_module});
+    out.push_back({"expert activation outputs (fc2 input)", li * routed, ActSplit::tensor, false, 1, act});
+    if (shared > 0)
+      out.push_back({"shared-expert SwiGLU intermediates", ((n - 1) * a + li) * shared, ActSplit::tensor, false,
+                     static_cast<int>(n), module_bit(RecomputeModule::shared_experts)});
   }
   if (m.dropout) out.push_back({"mlp residual dropout mask", kMaskBytes * h, ActSplit::sequence, false});
   // Gemma 2/3's post-attention and post-feedforward norms (Gemma2DecoderLayer) save their inputs too.
   if (m.block_norms > 2)
     out.push_back({"extra norm inputs", static_cast<double>(m.block_norms - 2) * norm_input_bytes(m, fw, a),
                    ActSplit::sequence, false, static_cast<int>(m.block_norms - 2)});
-  if (model_is_moe(m)) {
+  if (moe) {
     // MoE (issue 17): the router's fp32 probabilities over E and the top-k weights (Megatron-Core moe/router.py,
     // saved for the score function's backward), the k permuted copies of each token (the experts' fc1 input) and the
     // experts' k outputs kept for the probability-weighted combine (moe_utils.py permute / unpermute). Counted like
     // the MLP input (split by TP only under SP): an approximation where Megatron's dispatcher gathers tokens over TP.
     const double k = static_cast<double>(m.experts_per_token), e = static_cast<double>(m.experts);
-    out.push_back({"router probabilities and top-k weights (fp32)", 4 * (e + k), ActSplit::sequence, false});
+    out.push_back({"router probabilities and top-k weights (fp32)", 4 * (e + k), ActSplit::sequence, false, 1, mlp_module});
     // Token dropping pads every expert to its capacity: F × the k copies (strategy.hpp moe_capacity_factor).
     const double copies = k * (s.moe_capacity_factor > 0 ? s.moe_capacity_factor : 1.0);
-    out.push_back({"tokens dispatched to k experts", copies * li * h, ActSplit::sequence, false});
-    out.push_back({"k expert outputs for the combine", copies * a * h, ActSplit::sequence, false});
+    out.push_back({"tokens dispatched to k experts", copies * li * h, ActSplit::sequence, false, 1, mlp_module});
+    out.push_back({"k expert outputs for the combine", copies * a * h, ActSplit::sequence, false, 1, mlp_module});
   }
 }
 
+// Whether selective recomputation drops a term: the s² attention terms under "core_attn" (every runtime's selective
+// recomputation; Korthikanti §5), the terms of the other Megatron modules in force.
+bool dropped(const ActTerm& t, uint32_t modules) {
+  return (t.dropped_by_selective && (modules & module_bit(RecomputeModule::core_attn))) || (t.module & modules) != 0;
+}
+
 double sum_terms(const TermList& terms, const Strategy& s, bool skip_selective) {
+  const uint32_t modules = skip_selective ? recompute_modules_in_force(s) : 0;
   double per_token = 0;
   for (const ActTerm& t : terms) {
-    if (skip_selective && t.dropped_by_selective) continue;
+    if (skip_selective && dropped(t, modules)) continue;
     per_token += t.bytes_per_token / split_divisor(t, s);
   }
   return per_token * tokens_per_microbatch(s);
@@ -161,7 +207,7 @@ int64_t block_saved_tensors_of_at_least(const ModelSpec& m, const Strategy& s, c
   if (s.recompute == Recompute::full) return block_activation_bytes(m, s, fw) >= bytes ? 1 : 0;
   int64_t n = 0;
   for (const ActTerm& t : block_terms(m, s, fw)) {
-    if (s.recompute == Recompute::selective && t.dropped_by_selective) continue;
+    if (s.recompute == Recompute::selective && dropped(t, recompute_modules_in_force(s))) continue;
     // A term of several tensors, split evenly (q and k under GQA differ; the even split is close enough for 1 MiB each).
     const double each = t.bytes_per_token / split_divisor(t, s) * tokens_per_microbatch(s) / t.tensors;
     if (each >= bytes) n += t.tensors;

@@ -28,13 +28,15 @@ struct ActTerm {
   ActSplit split = ActSplit::tensor;
   bool dropped_by_selective = false;  // recomputed under selective recomputation (the s² attention terms)
   int tensors = 1;  // how many tensors of equal size the term stands for (the caching allocator's segments)
+  uint32_t module = 0;  // the Megatron recompute module (recompute_modules.hpp RecomputeModule) that drops it, or 0
 };
 
 // The tensors one block saves, with the sequence length `seq` (the s² terms scale with it).
 std::vector<ActTerm> block_activation_terms(const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw);
 
 // Bytes one block keeps for one micro-batch on one rank, under the strategy's recomputation:
-//   none: every term; selective: the terms not dropped; full: only the block input (Korthikanti §4.2).
+//   none: every term; selective: the terms not dropped (Megatron's --recompute-modules: the terms of the modules in
+//   force, recompute_modules.hpp); full: only the block input (Korthikanti §4.2).
 double block_activation_bytes(const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw);
 // How many of the tensors a block keeps (under the strategy's recomputation) are at least `bytes` each, for the
 // caching allocator's segments (allocator_reserve.hpp); no allocation.

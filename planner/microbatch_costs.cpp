@@ -11,6 +11,7 @@
 #include "planner/moe.hpp"
 #include "planner/moe_costs.hpp"
 #include "planner/precision.hpp"
+#include "planner/recompute_modules.hpp"
 #include "planner/step_time.hpp"
 
 namespace shardplan {
@@ -107,6 +108,66 @@ struct TpGemms {
   LinearTime qkv, proj, up, down;
 };
 
+// The forward work Megatron's --recompute-modules repeat in backward, per block (recompute_modules.hpp), beyond the
+// attention core (core_attn, priced by the caller): each module's GEMMs at their shapes and its memory-bound work at
+// the runtime's elementwise traffic; MoE-only modules weighted by the MoE layers' share, "mlp" by the dense layers'.
+struct ModuleRecomputeInputs {
+  double elementwise_factor;  // elementwise_traffic_factor
+  double moe_mlp_fwd;         // the MoE layer's expert, shared-expert and router GEMMs (moe_mlp_time)
+  double host_gap;            // an MoE layer's host launch gap (moe_host_gap_s)
+};
+double module_recompute_s(const ModelSpec& m, const Strategy& s, const GpuSpec& g, const Dims& d,
+                          const ModuleRecomputeInputs& in) {
+  if (s.recompute != Recompute::selective || s.recompute_modules == 0) return 0;
+  const double layers = static_cast<double>(std::max<int64_t>(m.layers, 1));
+  const double moe_share = model_is_moe(m) ? static_cast<double>(moe_layers_in(m, 0, m.layers)) / layers : 0.0;
+  const double dense_share = 1 - moe_share;
+  const DType lt = linear_gemm_dtype(s);
+  const double f8 = fp8_gemm_time_factor(s);
+  const auto T = static_cast<int64_t>(d.tokens);
+  const double t = static_cast<double>(d.t), norm_share = s.sp ? 1.0 / t : 1.0;
+  auto mem = [&](double bytes_per_token) {
+    return memory_bound_time_s(g, in.elementwise_factor * bytes_per_token * d.a * d.tokens);
+  };
+  double out = 0;
+  // layernorm: the norms that are modules of their own — an MoE layer's pre-MLP norm, MLA's input norm (read h,
+  // write h).
+  if (recomputes(s, RecomputeModule::layernorm))
+    out += mem(2 * d.h * norm_share) * (moe_share + (model_has_mla(m) ? 1.0 : 0.0));
+  // mla_up_proj: q's up-projection (q_lora_rank → heads·(nope + rope)) and K/V's (kv_lora_rank → heads·(nope + v)),
+  // split by TP, and RoPE on q and k (multi_latent_attention.py MLASelfAttention.get_query_key_value_tensors).
+  if (recomputes(s, RecomputeModule::mla_up_proj) && model_has_mla(m)) {
+    const int64_t heads_r = m.heads / s.tp;
+    const int64_t q_in = m.q_lora_rank > 0 ? m.q_lora_rank : m.hidden;
+    const int64_t q_out = heads_r * (m.qk_nope_head_dim + m.qk_rope_head_dim);
+    const int64_t kv_out = heads_r * (m.qk_nope_head_dim + m.v_head_dim);
+    out += f8 * (gemm_time_s(g, lt, {T, q_out, q_in}) + gemm_time_s(g, lt, {T, kv_out, m.kv_lora_rank}));
+    out += mem(2 * static_cast<double>(2 * q_out));
+  }
+  // mlp: a dense layer's MLP (up and down GEMMs, the activation).
+  if (recomputes(s, RecomputeModule::mlp) && dense_share > 0) {
+    const int64_t f_r = m.ffn_hidden / s.tp, up_n = (model_mlp_matrices(m) - 1) * f_r;
+    const double gemms = f8 * (gemm_time_s(g, lt, {T, up_n, m.hidden}) + gemm_time_s(g, lt, {T, m.hidden, f_r}));
+    out += dense_share * (gemms + mem(3 * static_cast<double>(f_r)));
+  }
+  const double routed_r = static_cast<double>(m.experts_per_token * m.expert_ffn_hidden) / t;
+  // moe: the whole routed layer again — GEMMs, router, permutation, the host's launches (its all-to-alls:
+  // moe_all_to_all_time); moe_act then has nothing left to add.
+  if (recomputes(s, RecomputeModule::moe)) {
+    out += moe_share * (in.moe_mlp_fwd + mem(3 * routed_r) + mem(moe_dispatch_bytes_per_token(m, d.a) / d.a) + in.host_gap);
+  } else if (recomputes(s, RecomputeModule::moe_act)) {
+    out += moe_share * mem(3 * routed_r);  // the experts' activation: read gate and up, write the product
+  }
+  // shared_experts: the shared experts' MLP (split by TP like a dense MLP).
+  if (recomputes(s, RecomputeModule::shared_experts) && !recomputes(s, RecomputeModule::moe) && m.shared_experts > 0) {
+    const int64_t sf_r = m.shared_experts * m.expert_ffn_hidden / s.tp;
+    const int64_t up_n = (model_mlp_matrices(m) - 1) * sf_r;
+    out += moe_share * (f8 * (gemm_time_s(g, lt, {T, up_n, m.hidden}) + gemm_time_s(g, lt, {T, m.hidden, sf_r})) +
+                        mem(3 * static_cast<double>(sf_r)));
+  }
+  return out;
+}
+
 // One block: forward, backward and what recomputation repeats.
 TpGemms block_compute(const ModelSpec& m, const Strategy& s, const ClusterSpec& c, const GpuSpec& g,
                       const FrameworkTraits& fw, const Dims& d, MicrobatchCosts& out) {
@@ -123,10 +184,12 @@ TpGemms block_compute(const ModelSpec& m, const Strategy& s, const ClusterSpec& 
   const LinearTime proj = scaled(linear_time(g, lt, T, h, d.q_r));
   LinearTime up = scaled(linear_time(g, lt, T, up_n, h));
   LinearTime down = scaled(linear_time(g, lt, T, h, f_r));
+  double moe_mlp_fwd = 0;
   if (model_is_moe(m)) {  // issue 17: grouped expert GEMMs (FP8 under --fp8), shared experts, router (moe_costs.hpp)
     const MoeMlpTime e = moe_mlp_time(m, s, g, dt);
     up = {e.up.fwd, e.up.bwd, e.up.wgrad};
     down = {e.down.fwd, e.down.bwd, e.down.wgrad};
+    moe_mlp_fwd = e.up.fwd + e.down.fwd;
   }
   LinearTime core = attention_time(m, g, dt, s, fw, d, m.dropout);
   // Context parallelism: torch's merge of each step's partial output (memory-bound, inside the slices), then the K/V
@@ -171,8 +234,11 @@ TpGemms block_compute(const ModelSpec& m, const Strategy& s, const ClusterSpec& 
     // Korthikanti §5: selective recomputation repeats the attention core's forward (which flash attention
     // recomputes inside its own backward anyway); frameworks with op-level policies repeat more (framework.hpp).
     case Recompute::selective:
-      out.block_recompute_s = (s.flash_attn ? 0 : core.fwd) + fw.selective_recompute_gemm_share * gemm_fwd +
-                              (fw.selective_recomputes_elementwise ? elementwise : 0);
+      out.block_recompute_s = (s.flash_attn || !recomputes(s, RecomputeModule::core_attn) ? 0 : core.fwd) +
+                              fw.selective_recompute_gemm_share * gemm_fwd +
+                              (fw.selective_recomputes_elementwise ? elementwise : 0) +
+                              module_recompute_s(m, s, g, d, {elementwise_traffic_factor(s, fw), moe_mlp_fwd,
+                                                              moe_host_gap_s(m, s, c)});
       break;
     case Recompute::full: out.block_recompute_s = out.block_fwd_s; break;
   }

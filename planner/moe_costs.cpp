@@ -8,6 +8,7 @@
 #include "planner/groups.hpp"
 #include "planner/moe.hpp"
 #include "planner/precision.hpp"
+#include "planner/recompute_modules.hpp"
 
 namespace shardplan {
 
@@ -139,7 +140,9 @@ MoeAllToAll moe_all_to_all_time(const ModelSpec& m, const Strategy& s, const Clu
   const double one = collective_time_s(c, Collective::all_to_all, bytes, ep_group(s, c));
   const double share = static_cast<double>(moe_layers_in(m, 0, m.layers)) / static_cast<double>(m.layers);
   out.fwd = share * 2 * one;
-  out.bwd = share * (2 + (s.recompute == Recompute::full ? 2 : 0)) * one;
+  // Full recomputation, or Megatron's "moe" recompute module, repeats the forward's two.
+  const bool repeated = s.recompute == Recompute::full || recomputes(s, RecomputeModule::moe);
+  out.bwd = share * (2 + (repeated ? 2 : 0)) * one;
   out.total = out.fwd + out.bwd;
   // DualPipe, or Megatron-Core's batch-level EP overlap (one micro-batch's forward beside another's backward,
   // moe/README.md): the all-to-alls behind the other micro-batch's compute.
@@ -182,7 +185,7 @@ void add_mtp_costs(const ModelSpec& m, const Strategy& s, const GpuSpec& g, Micr
 // idles while the host launches what follows. Token dropping with padding never syncs (preprocess: the drop_and_pad
 // branch returns capacity-sized counts built on the host), so it pays only the per-expert part — which fits the
 // token-dropping rows better than the stall does (MoE rows 24.1 → 21.6 %).
-constexpr double kMoeHostLayerS = 5.006e-3;
+constexpr double kMoeHostLayerS = 4.652e-3;
 constexpr double kMoeHostLocalExpertS = 0.0908e-3;
 // The flex dispatchers' share of the fixed part, fitted the same way: 0. The DeepEP and HybridEP rows show no fixed
 // stall, although both still wait on the host once per layer to size their output (_HybridEPManager.dispatch without a

@@ -12,6 +12,7 @@
 #include "planner/pipeline_layout.hpp"
 #include "planner/pipeline_schedule.hpp"
 #include "planner/precision.hpp"
+#include "planner/recompute_modules.hpp"
 
 namespace shardplan {
 
@@ -265,6 +266,7 @@ void validate_strategy(const Strategy& s, const ModelSpec& m, const ClusterSpec&
   validate_batch(s);
   validate_hardware(s, c);
   if (const auto why = fp8_model_refusal(s, m)) throw InputError(*why);
+  if (const std::string why = recompute_modules_refusal(s, m); !why.empty()) throw InputError(why);
 }
 
 // --- names -------------------------------------------------------------------------------------------------

@@ -75,6 +75,9 @@ struct Strategy {
   int zero = 3;                     // 0 DDP, 1 optimizer, 2 + grads, 3 + params
   int64_t hsdp = 0;                 // shard group size for hybrid sharding; 0 = shard across all of dp
   Recompute recompute = Recompute::none;
+  // Megatron-Core's --recompute-modules under selective recomputation: a mask of RecomputeModule
+  // (planner/recompute_modules.hpp); 0 = its default, core_attn.
+  uint32_t recompute_modules = 0;
   bool flash_attn = true;
   bool compile = false;             // torch.compile (Inductor) of the model: fused elementwise kernels
   int64_t micro_batch = 1;          // sequences per micro-batch per data-parallel replica

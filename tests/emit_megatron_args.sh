@@ -33,6 +33,8 @@ want["fp8_param_gather"], want["offload_optimizer"] = c["fp8_all_gather"], c["of
 # The precision-aware optimizer as priced (optimizer offload needs it too), and the Adam moments' dtype.
 want["precision_aware_optimizer"] = c["precision_aware_optimizer"] or c["offload_optimizer"]
 want["adam_moments"] = c["adam_moments"]
+if c["recompute"] == "selective":
+    want["recompute_modules"] = ",".join(sorted(c["recompute_modules"].split(",")))
 # The expert TP priced (written out whenever tp > 1; Megatron's own default, tp, otherwise) and the EP overlap.
 if c["ep"] > 1:
     want["etp"] = c["etp"]
@@ -65,7 +67,8 @@ check llama405b-uneven 128 --preset llama3-405b --cluster dgx-h100 --framework m
 check llama8b-cp 64 --preset llama3-8b --cluster dgx-h100 --framework megatron --cp 4 --seq 65536
 check deepseek-v3 256 --preset deepseek-v3 --cluster dgx-h100 --framework megatron --pp 16 --ep 16 --recompute full \
   --precision-aware-optimizer --adam-moments bf16
-check gpt-oss 64 --preset gpt-oss-120b --cluster dgx-h100 --framework megatron --ep 8 --pp 4
+check gpt-oss 64 --preset gpt-oss-120b --cluster dgx-h100 --framework megatron --ep 8 --pp 4 \
+  --recompute-modules layernorm,moe_act --precision-aware-optimizer
 check mixtral-tp-ep 256 --preset mixtral-8x7b --cluster dgx-h100 --framework megatron --ep 8 --tp 2
 # MoE Parallel Folding: EP 32 over TP 2 × DP 16 (expert TP 1), with the batch-level EP overlap (Megatron-Bridge's
 # Qwen3-235B H100 layout).
