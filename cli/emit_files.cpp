@@ -82,6 +82,7 @@ LaunchFacts launch_facts(const LaunchPlan& plan) {
   f.fp16 = compute == DType::fp16;
   f.fp32_master = s.precision != Precision::pure_bf16 && s.precision != Precision::pure_fp16;
   f.recompute = s.recompute;
+  f.loss = s.loss;
   f.recompute_modules = s.recompute_modules;
   f.schedule = s.schedule;
   f.framework = s.framework;

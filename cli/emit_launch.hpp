@@ -60,6 +60,7 @@ struct LaunchFacts {
   bool compile = false, async_tp = false;  // torch.compile; PyTorch's async TP (effective_tp_comm_overlap)
   bool bf16 = true, fp16 = false, fp32_master = true;
   Recompute recompute = Recompute::none;
+  LossKind loss = LossKind::standard;  // the cross-entropy priced (planner/strategy.hpp)
   uint32_t recompute_modules = 0;  // Megatron's selective modules priced; 0 = its default (planner/recompute_modules.hpp)
   Schedule schedule = Schedule::one_f_one_b;
   Framework framework = Framework::fsdp;

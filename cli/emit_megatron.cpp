@@ -226,6 +226,17 @@ EmittedFile emit_megatron(const LaunchPlan& plan, const LaunchFacts& f) {
                            "recipes set moe_expert_rank_capacity_factor and the paged stash: perf_recipes/*/common.py "
                            "_enable_hybridep_full_iteration_mxfp8); add them for your Megatron version");
   }
+  // The fused cross-entropy priced is Transformer Engine's (planner/framework.cpp fused_loss_copies), which
+  // Megatron-LM's training arguments refuse since 2026-06 (arguments.py: "Transformer Engine cross entropy loss fusion
+  // is disabled due to stability issues"); its native fusion runs, with the unfused loss's fp32 softmax.
+  if (f.loss == LossKind::fused) {
+    arg("--cross-entropy-loss-fusion");
+    arg2("--cross-entropy-fusion-impl", "native");
+    file.notes.push_back("the plan priced Transformer Engine's fused cross-entropy (the gradient overwrites the bf16 "
+                         "logits: 2 B per logit, as Megatron-Bridge runs it); Megatron-LM's own training arguments "
+                         "refuse --cross-entropy-fusion-impl te, so the native fusion is written, which keeps an fp32 "
+                         "softmax (6 B per logit) on the last pipeline stage");
+  }
   // Selective recomputation: Megatron's default module list (core_attn), or the list priced
   // (transformer_config.py recompute_modules; planner/recompute_modules.hpp).
   if (f.recompute == Recompute::selective && f.recompute_modules == 0) arg("--recompute-activations");

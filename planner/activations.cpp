@@ -360,9 +360,10 @@ double last_stage_extra_bytes(const ModelSpec& m, const Strategy& s, const Frame
 
 double logits_bytes(const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw) {
   const double elements = tokens_per_microbatch(s) * static_cast<double>(model_padded_vocab(m)) / s.tp;
-  // A fused cross-entropy holds the logits and their gradient, both in the compute dtype (strategy.hpp LossKind).
+  // A fused cross-entropy holds the logits and their gradient, both in the compute dtype, or the logits alone where
+  // the gradient overwrites them (strategy.hpp LossKind; framework.hpp fused_loss_copies).
   double bytes = s.loss == LossKind::fused
-                     ? elements * 2 * activation_dtype_bytes(s)
+                     ? elements * fw.fused_loss_copies * activation_dtype_bytes(s)
                      : elements * (fw.logits_bytes_per_element + fw.logits_compute_dtype_copies * activation_dtype_bytes(s));
   // A chunked loss materialises the logits one chunk of tokens at a time.
   if (s.loss == LossKind::chunked) bytes /= static_cast<double>(fw.loss_chunks);

@@ -199,6 +199,12 @@ FrameworkTraits megatron_traits() {
   // Vocab-parallel cross-entropy: bf16 logits (2) + the fp32 softmax it computes in place and saves (4);
   // the gradient overwrites the saved softmax.
   t.logits_bytes_per_element = 6;
+  // --loss fused: Transformer Engine's fused cross-entropy as Megatron-Bridge runs it (model.cross_entropy_loss_fusion
+  // True, cross_entropy_fusion_impl "te" in its performance overrides since bf75c658c, 2025-11): the forward keeps the
+  // bf16 logits and per-row statistics, the backward writes the gradient into the logits' own buffer
+  // (transformer_engine/pytorch/triton/cross_entropy.py cross_entropy_backward): one copy. (Megatron's "native" fusion
+  // upcasts to fp32 like the unfused loss: megatron/core/tensor_parallel/cross_entropy.py calculate_logits_max.)
+  t.fused_loss_copies = 1;
   // Megatron-Core's TEDotProductAttention: Transformer Engine picks cuDNN's fused attention on Hopper
   // (compute_cost.cpp), flash-attn's FlashAttention-2 on Ampere.
   t.attention_kernel = AttentionKernel::cudnn;

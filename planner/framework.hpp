@@ -106,6 +106,7 @@ struct FrameworkTraits {
   // freed before the blocks' backward, so the last stage holds the larger of the two, not both.
   bool block_backward_scratch = false;
   int64_t loss_chunks = 8;                // LossKind::chunked: the logits are materialised 1/chunks at a time
+  double fused_loss_copies = 2;           // LossKind::fused: compute-dtype copies of the logits alive at its backward
   int64_t swiglu_saved_intermediates = 3; // tensors of width ffn_hidden saved by a SwiGLU MLP
 
   // --- compute ---------------------------------------------------------------------------------------------

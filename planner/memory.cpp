@@ -157,7 +157,7 @@ void add_activations(Ledger& l, const StageInputs& in) {
           text("one block's backward temporaries (the logits are freed before the blocks' backward)"), scratch);
   } else if (in.stage.last) {
     l.add(&MemoryComponents::logits, "logits", [&] { return fmt::format("logits and cross-entropy ({} B/element{})",
-                      s.loss == LossKind::fused ? 2 * in.compute_bytes
+                      s.loss == LossKind::fused ? in.fw.fused_loss_copies * in.compute_bytes
                                                 : in.fw.logits_bytes_per_element + in.fw.logits_compute_dtype_copies * in.compute_bytes,
                       s.loss == LossKind::chunked ? fmt::format(", 1/{} at a time", in.fw.loss_chunks) : ""); },
           logits);

@@ -29,7 +29,8 @@ enum class Precision { pure_bf16, amp_bf16, megatron_bf16, fp32, pure_fp16, amp_
 //   fused:    one kernel reads the logits and writes their gradient in the compute dtype, keeping only a per-row
 //             log-sum-exp (flash_attn/ops/triton/cross_entropy.py CrossEntropyLoss: backward allocates
 //             dlogits = torch.empty_like(logits); llm-foundry's default loss_fn 'fused_crossentropy',
-//             llmfoundry/models/mpt/modeling_mpt.py ComposerMPTCausalLM).
+//             llmfoundry/models/mpt/modeling_mpt.py ComposerMPTCausalLM); under megatron, Transformer Engine's
+//             fused cross-entropy, whose gradient overwrites the logits (framework.hpp fused_loss_copies).
 enum class LossKind { standard, chunked, fused };
 // When gradients are reduced under gradient accumulation.
 //   per_step: one reduction per optimizer step (PyTorch no_sync; Megatron's local grad buffer); with

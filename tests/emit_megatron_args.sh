@@ -33,6 +33,7 @@ want["fp8_param_gather"], want["offload_optimizer"] = c["fp8_all_gather"], c["of
 # The precision-aware optimizer as priced (optimizer offload needs it too), and the Adam moments' dtype.
 want["precision_aware_optimizer"] = c["precision_aware_optimizer"] or c["offload_optimizer"]
 want["adam_moments"] = c["adam_moments"]
+want["loss_fusion"] = c["loss"] == "fused"
 if c["recompute"] == "selective":
     want["recompute_modules"] = ",".join(sorted(c["recompute_modules"].split(",")))
 # The expert TP priced (written out whenever tp > 1; Megatron's own default, tp, otherwise) and the EP overlap.
@@ -80,7 +81,7 @@ check qwen3-30b-deepep 16 --preset qwen3-30b-a3b --cluster dgx-h100 --framework 
   --moe-dispatcher deepep
 check llama8b-megatron-fsdp 8 --preset llama3-8b --cluster dgx-h100 --framework megatron --zero 3 --fp8 tensorwise
 check llama70b-megatron-hsdp 64 --preset llama3-70b --cluster dgx-h100 --framework megatron --zero 3 --hsdp 8 --tp 4
-check llama70b-fp8 64 --preset llama3-70b --cluster dgx-h100 --framework megatron --tp 8 --fp8 tensorwise
+check llama70b-fp8 64 --preset llama3-70b --cluster dgx-h100 --framework megatron --tp 8 --fp8 tensorwise --loss fused
 check llama70b-fp8-block 64 --preset llama3-70b --cluster dgx-h100 --framework megatron --tp 8 --fp8 blockwise
 check llama70b-offload 16 --preset llama3-70b --cluster dgx-h100 --framework megatron --tp 8 --zero 1 --offload-optimizer
 check llama8b-fp8-gather 64 --preset llama3-8b --cluster dgx-h100 --framework fsdp --zero 3 --fp8 tensorwise --fp8-all-gather

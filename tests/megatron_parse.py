@@ -61,6 +61,7 @@ json.dump({
     "capacity_factor": args.moe_expert_capacity_factor if args.moe_pad_expert_input_to_capacity else None,
     # The token dispatcher as shardplan names it: alltoall, or the flex dispatcher's backend (deepep, hybridep).
     "precision_aware_optimizer": bool(args.use_precision_aware_optimizer),
+    "loss_fusion": bool(args.cross_entropy_loss_fusion),
     # Selective recomputation's modules (TransformerConfig defaults an unset list to ["core_attn"]).
     "recompute_modules": ",".join(sorted(args.recompute_modules or ["core_attn"])),
     "adam_moments": "bf16" if str(args.exp_avg_dtype).endswith("bfloat16") and str(args.exp_avg_sq_dtype).endswith("bfloat16")

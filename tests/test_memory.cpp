@@ -2,6 +2,7 @@
 #include <doctest/doctest.h>
 
 #include "io/preset_store.hpp"
+#include "planner/activations.hpp"
 #include "planner/error.hpp"
 #include "planner/framework.hpp"
 #include "planner/predict.hpp"
@@ -186,6 +187,22 @@ TEST_SUITE("memory") {
     pure.precision = Precision::pure_bf16;
     pure.bf16_adam_moments = false;
     CHECK_THROWS_AS(predict(m, pure, c), InputError);
+  }
+
+  TEST_CASE("--loss fused: flash-attn's keeps the logits and their gradient; Megatron's (Transformer Engine) one copy") {
+    // TE's cross_entropy_backward writes the gradient into the logits' buffer (transformer_engine/pytorch/triton/
+    // cross_entropy.py): T·V bf16 elements on the last stage, against 2 copies for flash-attn's CrossEntropyLoss and
+    // 6 B per element for Megatron's unfused vocab-parallel loss (bf16 logits + fp32 softmax).
+    const ModelSpec m = presets().model("llama3-8b");
+    const ClusterSpec c = presets().cluster("dgx-h100");
+    Strategy s = data_parallel(8, 1, Precision::amp_bf16);
+    s.framework = Framework::megatron;
+    s.seq = 4096;
+    const double elements = 4096.0 * static_cast<double>(model_padded_vocab(m));
+    CHECK(predict(m, s, c).memory.peak_stage().peak.logits == doctest::Approx(6 * elements));
+    s.loss = LossKind::fused;
+    CHECK(predict(m, s, c).memory.peak_stage().peak.logits == doctest::Approx(2 * elements));
+    CHECK(logits_bytes(m, s, framework_traits(Framework::fsdp)) == doctest::Approx(4 * elements));
   }
 
   TEST_CASE("pipeline: the first stage is busiest under 1F1B; TP divides the states") {
