@@ -196,7 +196,9 @@ TEST_SUITE("moe folding") {
                                                "--simulate-top 0 --format json");
     CAPTURE(plan.err);
     REQUIRE(plan.exit_code == 0);
-    for (const auto& cand : nlohmann::json::parse(plan.out)["candidates"]) {
+    const nlohmann::json planned = nlohmann::json::parse(plan.out);  // kept alive: the loop reads into it
+    REQUIRE(!planned["candidates"].empty());
+    for (const auto& cand : planned["candidates"]) {
       CHECK(cand["config"]["vpp"].get<int64_t>() >= 2);
       CHECK(cand["config"]["recompute"] != "full");
     }

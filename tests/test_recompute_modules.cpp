@@ -146,7 +146,9 @@ TEST_SUITE("recompute modules") {
                                                "--recompute-modules mlp --simulate-top 0 --format json");
     CAPTURE(plan.err);
     REQUIRE(plan.exit_code == 0);
-    for (const auto& cand : nlohmann::json::parse(plan.out)["candidates"]) {
+    const nlohmann::json planned = nlohmann::json::parse(plan.out);  // kept alive: the loop reads into it
+    REQUIRE(!planned["candidates"].empty());
+    for (const auto& cand : planned["candidates"]) {
       CHECK(cand["config"]["recompute"] == "selective");
       CHECK(cand["config"]["recompute_modules"] == "mlp");
     }
