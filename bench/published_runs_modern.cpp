@@ -54,11 +54,10 @@ std::map<std::string, std::string> parse_options(const ModernRow& r) {
       "zero", "hsdp", "ep", "etp", "sp", "flash", "overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap",
       "loss", "attn", "fp8", "fp8_all_gather", "pp_first_layers", "pp_last_layers", "pp_embedding_layers",
       "pp_loss_layers", "mtp", "ep_overlap", "cuda_graph", "capacity_factor", "pad_to_capacity", "dispatcher",
-      "precision_aware_optimizer", "adam_moments", "recompute_modules"};
+      "precision_aware_optimizer", "adam_moments", "recompute_modules", "act_offload_layers"};
   static const std::set<std::string> recorded = {
       "grad_reduce_in_fp32", "main_grads", "delay_wgrad",
-      "shared_expert_overlap", "fp8_attn", "fp8_output_proj", "moe_rank_capacity",
-      "act_offload_layers"};
+      "shared_expert_overlap", "fp8_attn", "fp8_output_proj", "moe_rank_capacity"};
   for (const auto& [key, value] : out)
     if (!priced.count(key) && !recorded.count(key))
       throw std::runtime_error(fmt::format("line {}: option '{}' is not one bench/data/README.md lists", r.line, key));
@@ -194,6 +193,7 @@ Strategy strategy_of(const ModernRow& r, const std::map<std::string, std::string
     if (!mask) throw std::runtime_error(fmt::format("line {}: recompute_modules '{}'", r.line, opt.at("recompute_modules")));
     s.recompute_modules = *mask;
   }
+  if (opt.count("act_offload_layers")) s.offload_activation_layers = std::stol(opt.at("act_offload_layers"));  // --offload-activations
   if (opt.count("dispatcher")) {  // --moe-dispatcher
     const auto d = parse_moe_dispatcher(opt.at("dispatcher"));
     if (!d) throw std::runtime_error(fmt::format("line {}: dispatcher '{}' (alltoall, deepep, hybridep)", r.line, opt.at("dispatcher")));

@@ -85,6 +85,9 @@ void add_config_flags(CLI::App& cmd, ConfigFlags& f) {
   cmd.add_option("--framework", f.framework,
                  "fsdp (= fsdp2) | fsdp1 | torchtitan | deepspeed | megatron | reference (default fsdp)");
   cmd.add_flag("--offload-optimizer", f.offload_optimizer, "ZeRO-Offload: optimizer states and step on the host");
+  cmd.add_option("--offload-activations", f.offload_activation_layers,
+                 "Megatron's CPU activation offloading: the saved activations of N layers go to host memory "
+                 "(--cpu-offloading-num-layers; megatron, no PP, no recompute)");
   cmd.add_flag("--precision-aware-optimizer", f.precision_aware_optimizer,
                "Megatron-Core's precision-aware optimizer (Transformer Engine FusedAdam): in bf16 without FP8 the fp32 "
                "master weights are kept as 16-bit remainders, 2 B/param (megatron)");
@@ -362,6 +365,7 @@ ResolvedConfig resolve_config(const ConfigFlags& f, const PresetStore& store) {
   s.compile = f.compile;
   s.offload_optimizer = f.offload_optimizer;
   s.precision_aware_optimizer = f.precision_aware_optimizer;
+  s.offload_activation_layers = f.offload_activation_layers.value_or(0);
   s.bf16_adam_moments = parse_adam_moments_flag(f.adam_moments);
   s.micro_batch = positive("--micro-batch", f.micro_batch, 1);
   s.seq = positive("--seq", f.seq, r.model.seq);

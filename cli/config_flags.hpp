@@ -33,6 +33,7 @@ struct ConfigFlags {
   std::string adam_moments;    // --adam-moments fp32|bf16 ("" = fp32)
   std::string recompute_modules;  // --recompute-modules core_attn,moe_act,... ("" = Megatron's default)
   bool precision_aware_optimizer = false;  // --precision-aware-optimizer
+  std::optional<int64_t> offload_activation_layers;  // --offload-activations N
   std::optional<double> moe_capacity_factor;  // --moe-capacity-factor F (absent = dropless)
   std::string attention_kernel;  // --attention-kernel; empty: the framework's
   std::string fp8 = "off";       // --fp8 (planner/fp8_recipe.hpp)

@@ -83,6 +83,7 @@ LaunchFacts launch_facts(const LaunchPlan& plan) {
   f.fp32_master = s.precision != Precision::pure_bf16 && s.precision != Precision::pure_fp16;
   f.recompute = s.recompute;
   f.loss = s.loss;
+  f.offload_activation_layers = s.offload_activation_layers;
   f.recompute_modules = s.recompute_modules;
   f.schedule = s.schedule;
   f.framework = s.framework;

@@ -61,6 +61,7 @@ struct LaunchFacts {
   bool bf16 = true, fp16 = false, fp32_master = true;
   Recompute recompute = Recompute::none;
   LossKind loss = LossKind::standard;  // the cross-entropy priced (planner/strategy.hpp)
+  int64_t offload_activation_layers = 0;  // Megatron's CPU activation offloading (planner/strategy.hpp)
   uint32_t recompute_modules = 0;  // Megatron's selective modules priced; 0 = its default (planner/recompute_modules.hpp)
   Schedule schedule = Schedule::one_f_one_b;
   Framework framework = Framework::fsdp;

@@ -226,6 +226,8 @@ EmittedFile emit_megatron(const LaunchPlan& plan, const LaunchFacts& f) {
                            "recipes set moe_expert_rank_capacity_factor and the paged stash: perf_recipes/*/common.py "
                            "_enable_hybridep_full_iteration_mxfp8); add them for your Megatron version");
   }
+  // CPU activation offloading as priced (arguments.py: cpu_offloading follows from the layer count).
+  if (f.offload_activation_layers > 0) arg2("--cpu-offloading-num-layers", std::to_string(f.offload_activation_layers));
   // The fused cross-entropy priced is Transformer Engine's (planner/framework.cpp fused_loss_copies), which
   // Megatron-LM's training arguments refuse since 2026-06 (arguments.py: "Transformer Engine cross entropy loss fusion
   // is disabled due to stability issues"); its native fusion runs, with the unfused loss's fp32 softmax.

@@ -85,6 +85,7 @@ json config_json(const Prediction& p) {
           {"precision", to_string(s.precision)},
           {"framework", to_string(s.framework)},
           {"offload_optimizer", s.offload_optimizer},
+          {"offload_activation_layers", s.offload_activation_layers},
           {"precision_aware_optimizer", s.precision_aware_optimizer},
           {"adam_moments", s.bf16_adam_moments ? "bf16" : "fp32"},
           {"loss", to_string(s.loss)},
@@ -158,6 +159,7 @@ json memory_json(const Prediction& p) {
           {"model_states_by_zero", by_zero},
           {"host",
            {{"bytes_per_rank", rounded(m.host_bytes_per_rank)},
+            {"activation_bytes_per_rank", rounded(m.host_activation_bytes_per_rank)},
             {"bytes_per_node", rounded(m.host_bytes_per_node)},
             {"capacity_bytes_per_node", rounded(m.host_capacity_bytes)}}}};
 }
@@ -318,8 +320,10 @@ std::string memory_table(const Prediction& p, const Terminal& term) {
   }
   out += fit_lines("  " + memory_fit_rule(m.max_hbm_fraction) + "\n", term.width);
   if (m.host_bytes_per_rank > 0) {
-    out += fmt::format("  host memory (offloaded optimizer): {} GB per rank, {} GB per node", gb(m.host_bytes_per_rank),
-                       gb(m.host_bytes_per_node));
+    const bool acts = m.host_activation_bytes_per_rank > 0, states = m.host_bytes_per_rank > m.host_activation_bytes_per_rank;
+    out += fmt::format("  host memory ({}): {} GB per rank, {} GB per node",
+                       acts && states ? "offloaded optimizer and activations" : acts ? "offloaded activations" : "offloaded optimizer",
+                       gb(m.host_bytes_per_rank), gb(m.host_bytes_per_node));
     out += m.host_capacity_bytes > 0 ? fmt::format(" of {} GB\n", gb(m.host_capacity_bytes)) : "\n";
   }
   return out;

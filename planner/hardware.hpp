@@ -79,6 +79,7 @@ struct GpuSpec {
   double l2_mib = 0;
   double nvlink_gbps = 0;    // NVLink bandwidth per GPU, per direction, GB/s; 0 = no NVLink
   double pcie_gbps = 0;      // PCIe bandwidth per GPU, per direction, GB/s
+  double host_link_gbps = 0; // GPU ↔ host memory per direction, GB/s, where it is not PCIe (GB200: NVLink-C2C); 0 = pcie
   // Board power: the datasheet's maximum (the clock its peaks assume) and the limit the GPU runs at; 0 = unknown,
   // taken as running at the datasheet's (compute_cost.hpp power_limit_clock_factor).
   double tdp_w = 0;

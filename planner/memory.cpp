@@ -138,9 +138,16 @@ void add_activations(Ledger& l, const StageInputs& in) {
   const Strategy& s = in.strategy;
   const double in_flight = in_flight_microbatches(s, in.stage.stage);
   const double per_block = block_activation_bytes(m, s, in.fw);
-  l.add(&MemoryComponents::activations, "activations", [&] { return fmt::format("{} blocks × {:.3g} micro-batches in flight, recompute {}", in.stage.layers, in_flight,
-                    to_string(s.recompute)); },
-        per_block * static_cast<double>(in.stage.layers) * in_flight);
+  // Megatron's CPU activation offloading (strategy.hpp offload_activation_layers; no PP): Transformer Engine keeps the
+  // other layers' saved tensors on the GPU, the window its offload and reload run ahead in (cpu_offload.py).
+  const int64_t offloaded = std::min(s.offload_activation_layers, in.stage.layers);
+  const int64_t resident = in.stage.layers - offloaded;
+  l.add(&MemoryComponents::activations, "activations", [&] {
+          return offloaded > 0 ? fmt::format("{} blocks × {:.3g} micro-batches in flight, recompute {} ({} more offloaded to "
+                                             "the host)", resident, in_flight, to_string(s.recompute), offloaded)
+                               : fmt::format("{} blocks × {:.3g} micro-batches in flight, recompute {}", resident,
+                                             in_flight, to_string(s.recompute)); },
+        per_block * static_cast<double>(resident) * in_flight);
   if (s.recompute == Recompute::full)
     l.add(&MemoryComponents::activations, "activations", text("one block's working set while it is recomputed"),
           block_working_set_bytes(m, s, in.fw));
@@ -290,10 +297,18 @@ Ledger forward_backward_phase(const StageInputs& in, bool record) {
   if (in.strategy.zero == 3 && in.shard > 1) add_zero3_working_set(l, in);
   if (in.shard > 1 || grad_reduce_degree(in.strategy) > 1) add_reduction_buffers(l, in);
   // Transformer Engine keeps each linear weight's FP8 cast (and its transpose) from the first micro-batch of a step
-  // (planner/fp8.cpp): the blocks' weights on this rank.
+  // (planner/fp8.cpp): the blocks' weights on this rank. Under ZeRO-3 (Megatron-FSDP) the gathered weights are
+  // freed after each unit and their casts with them: only the gathered units' (current + prefetch) are alive.
+  const bool sharded_params = in.strategy.zero >= 3 && in.shard > 1;
+  const double gathered_units = 1.0 + static_cast<double>(in.fw.zero3_prefetch_units);
+  const double cast_params = sharded_params ? std::min(gathered_units * static_cast<double>(in.stage.block_params),
+                                                       static_cast<double>(in.stage.blocks))
+                                            : static_cast<double>(in.stage.blocks);
   l.add(&MemoryComponents::buffers, "buffers",
-        text("FP8 weight copies (Transformer Engine: each linear weight cast and transposed, kept for the step)"),
-        fp8_cached_weight_bytes_per_param(in.strategy) * static_cast<double>(in.stage.blocks));
+        text(sharded_params ? "FP8 weight copies of the gathered units (Transformer Engine: cast and transposed)"
+                            : "FP8 weight copies (Transformer Engine: each linear weight cast and transposed, kept for "
+                              "the step)"),
+        fp8_cached_weight_bytes_per_param(in.strategy) * cast_params);
   add_parallel_buffers(l, in);
   add_runtime(l, in);
   add_fragmentation(l, in);
@@ -382,6 +397,13 @@ MemoryEstimate estimate_memory(const ModelSpec& m, const Strategy& s, const Clus
     const StageParams st = stage_params(m, s, est.peak_stage().stage);
     const double local = stage_inputs(m, s, fw, st).local_psi;
     est.host_bytes_per_rank = local * (b.master + b.optimizer + 4.0);
+    est.host_bytes_per_node = est.host_bytes_per_rank * static_cast<double>(std::min(c.gpus_per_node, s.gpus));
+  }
+  if (s.offload_activation_layers > 0) {
+    // The offloaded layers' saved activations, in host memory until their backward (pinned buffers per rank).
+    const double per_block = block_activation_bytes(m, s, fw);
+    est.host_activation_bytes_per_rank = per_block * static_cast<double>(s.offload_activation_layers);
+    est.host_bytes_per_rank += est.host_activation_bytes_per_rank;
     est.host_bytes_per_node = est.host_bytes_per_rank * static_cast<double>(std::min(c.gpus_per_node, s.gpus));
   }
   est.host_capacity_bytes = c.host_memory_gib * kGiB;

@@ -63,6 +63,7 @@ struct MemoryEstimate {
   int64_t capacity_bytes = 0;
   // Host memory for ZeRO-Offload: per rank, and per node (all its ranks); 0 without offload.
   double host_bytes_per_rank = 0;
+  double host_activation_bytes_per_rank = 0;  // of which offloaded activations (--offload-activations)
   double host_bytes_per_node = 0;
   double host_capacity_bytes = 0;   // per node; 0 = unknown
   // The share of HBM a planned peak may take (--max-hbm-fraction): the margin left for what the model cannot see.

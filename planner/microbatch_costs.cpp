@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "planner/activations.hpp"
 #include "planner/comm_cost.hpp"
 #include "planner/fp8.hpp"
 #include "planner/framework.hpp"
@@ -228,6 +229,18 @@ TpGemms block_compute(const ModelSpec& m, const Strategy& s, const ClusterSpec& 
                                          : 0.0;
   out.block_fwd_s = gpu_fwd + out.block_host_gap_s;
   out.block_bwd_s = gpu_bwd;
+  // CPU activation offloading (strategy.hpp offload_activation_layers): each offloaded layer's saved tensors go to
+  // the host on a copy stream behind the next layer's forward and come back behind the previous layer's backward
+  // (Transformer Engine cpu_offload.py); only what outlasts a layer's compute shows, averaged over the layers.
+  if (s.offload_activation_layers > 0) {
+    const double link = (g.host_link_gbps > 0 ? g.host_link_gbps : g.pcie_gbps) * kGB;
+    const double copy = link > 0 ? block_activation_bytes(m, s, fw) / link : 0.0;
+    const double share = static_cast<double>(s.offload_activation_layers) / static_cast<double>(std::max<int64_t>(m.layers, 1));
+    out.block_offload_fwd_s = share * std::max(0.0, copy - gpu_fwd);
+    out.block_offload_bwd_s = share * std::max(0.0, copy - gpu_bwd);
+    out.block_fwd_s += out.block_offload_fwd_s;
+    out.block_bwd_s += out.block_offload_bwd_s;
+  }
   out.block_wgrad_s = qkv.wgrad + proj.wgrad + up.wgrad + down.wgrad;
   switch (s.recompute) {
     case Recompute::none: out.block_recompute_s = 0; break;

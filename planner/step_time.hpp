@@ -35,6 +35,7 @@ struct MicrobatchCosts {
   double block_fwd_s = 0;        // one block forward: GEMMs, attention, elementwise
   double block_bwd_s = 0;        // one block backward (input and weight gradients)
   double block_recompute_s = 0;  // forward work recomputation repeats in the backward pass
+  double block_offload_fwd_s = 0, block_offload_bwd_s = 0;  // activation offload copies not hidden (in fwd / bwd)
   double block_wgrad_s = 0;      // the weight-gradient GEMMs within block_bwd_s (zero-bubble W passes)
   double block_host_gap_s = 0;   // host-bound launch gaps within block_fwd_s (eager MoE layers: moe_costs.hpp)
   double block_tp_fwd_s = 0;     // TP collectives of one block's forward (critical path)

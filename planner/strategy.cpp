@@ -115,6 +115,30 @@ std::string hsdp_with_ep_refusal(int64_t hsdp, int64_t ep) {
                      hsdp, ep);
 }
 
+std::string activation_offload_refusal(const Strategy& s, const ModelSpec& m) {
+  const int64_t n = s.offload_activation_layers;
+  if (n == 0) return "";
+  if (s.framework != Framework::megatron)
+    return fmt::format("--offload-activations is Megatron-Core's CPU activation offloading (--cpu-offloading-num-layers, "
+                       "Transformer Engine's get_cpu_offload_context); --framework {} has none priced: use --framework "
+                       "megatron or drop the flag",
+                       to_string(s.framework));
+  // transformer_config.py: "CPU offloading can be done only for layers less than num_layers".
+  if (n < 0 || n >= m.layers)
+    return fmt::format("--offload-activations {} must be 1 to {} (Megatron-Core offloads fewer layers than the model's "
+                       "{}: transformer_config.py)",
+                       n, m.layers - 1, m.layers);
+  if (s.pp > 1)
+    return "--offload-activations with --pp > 1: Megatron-Core has \"no support for Pipeline parallelism with CPU "
+           "offloading\" (transformer_config.py); drop one of them";
+  if (s.recompute != Recompute::none)
+    return fmt::format("--offload-activations with --recompute {}: Megatron-Core's \"CPU offloading does not work when "
+                       "activation recomputation is enabled\" (transformer_config.py); use --recompute none or drop "
+                       "the flag",
+                       to_string(s.recompute));
+  return "";
+}
+
 std::string precision_aware_optimizer_refusal(const Strategy& s) {
   if (s.bf16_adam_moments && !s.precision_aware_optimizer)
     return "--adam-moments bf16 needs the precision-aware optimizer (Megatron-Core asserts fp32 moments without "
@@ -267,6 +291,7 @@ void validate_strategy(const Strategy& s, const ModelSpec& m, const ClusterSpec&
   validate_hardware(s, c);
   if (const auto why = fp8_model_refusal(s, m)) throw InputError(*why);
   if (const std::string why = recompute_modules_refusal(s, m); !why.empty()) throw InputError(why);
+  if (const std::string why = activation_offload_refusal(s, m); !why.empty()) throw InputError(why);
 }
 
 // --- names -------------------------------------------------------------------------------------------------

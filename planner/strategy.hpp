@@ -108,6 +108,10 @@ struct Strategy {
   // distrib_optimizer.py: an int16 shard), 2 B/param instead of 4 (precision.hpp strategy_state_bytes).
   bool precision_aware_optimizer = false;
   bool bf16_adam_moments = false;  // Adam m and v in bf16 (--exp-avg-dtype/--exp-avg-sq-dtype bf16): 4 B/param, not 8
+  // Megatron-Core's CPU activation offloading (--cpu-offloading-num-layers N; Transformer Engine's
+  // get_cpu_offload_context): the saved activations of N of the layers go to host memory during forward and come back
+  // for backward, over the GPU's host link (GpuSpec::host_link_gbps); 0 = none.
+  int64_t offload_activation_layers = 0;
   bool operator==(const Strategy&) const = default;
 };
 
@@ -143,6 +147,9 @@ int64_t grad_accum_steps(const Strategy& s);
 
 // Why --cp cannot split this strategy's sequence (seq not divisible by 2·cp, no fused attention), or "".
 std::string context_parallel_refusal(const Strategy& s);
+// Why --offload-activations N is refused: Megatron-Core's own checks (transformer_config.py __post_init__: N below
+// the layer count, no pipeline parallelism, no activation recomputation) and a runtime other than megatron, or "".
+std::string activation_offload_refusal(const Strategy& s, const ModelSpec& m);
 // Why --precision-aware-optimizer / --adam-moments bf16 are refused for this strategy's precision, or "".
 std::string precision_aware_optimizer_refusal(const Strategy& s);
 // Why a --moe-capacity-factor value is refused (negative, not a number, or above 64), or "".

@@ -34,6 +34,7 @@ want["fp8_param_gather"], want["offload_optimizer"] = c["fp8_all_gather"], c["of
 want["precision_aware_optimizer"] = c["precision_aware_optimizer"] or c["offload_optimizer"]
 want["adam_moments"] = c["adam_moments"]
 want["loss_fusion"] = c["loss"] == "fused"
+want["offload_activation_layers"] = c["offload_activation_layers"]
 if c["recompute"] == "selective":
     want["recompute_modules"] = ",".join(sorted(c["recompute_modules"].split(",")))
 # The expert TP priced (written out whenever tp > 1; Megatron's own default, tp, otherwise) and the EP overlap.
@@ -79,6 +80,8 @@ check qwen3-30b-graphs 16 --preset qwen3-30b-a3b --cluster dgx-h100 --framework 
   --moe-capacity-factor 1 --moe-dispatcher hybridep
 check qwen3-30b-deepep 16 --preset qwen3-30b-a3b --cluster dgx-h100 --framework megatron --ep 8 --pp 2 \
   --moe-dispatcher deepep
+check llama8b-act-offload 8 --preset llama3-8b --cluster dgx-h100 --framework megatron --pp 1 --recompute none \
+  --offload-activations 16
 check llama8b-megatron-fsdp 8 --preset llama3-8b --cluster dgx-h100 --framework megatron --zero 3 --fp8 tensorwise
 check llama70b-megatron-hsdp 64 --preset llama3-70b --cluster dgx-h100 --framework megatron --zero 3 --hsdp 8 --tp 4
 check llama70b-fp8 64 --preset llama3-70b --cluster dgx-h100 --framework megatron --tp 8 --fp8 tensorwise --loss fused

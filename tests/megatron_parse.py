@@ -62,6 +62,7 @@ json.dump({
     # The token dispatcher as shardplan names it: alltoall, or the flex dispatcher's backend (deepep, hybridep).
     "precision_aware_optimizer": bool(args.use_precision_aware_optimizer),
     "loss_fusion": bool(args.cross_entropy_loss_fusion),
+    "offload_activation_layers": args.cpu_offloading_num_layers or 0,
     # Selective recomputation's modules (TransformerConfig defaults an unset list to ["core_attn"]).
     "recompute_modules": ",".join(sorted(args.recompute_modules or ["core_attn"])),
     "adam_moments": "bf16" if str(args.exp_avg_dtype).endswith("bfloat16") and str(args.exp_avg_sq_dtype).endswith("bfloat16")

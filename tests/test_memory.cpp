@@ -6,6 +6,7 @@
 #include "planner/error.hpp"
 #include "planner/framework.hpp"
 #include "planner/predict.hpp"
+#include "planner/step_time.hpp"
 
 using namespace shardplan;
 
@@ -203,6 +204,55 @@ TEST_SUITE("memory") {
     s.loss = LossKind::fused;
     CHECK(predict(m, s, c).memory.peak_stage().peak.logits == doctest::Approx(2 * elements));
     CHECK(logits_bytes(m, s, framework_traits(Framework::fsdp)) == doctest::Approx(4 * elements));
+  }
+
+  TEST_CASE("--offload-activations: N layers' saved tensors on the host, the copies exposed only beyond the compute") {
+    const ModelSpec m = presets().model("llama3-70b");  // 80 layers
+    const ClusterSpec c = presets().cluster("gb200-nvl72");
+    Strategy s = data_parallel(64, 3, Precision::amp_bf16);
+    s.framework = Framework::megatron;
+    s.micro_batch = 2;
+    s.global_batch = 128;
+    s.seq = 8192;
+    const FrameworkTraits fw = framework_traits(Framework::megatron);
+    const double per_block = block_activation_bytes(m, s, fw);
+    const Prediction before = predict(m, s, c);
+    s.offload_activation_layers = 40;  // Megatron-Bridge's Llama 3 70B GB200 recipe
+    const Prediction after = predict(m, s, c);
+    CHECK(before.memory.peak_stage().peak.activations - after.memory.peak_stage().peak.activations ==
+          doctest::Approx(40 * per_block));
+    CHECK(after.memory.host_activation_bytes_per_rank == doctest::Approx(40 * per_block));
+    CHECK(after.memory.host_bytes_per_rank == doctest::Approx(40 * per_block));
+    // NVLink-C2C (450 GB/s a way) moves a layer's 4 GB faster than the layer computes: nothing exposed. Over a slow
+    // link the copy shows: forward, what outlasts the layer's forward, for 40 of 80 layers.
+    const MicrobatchCosts fast = microbatch_costs(m, s, c);
+    CHECK(fast.block_offload_fwd_s == 0);
+    ClusterSpec slow = c;
+    slow.gpu.host_link_gbps = 5;
+    const MicrobatchCosts slowed = microbatch_costs(m, s, slow);
+    CHECK(slowed.block_offload_fwd_s > 0);
+    CHECK(slowed.block_offload_fwd_s == doctest::Approx(0.5 * (per_block / 5e9 - (fast.block_fwd_s - fast.block_host_gap_s))).epsilon(1e-6));
+    // Megatron-Core's refusals: PP, recomputation, every layer, another runtime.
+    auto refused = [&](Strategy bad) {
+      try {
+        predict(m, bad, c);
+      } catch (const InputError&) {
+        return true;
+      }
+      return false;
+    };
+    Strategy pp = s;
+    pp.pp = 2, pp.dp = 32;
+    CHECK(refused(pp));
+    Strategy rc = s;
+    rc.recompute = Recompute::full;
+    CHECK(refused(rc));
+    Strategy all = s;
+    all.offload_activation_layers = 80;
+    CHECK(refused(all));
+    Strategy fsdp = s;
+    fsdp.framework = Framework::fsdp;
+    CHECK(refused(fsdp));
   }
 
   TEST_CASE("pipeline: the first stage is busiest under 1F1B; TP divides the states") {
