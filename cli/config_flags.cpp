@@ -96,7 +96,7 @@ void add_config_flags(CLI::App& cmd, ConfigFlags& f) {
                  "--precision-aware-optimizer)");
   cmd.add_flag("--compile", f.compile,
                "torch.compile of the model (fsdp, fsdp1, torchtitan): fused elementwise kernels (time only)");
-  cmd.add_option("--loss", f.loss, "Cross-entropy: standard | chunked (logits materialised in chunks) | fused (one kernel, gradient in the compute dtype: flash-attn's, llm-foundry's default)");
+  cmd.add_option("--loss", f.loss, "Cross-entropy: standard | chunked (logits materialised in chunks) | fused (one kernel, gradient in the compute dtype: flash-attn's, llm-foundry's default; under megatron Transformer Engine's, which writes the gradient over the logits)");
   cmd.add_option("--fp8", f.fp8,
                  "FP8 GEMMs of the blocks' linear layers: off | tensorwise | rowwise | blockwise | mxfp8 (torchao under "
                  "fsdp/torchtitan, Transformer Engine under megatron); parameters and optimizer follow --precision");
