@@ -173,6 +173,26 @@ constexpr const char* kEpOverlapScheduleRefusal =
     "only without full recomputation and, under pipeline parallelism, with an interleaved schedule "
     "(transformer_config.py: \"virtual_pipeline_model_parallel_size must be specified\", \"disable full recomputation\"); "
     "add --vpp 2 or more, use --recompute selective or none, or drop --ep-comm-overlap";
+// --offload-activations: Megatron-Core's CPU activation offloading (--cpu-offloading-num-layers; Transformer Engine's
+// get_cpu_offload_context), which transformer_config.py __post_init__ refuses under pipeline parallelism and with
+// activation recomputation. A function, not a constant: the search asks it for every candidate (framework_runs).
+std::string activation_offload_runtime_refusal(const Strategy& s) {
+  if (s.offload_activation_layers == 0) return "";
+  if (s.framework != Framework::megatron)
+    return fmt::format("--offload-activations is Megatron-Core's CPU activation offloading (--cpu-offloading-num-layers, "
+                       "Transformer Engine's get_cpu_offload_context); --framework {} has none priced: use --framework "
+                       "megatron or drop the flag",
+                       to_string(s.framework));
+  if (s.pp > 1)
+    return "--offload-activations with --pp > 1: Megatron-Core has \"no support for Pipeline parallelism with CPU "
+           "offloading\" (transformer_config.py); drop one of them";
+  if (s.recompute != Recompute::none)
+    return fmt::format("--offload-activations with --recompute {}: Megatron-Core's \"CPU offloading does not work when "
+                       "activation recomputation is enabled\" (transformer_config.py); use --recompute none or drop "
+                       "the flag",
+                       to_string(s.recompute));
+  return "";
+}
 bool ep_overlap_schedule_runs(const Strategy& s) {
   if (!s.ep_comm_overlap.value_or(false)) return true;
   return s.recompute != Recompute::full && (s.pp <= 1 || s.vpp >= 2);
@@ -327,6 +347,7 @@ bool framework_runs(const Strategy& s) {
     return false;
   if (s.moe_dispatcher != MoeDispatcher::alltoall && s.framework != Framework::megatron) return false;
   if ((s.precision_aware_optimizer || s.bf16_adam_moments) && s.framework != Framework::megatron) return false;
+  if (s.offload_activation_layers != 0 && !activation_offload_runtime_refusal(s).empty()) return false;
   return !s.offload_optimizer || (fs.offload_optimizer && has(fs.offload_zero_stages, s.zero));
 }
 
@@ -380,6 +401,7 @@ std::optional<std::string> framework_refusal(const Strategy& s) {
     return refusal(s, fmt::format("--moe-dispatcher {}", to_string(s.moe_dispatcher)).c_str(), kDispatcherRefusal);
   if ((s.precision_aware_optimizer || s.bf16_adam_moments) && s.framework != Framework::megatron)
     return refusal(s, s.bf16_adam_moments ? "--adam-moments bf16" : "--precision-aware-optimizer", kPrecisionAwareRefusal);
+  if (std::string why = activation_offload_runtime_refusal(s); !why.empty()) return why;
   if (s.fp8 != Fp8Recipe::off && !has(fp8_support(s.framework).recipes, static_cast<int>(s.fp8)))
     return refusal(s, fmt::format("--fp8 {}", to_string(s.fp8)).c_str(), fp8_support(s.framework).refusal);
   if (s.fp8_all_gather)

@@ -118,24 +118,11 @@ std::string hsdp_with_ep_refusal(int64_t hsdp, int64_t ep) {
 std::string activation_offload_refusal(const Strategy& s, const ModelSpec& m) {
   const int64_t n = s.offload_activation_layers;
   if (n == 0) return "";
-  if (s.framework != Framework::megatron)
-    return fmt::format("--offload-activations is Megatron-Core's CPU activation offloading (--cpu-offloading-num-layers, "
-                       "Transformer Engine's get_cpu_offload_context); --framework {} has none priced: use --framework "
-                       "megatron or drop the flag",
-                       to_string(s.framework));
   // transformer_config.py: "CPU offloading can be done only for layers less than num_layers".
   if (n < 0 || n >= m.layers)
     return fmt::format("--offload-activations {} must be 1 to {} (Megatron-Core offloads fewer layers than the model's "
                        "{}: transformer_config.py)",
                        n, m.layers - 1, m.layers);
-  if (s.pp > 1)
-    return "--offload-activations with --pp > 1: Megatron-Core has \"no support for Pipeline parallelism with CPU "
-           "offloading\" (transformer_config.py); drop one of them";
-  if (s.recompute != Recompute::none)
-    return fmt::format("--offload-activations with --recompute {}: Megatron-Core's \"CPU offloading does not work when "
-                       "activation recomputation is enabled\" (transformer_config.py); use --recompute none or drop "
-                       "the flag",
-                       to_string(s.recompute));
   return "";
 }
 

@@ -147,8 +147,9 @@ int64_t grad_accum_steps(const Strategy& s);
 
 // Why --cp cannot split this strategy's sequence (seq not divisible by 2·cp, no fused attention), or "".
 std::string context_parallel_refusal(const Strategy& s);
-// Why --offload-activations N is refused: Megatron-Core's own checks (transformer_config.py __post_init__: N below
-// the layer count, no pipeline parallelism, no activation recomputation) and a runtime other than megatron, or "".
+// Why --offload-activations N is refused for this model: Megatron-Core offloads fewer layers than it has
+// (transformer_config.py __post_init__), or "". What the runtime refuses with it (another runtime, PP, recomputation)
+// is framework_support.cpp's activation_offload_runtime_refusal, which the search applies too.
 std::string activation_offload_refusal(const Strategy& s, const ModelSpec& m);
 // Why --precision-aware-optimizer / --adam-moments bf16 are refused for this strategy's precision, or "".
 std::string precision_aware_optimizer_refusal(const Strategy& s);

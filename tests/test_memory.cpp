@@ -1,12 +1,15 @@
 // Per-rank memory: published model-state figures, the seed's case, and invariants.
 #include <doctest/doctest.h>
 
+#include <nlohmann/json.hpp>
+
 #include "io/preset_store.hpp"
 #include "planner/activations.hpp"
 #include "planner/error.hpp"
 #include "planner/framework.hpp"
 #include "planner/predict.hpp"
 #include "planner/step_time.hpp"
+#include "tests/cli_runner.hpp"
 
 using namespace shardplan;
 
@@ -253,6 +256,19 @@ TEST_SUITE("memory") {
     Strategy fsdp = s;
     fsdp.framework = Framework::fsdp;
     CHECK(refused(fsdp));
+    // plan searches only what Megatron runs with it: no pipeline, no recomputation.
+    const auto plan = shardplan::test::run_cli("plan --preset llama3-70b --gpus 64 --cluster gb200-nvl72 --framework "
+                                               "megatron --offload-activations 40 --max-hbm-fraction 1.0 "
+                                               "--simulate-top 0 --format json");
+    CAPTURE(plan.err);
+    REQUIRE(plan.exit_code == 0);
+    const nlohmann::json planned = nlohmann::json::parse(plan.out);
+    REQUIRE(!planned["candidates"].empty());
+    for (const auto& cand : planned["candidates"]) {
+      CHECK(cand["config"]["pp"] == 1);
+      CHECK(cand["config"]["recompute"] == "none");
+      CHECK(cand["config"]["offload_activation_layers"] == 40);
+    }
   }
 
   TEST_CASE("pipeline: the first stage is busiest under 1F1B; TP divides the states") {
