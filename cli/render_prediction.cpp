@@ -277,9 +277,9 @@ std::string headline(const Prediction& p) {
                                                                 s.fp8_all_gather ? ", FP8 all-gather" : "")
                                                   : ""),
                      to_string(s.framework));
-  const uint32_t modules = recompute_modules_in_force(s);
-  const std::string recompute = s.recompute_modules ? fmt::format("selective ({})", recompute_modules_string(modules))
-                                                    : std::string(to_string(s.recompute));
+  const std::string recompute = s.recompute_modules
+                                    ? fmt::format("selective ({})", recompute_modules_string(s.recompute_modules))
+                                    : std::string(to_string(s.recompute));
   out += fmt::format("  micro-batch {} × {} micro-batches · global batch {} · seq {} · recompute {} · {}{}{}\n",
                      s.micro_batch, grad_accum_steps(s), s.global_batch, s.seq, recompute,
                      s.flash_attn ? "flash attention" : "no flash attention", s.sp ? " · sequence parallel" : "",

@@ -206,8 +206,9 @@ std::vector<ActTerm> block_activation_terms(const ModelSpec& m, const Strategy& 
 int64_t block_saved_tensors_of_at_least(const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw, double bytes) {
   if (s.recompute == Recompute::full) return block_activation_bytes(m, s, fw) >= bytes ? 1 : 0;
   int64_t n = 0;
+  const uint32_t modules = recompute_modules_in_force(s);  // 0 unless selective
   for (const ActTerm& t : block_terms(m, s, fw)) {
-    if (s.recompute == Recompute::selective && dropped(t, recompute_modules_in_force(s))) continue;
+    if (dropped(t, modules)) continue;
     // A term of several tensors, split evenly (q and k under GQA differ; the even split is close enough for 1 MiB each).
     const double each = t.bytes_per_token / split_divisor(t, s) * tokens_per_microbatch(s) / t.tensors;
     if (each >= bytes) n += t.tensors;
