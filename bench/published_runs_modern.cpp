@@ -13,6 +13,7 @@
 
 #include "bench/published_runs.hpp"
 #include "planner/framework_support.hpp"
+#include "planner/megatron_layout.hpp"
 #include "planner/recompute_modules.hpp"
 
 namespace shardplan::validation {
@@ -53,7 +54,7 @@ std::map<std::string, std::string> parse_options(const ModernRow& r) {
   static const std::set<std::string> priced = {
       "zero", "hsdp", "ep", "etp", "sp", "flash", "overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap",
       "loss", "attn", "fp8", "fp8_all_gather", "pp_first_layers", "pp_last_layers", "pp_embedding_layers",
-      "pp_loss_layers", "mtp", "ep_overlap", "cuda_graph", "capacity_factor", "pad_to_capacity", "dispatcher",
+      "pp_loss_layers", "pp_layout", "mtp", "ep_overlap", "cuda_graph", "capacity_factor", "pad_to_capacity", "dispatcher",
       "precision_aware_optimizer", "adam_moments", "recompute_modules", "act_offload_layers"};
   static const std::set<std::string> recorded = {
       "grad_reduce_in_fp32", "main_grads", "delay_wgrad",
@@ -82,9 +83,9 @@ std::string need_reason(const std::string& token) {
       // a row that names no capacity factor, or drops without padding, is not.
       {"tokendrop", "needs token dropping without padding or with an unpublished capacity factor (priced: padded, "
                     "--moe-capacity-factor)"},
-      // DeepSeek-V3's pipeline_model_parallel_layout (per-virtual-stage block lists, e.g. E+4 | 4×14 | 1+MTP+loss):
-      // ranks of 16/16/16/13 blocks under vpp 4, which the uneven split (each rank's blocks divisible by vpp) refuses.
-      {"pp-layout", "needs Megatron's pipeline_model_parallel_layout (stages of blocks not divisible by vpp)"}};
+      // A row whose recipe set Megatron's pipeline_model_parallel_layout gives it as `pp_layout` (--pp-layout); one
+      // whose layout is not published keeps the need.
+      {"pp-layout", "needs the Megatron pipeline layout it ran (pipeline_model_parallel_layout not published)"}};
   const auto it = reasons.find(token);
   return it == reasons.end() ? "needs " + token : it->second;
 }
@@ -216,6 +217,11 @@ Strategy strategy_of(const ModernRow& r, const std::map<std::string, std::string
   if (opt.count("pp_last_layers")) s.split.last_layers = std::stol(opt.at("pp_last_layers"));
   if (opt.count("pp_embedding_layers")) s.split.embedding_layers = std::stol(opt.at("pp_embedding_layers"));
   if (opt.count("pp_loss_layers")) s.split.loss_layers = std::stol(opt.at("pp_loss_layers"));
+  if (opt.count("pp_layout")) {  // --pp-layout: Megatron's per-stage layout (planner/megatron_layout.hpp)
+    const LayoutParse parsed = parse_megatron_layout(opt.at("pp_layout"));
+    if (!parsed.error.empty()) throw std::runtime_error(fmt::format("line {}: pp_layout: {}", r.line, parsed.error));
+    s.split.layout = parsed.layout;
+  }
   s.recompute = recompute_of(r, assumptions);
   s.micro_batch = r.unpublished("mbs") ? 1 : r.num("mbs");
   if (r.unpublished("mbs")) assumptions.push_back("micro-batch not published: 1");
@@ -277,6 +283,7 @@ PublishedRuns load_modern_runs(const std::string& csv_path, const PresetStore& s
         }
         // --fp8 exists now: a row that names its recipe (options fp8=...) is predicted with it.
         if (token == "fp8" && options.count("fp8")) continue;
+        if (token == "pp-layout" && options.count("pp_layout")) continue;  // --pp-layout
         // Token dropping with padding is --moe-capacity-factor (a capacity without padding is not priced).
         if (token == "tokendrop" && options.count("capacity_factor") && options.count("pad_to_capacity") &&
             options.at("pad_to_capacity") == "1")

@@ -146,6 +146,9 @@ SearchSpace search_space(const PlanOptions& o, const ModelSpec& m, const Cluster
   }
   if (!f.schedule.empty()) sp.schedule = parse_schedule_flag(f.schedule);
   sp.split = resolve_pipeline_split(f);
+  // A layout fixes pp · vpp: with --pp given, its chunks per rank (the search refuses the rest: pipeline_layout.cpp).
+  if (sp.split && sp.split->layout.stages > 0 && sp.pp && !sp.vpp && sp.split->layout.stages % *sp.pp == 0)
+    sp.vpp = sp.split->layout.stages / *sp.pp;
   if (f.sp) sp.sp = true;
   sp.offload_optimizer = f.offload_optimizer;
   const auto objective = parse_objective(o.objective);

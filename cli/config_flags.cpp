@@ -10,6 +10,7 @@
 #include "planner/batch.hpp"
 #include "planner/error.hpp"
 #include "planner/framework_support.hpp"
+#include "planner/megatron_layout.hpp"
 #include "planner/memory.hpp"
 #include "planner/recompute_modules.hpp"
 #include "planner/pipeline_layout.hpp"
@@ -59,6 +60,10 @@ void add_config_flags(CLI::App& cmd, ConfigFlags& f) {
   cmd.add_option("--pp-loss-layers", f.pp_loss_layers,
                  "Count the final norm, LM head and loss as N blocks (Megatron --account-for-loss-in-pipeline-split; "
                  "torchtitan pipeline_parallel_last_stage_less_layers)");
+  cmd.add_option("--pp-layout", f.pp_layout,
+                 "Megatron's per-stage layout (--pipeline-model-parallel-layout), e.g. 'Et*4|(t*4|)*14,tmL': E "
+                 "embedding, t block, m MTP layer, L loss, '|' between virtual stages; sets --vpp to stages / --pp "
+                 "(megatron)");
   cmd.add_flag("--sp", f.sp, "Sequence parallelism (with --tp)");
   cmd.add_option("--zero", f.zero,
                  "0 = DDP, 1 = optimizer states, 2 = + gradients (SHARD_GRAD_OP), 3 = + parameters (FULL_SHARD); "
@@ -253,8 +258,19 @@ int64_t positive(const char* flag, std::optional<int64_t> v, int64_t fallback) {
 }  // namespace
 
 std::optional<PipelineSplit> resolve_pipeline_split(const ConfigFlags& f) {
-  if (!f.pp_first_layers && !f.pp_last_layers && !f.pp_embedding_layers && !f.pp_loss_layers) return std::nullopt;
+  if (!f.pp_first_layers && !f.pp_last_layers && !f.pp_embedding_layers && !f.pp_loss_layers && f.pp_layout.empty())
+    return std::nullopt;
   PipelineSplit split;
+  if (!f.pp_layout.empty()) {
+    if (f.pp_first_layers || f.pp_last_layers || f.pp_embedding_layers || f.pp_loss_layers)
+      throw InputError("--pp-layout cannot be combined with --pp-first-layers, --pp-last-layers, --pp-embedding-layers "
+                       "or --pp-loss-layers (Megatron-Core refuses the layout beside the other split arguments); keep "
+                       "one of them");
+    const LayoutParse parsed = parse_megatron_layout(f.pp_layout);
+    if (!parsed.error.empty()) throw InputError(fmt::format("--pp-layout '{}': {}", f.pp_layout, parsed.error));
+    split.layout = parsed.layout;
+    return split;
+  }
   for (auto [flag, v, out] : {std::tuple{"--pp-first-layers", f.pp_first_layers, &split.first_layers},
                               std::tuple{"--pp-last-layers", f.pp_last_layers, &split.last_layers}}) {
     if (!v) continue;
@@ -317,6 +333,11 @@ ResolvedConfig resolve_config(const ConfigFlags& f, const PresetStore& store) {
   s.ep = positive("--ep", f.ep, 1);
   s.etp = f.etp ? positive("--etp", f.etp, 1) : 0;  // 0: the runtime's default (planner/strategy.hpp)
   s.vpp = positive("--vpp", f.vpp, 1);
+  const std::optional<PipelineSplit> given_split = resolve_pipeline_split(f);
+  // A layout's stage count sets the chunks per rank (Megatron-LM arguments.py: vpp = stages / pp); a --vpp that
+  // disagrees is refused by pipeline_layout_refusal.
+  if (given_split && given_split->layout.stages > 0 && !f.vpp && given_split->layout.stages % s.pp == 0)
+    s.vpp = given_split->layout.stages / s.pp;
   if (f.schedule.empty()) {
     s.schedule = s.vpp > 1 ? Schedule::interleaved : Schedule::one_f_one_b;
   } else {
@@ -324,7 +345,7 @@ ResolvedConfig resolve_config(const ConfigFlags& f, const PresetStore& store) {
   }
   // ZB-V and DualPipeV run two chunks per rank: --vpp defaults to 2 for them.
   if (!f.vpp && (s.schedule == Schedule::zbv || s.schedule == Schedule::dualpipev)) s.vpp = 2;
-  if (const auto split = resolve_pipeline_split(f)) s.split = *split;
+  if (given_split) s.split = *given_split;
   if (s.tp > s.gpus || s.pp > s.gpus || s.cp > s.gpus)
     throw InputError(s.cp > 1 ? fmt::format("--tp {} · --pp {} · --cp {} exceeds --gpus {}", s.tp, s.pp, s.cp, s.gpus)
                               : fmt::format("--tp {} · --pp {} exceeds --gpus {}", s.tp, s.pp, s.gpus));
@@ -383,11 +404,17 @@ ResolvedConfig resolve_config(const ConfigFlags& f, const PresetStore& store) {
   }
   // No split given and the runtime's default cannot lay the blocks out: the split its recipes use (or none: then
   // validation names the rule and the flags).
-  if (!resolve_pipeline_split(f))
+  if (!given_split)
     if (const auto split = runnable_split_for_default(r.model, s)) {
       s.split = *split;
+      std::vector<int64_t> blocks;
+      for (int64_t k = 0; k < virtual_stage_count(s); ++k) blocks.push_back(virtual_stage_layers(r.model, s, k));
       const std::string how =
-          split->embedding_layers == 1 && split->loss_layers == 1
+          split->layout.stages > 0
+              ? fmt::format("the per-stage layout '{}' (--pp-layout: Megatron's --pipeline-model-parallel-layout, "
+                            "middle stages of ⌈L/S⌉ blocks as Megatron-Bridge's DeepSeek-V3 recipes write it)",
+                            format_megatron_layout(blocks, r.model.mtp_layers))
+          : split->embedding_layers == 1 && split->loss_layers == 1
               ? "the embedding and the loss counted as a block each (--pp-embedding-layers 1 --pp-loss-layers 1: "
                 "Megatron-LM's --account-for-embedding/loss-in-pipeline-split, as Megatron-Bridge's recipes set them)"
               : fmt::format("{} blocks on the first stage and {} on the last (--pp-first-layers {} --pp-last-layers {})",

@@ -55,6 +55,7 @@ struct LaunchFacts {
   // counted as layers (as the runtime defaults them), and torchtitan's pipeline_parallel_layers_per_stage.
   int64_t pp_first_layers = 0, pp_last_layers = 0, pp_embedding_layers = 0, pp_loss_layers = 0;
   int64_t torchtitan_layers_per_stage = 1;
+  bool pp_stage_layout = false;  // Megatron's per-stage layout (--pp-layout) priced
   int zero = 3;
   bool sp = false, offload = false, flash = true;
   bool compile = false, async_tp = false;  // torch.compile; PyTorch's async TP (effective_tp_comm_overlap)

@@ -7,6 +7,7 @@
 
 #include "cli/emit_launch.hpp"
 #include "planner/framework.hpp"
+#include "planner/megatron_layout.hpp"
 #include "planner/moe.hpp"
 #include "planner/pipeline_layout.hpp"
 #include "planner/recompute_modules.hpp"
@@ -122,19 +123,12 @@ void add_extended_model_args(const ModelSpec& m, const LaunchFacts& f, std::vect
 }
 
 // The blocks of each virtual stage in model order, the embedding on the first and the MTP layers and loss on the
-// last: "Et*8|t*9|...|t*8mL" (PipelineParallelLayerLayout.parse_str_to_list; validate_layer_layout wants every
-// block, one E first, one L last, the MTP layers just before L).
+// last: "Et*8|(t*9|)*6,t*8mL" (PipelineParallelLayerLayout.parse_str_to_list; validate_layer_layout wants every
+// block, one E first, one L last, the MTP layers just before L; planner/megatron_layout.hpp).
 std::string megatron_pipeline_layout(const ModelSpec& m, const Strategy& s) {
-  const int64_t stages = virtual_stage_count(s);
-  std::string out;
-  for (int64_t k = 0; k < stages; ++k) {
-    if (k > 0) out += "|";
-    if (k == 0) out += "E";
-    const int64_t blocks = virtual_stage_layers(m, s, k);
-    if (blocks > 0) out += fmt::format("t*{}", blocks);
-    if (k + 1 == stages) out += std::string(static_cast<size_t>(m.mtp_layers), 'm') + "L";
-  }
-  return out;
+  std::vector<int64_t> blocks;
+  for (int64_t k = 0; k < virtual_stage_count(s); ++k) blocks.push_back(virtual_stage_layers(m, s, k));
+  return format_megatron_layout(blocks, m.mtp_layers);
 }
 
 }  // namespace
@@ -160,7 +154,9 @@ EmittedFile emit_megatron(const LaunchPlan& plan, const LaunchFacts& f) {
   // Another runtime's split (DeepSpeed's partition, torchtitan's embedding and loss counted as layers) as it was
   // priced, stage by stage: --pipeline-model-parallel-layout (megatron/core/transformer/
   // pipeline_parallel_layer_layout.py: E embedding, t block, m MTP layer, L loss; | between virtual stages).
-  if (f.pp > 1 && !own)
+  // Megatron's own layout (--pp-layout) likewise; it sets the chunks per rank itself (arguments.py refuses it beside
+  // --num-virtual-stages-per-pipeline-rank).
+  if (f.pp > 1 && (!own || f.pp_stage_layout))
     arg2("--pipeline-model-parallel-layout", "'" + megatron_pipeline_layout(m, plan.prediction.strategy) + "'");
   // The chunk count, not --num-layers-per-virtual-pipeline-stage: that one is checked against num_layers / pp
   // before the embedding and loss are counted out (validate_args), so it fails the accounted splits.

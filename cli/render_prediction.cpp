@@ -9,6 +9,7 @@
 #include "planner/context_parallel.hpp"
 #include "planner/error.hpp"
 #include "planner/partition.hpp"
+#include "planner/megatron_layout.hpp"
 #include "planner/pipeline_layout.hpp"
 #include "planner/recompute_modules.hpp"
 #include "planner/framework.hpp"
@@ -42,11 +43,18 @@ json pipeline_json(const Prediction& p) {
     for (int64_t c = 0; c < chunks_per_rank(s); ++c) chunks.push_back(chunk_layers(p.model, s, r, c));
     ranks.push_back(chunks);
   }
-  return {{"first_layers", s.split.first_layers},
-          {"last_layers", s.split.last_layers},
-          {"embedding_layers", effective_embedding_layers(s)},
-          {"loss_layers", effective_loss_layers(s)},
-          {"chunk_layers", ranks}};
+  json out = {{"first_layers", s.split.first_layers},
+              {"last_layers", s.split.last_layers},
+              {"embedding_layers", effective_embedding_layers(s)},
+              {"loss_layers", effective_loss_layers(s)},
+              {"chunk_layers", ranks}};
+  // Megatron's per-stage layout (--pp-layout), as the flag takes it back.
+  if (has_stage_layout(s)) {
+    std::vector<int64_t> blocks;
+    for (int64_t k = 0; k < virtual_stage_count(s); ++k) blocks.push_back(virtual_stage_layers(p.model, s, k));
+    out["layout"] = format_megatron_layout(blocks, p.model.mtp_layers);
+  }
+  return out;
 }
 
 json config_json(const Prediction& p) {

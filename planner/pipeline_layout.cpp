@@ -36,7 +36,10 @@ int64_t virtual_stage_of(const Strategy& s, int64_t rank, int64_t chunk) {
   return rank + chunk * s.pp;
 }
 
+bool has_stage_layout(const Strategy& s) { return s.split.layout.stages > 0; }
+
 int64_t effective_embedding_layers(const Strategy& s) {
+  if (has_stage_layout(s)) return 0;  // the layout places the embedding itself
   if (s.split.embedding_layers >= 0) return s.split.embedding_layers;
   // torchtitan/config/configs.py ParallelismConfig: pipeline_parallel_first_stage_less_layers = 1. With explicit
   // first/last counts the weights are not used (Megatron refuses both together).
@@ -45,6 +48,7 @@ int64_t effective_embedding_layers(const Strategy& s) {
 }
 
 int64_t effective_loss_layers(const Strategy& s) {
+  if (has_stage_layout(s)) return 0;
   if (s.split.loss_layers >= 0) return s.split.loss_layers;
   const bool uneven = s.split.first_layers > 0 || s.split.last_layers > 0;
   return s.framework == Framework::torchtitan && !uneven ? 1 : 0;  // pipeline_parallel_last_stage_less_layers = 1
@@ -96,6 +100,8 @@ bool weighted(const Strategy& s) {
 
 int64_t virtual_stage_layers(const ModelSpec& m, const Strategy& s, int64_t k) {
   if (s.pp <= 1) return k == 0 ? m.layers : 0;
+  // Megatron's layout: get_num_layers_to_build counts the stage's 't' entries.
+  if (has_stage_layout(s)) return k < s.split.layout.stages ? s.split.layout.blocks[static_cast<size_t>(k)] : 0;
   if (uneven_ends(s)) return uneven_rank_layers(m, s, k % s.pp) / chunks_per_rank(s);
   if (weighted(s)) return weighted_stage_layers(m, s, k);
   return default_stage_layers(m, s, k);
@@ -180,6 +186,50 @@ std::optional<std::string> uneven_refusal(const ModelSpec& m, const Strategy& s)
   return std::nullopt;
 }
 
+// Megatron's layout against the model and the strategy: transformer_config.py refuses it beside the other split
+// arguments, arguments.py derives vpp from its stage count, validate_layer_layout counts the blocks and MTP layers.
+std::optional<std::string> stage_layout_refusal(const ModelSpec& m, const Strategy& s) {
+  const StageLayout& l = s.split.layout;
+  if (s.framework != Framework::megatron)
+    return fmt::format("--pp-layout is Megatron-Core's --pipeline-model-parallel-layout; --framework {} splits its "
+                       "pipeline by its own rule: use --framework megatron, or --pp-first-layers/--pp-last-layers or "
+                       "--pp-embedding-layers/--pp-loss-layers",
+                       to_string(s.framework));
+  if (s.split.first_layers > 0 || s.split.last_layers > 0 || s.split.embedding_layers > 0 || s.split.loss_layers > 0)
+    return "--pp-layout cannot be combined with --pp-first-layers, --pp-last-layers, --pp-embedding-layers or "
+           "--pp-loss-layers (Megatron-Core transformer_config.py: \"pipeline_model_parallel_layout cannot be set with "
+           "other pipeline layout arguments\"); keep one of them";
+  if (schedule_is_v_shaped(s.schedule))
+    return fmt::format("--pp-layout places stages in Megatron's loop order; --schedule {} is not Megatron's: use 1f1b or "
+                       "interleaved",
+                       to_string(s.schedule));
+  if (l.stages % s.pp != 0)
+    return fmt::format("--pp-layout has {} virtual stages, which --pp {} does not divide (Megatron-LM arguments.py: "
+                       "\"The length of pipeline_model_parallel_layout must be divisible by pipeline_model_parallel_"
+                       "size\"); add or remove stages ('|') or change --pp",
+                       l.stages, s.pp);
+  if (l.stages / s.pp != s.vpp)
+    return fmt::format("--pp-layout's {} virtual stages over --pp {} are {} chunks per rank, but --vpp is {}; drop --vpp "
+                       "(the layout sets it) or make them agree",
+                       l.stages, s.pp, l.stages / s.pp, s.vpp);
+  int64_t blocks = 0;
+  for (int64_t k = 0; k < l.stages; ++k) blocks += l.blocks[static_cast<size_t>(k)];
+  if (blocks != m.layers)
+    return fmt::format("--pp-layout places {} transformer blocks (t), but the model has {} layers; every block once "
+                       "(validate_layer_layout)",
+                       blocks, m.layers);
+  if (l.mtp_layers != m.mtp_layers)
+    return fmt::format("--pp-layout places {} MTP layers (m), but the model has {} (mtp_layers); Megatron-Core requires "
+                       "them equal (validate_layer_layout)",
+                       l.mtp_layers, m.mtp_layers);
+  // shardplan prices the MTP layers with the LM head and loss (planner/moe_costs.cpp add_mtp_costs), as Megatron-
+  // Bridge's DeepSeek layouts place them (mtp_standalone = False); a stage of its own is not modelled.
+  if (l.mtp_layers > 0 && l.mtp_stage != l.stages - 1)
+    return "--pp-layout puts the MTP layers (m) in a stage before the loss's; shardplan prices them beside the loss "
+           "(Megatron-Bridge's DeepSeek layouts, '...tmL'): move the m's into the last stage, just before L";
+  return std::nullopt;
+}
+
 std::optional<std::string> weighted_refusal(const ModelSpec& m, const Strategy& s) {
   const int64_t ew = effective_embedding_layers(s), lw = effective_loss_layers(s);
   const int64_t L = m.layers, S = virtual_stage_count(s), p = s.pp, v = chunks_per_rank(s), e = L + ew + lw;
@@ -232,6 +282,11 @@ std::optional<std::string> pipeline_layout_refusal(const ModelSpec& m, const Str
       if (auto why = framework_refusal(schedule_only)) return why;
   }
   if (const auto why = schedule_refusal(s)) return why;
+  if (has_stage_layout(s)) {
+    if (s.pp < 2) return "--pp-layout needs --pp of at least 2";
+    // Megatron allows empty stages ("E||t|L"): no check of blocks per stage beyond the counts.
+    return stage_layout_refusal(m, s);
+  }
   const bool set = uneven_ends(s) || s.split.embedding_layers > 0 || s.split.loss_layers > 0;
   if (s.pp < 2) {
     if (set) return "--pp-first-layers/--pp-last-layers/--pp-embedding-layers/--pp-loss-layers need --pp of at least 2";
@@ -266,11 +321,26 @@ std::optional<std::string> pipeline_layout_refusal(const ModelSpec& m, const Str
   return std::nullopt;
 }
 
-int pipeline_split_candidates(const ModelSpec& m, const Strategy& s, PipelineSplit out[3]) {
+std::optional<StageLayout> recipe_style_layout(const ModelSpec& m, const Strategy& s) {
+  const int64_t S = virtual_stage_count(s), L = m.layers;
+  if (S < 2 || S > kMaxLayoutStages || L > 32767) return std::nullopt;
+  const int64_t middle = (L + S - 1) / S, rest = L - (S - 2) * middle;
+  if (rest < 0) return std::nullopt;
+  StageLayout l;
+  l.stages = static_cast<int16_t>(S);
+  for (int64_t k = 1; k + 1 < S; ++k) l.blocks[static_cast<size_t>(k)] = static_cast<int16_t>(middle);
+  l.blocks[0] = static_cast<int16_t>(std::min(middle, rest));
+  l.blocks[static_cast<size_t>(S - 1)] = static_cast<int16_t>(rest - l.blocks[0]);
+  l.mtp_layers = static_cast<int16_t>(m.mtp_layers);
+  l.mtp_stage = m.mtp_layers > 0 ? static_cast<int16_t>(S - 1) : int16_t{-1};
+  return l;
+}
+
+int pipeline_split_candidates(const ModelSpec& m, const Strategy& s, PipelineSplit out[kMaxSplitCandidates]) {
   int n = 0;
   Strategy probe = s;
   auto offer = [&](const PipelineSplit& split) {
-    if (n == 3) return;
+    if (n == kMaxSplitCandidates) return;
     probe.split = split;
     if (pipeline_layout_refusal(m, probe)) return;
     for (int i = 0; i < n; ++i) {
@@ -293,19 +363,22 @@ int pipeline_split_candidates(const ModelSpec& m, const Strategy& s, PipelineSpl
     q = (q + v - 1) / v * v;
     const int64_t rest = m.layers - (s.pp - 2) * q;
     const int64_t f = rest / 2 / v * v, l = rest - f;
-    if (f >= v && l >= v && (f != q || l != q)) offer(PipelineSplit{f, l, 0, 0});
+    if (f >= v && l >= v && (f != q || l != q)) offer(PipelineSplit{f, l, 0, 0, {}});
   }
-  offer(PipelineSplit{0, 0, 1, 1});
+  offer(PipelineSplit{0, 0, 1, 1, {}});
   // torchtitan's default counts the ends as a block each; an even split is its weights at 0.
-  if (s.framework == Framework::torchtitan) offer(PipelineSplit{0, 0, 0, 0});
+  if (s.framework == Framework::torchtitan) offer(PipelineSplit{0, 0, 0, 0, {}});
+  // Megatron's layout balances what no per-rank count can under interleaving (DeepSeek-V3's 61 blocks on 4 × 4).
+  if (s.framework == Framework::megatron)
+    if (const auto layout = recipe_style_layout(m, s)) offer(PipelineSplit{0, 0, -1, -1, *layout});
   return n;
 }
 
 std::optional<PipelineSplit> runnable_split_for_default(const ModelSpec& m, const Strategy& s) {
   if (s.pp < 2 || !(s.split == PipelineSplit{}) || !pipeline_layout_refusal(m, s)) return std::nullopt;
-  PipelineSplit found[3];
+  PipelineSplit found[kMaxSplitCandidates];
   const int n = pipeline_split_candidates(m, s, found);
-  for (const PipelineSplit& preferred : {PipelineSplit{0, 0, 1, 1}})
+  for (const PipelineSplit& preferred : {PipelineSplit{0, 0, 1, 1, {}}})
     for (int i = 0; i < n; ++i)
       if (found[i] == preferred) return preferred;
   for (int i = 0; i < n; ++i)

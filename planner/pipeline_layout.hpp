@@ -21,6 +21,9 @@ bool schedule_is_v_shaped(Schedule s);
 // The schedules that split each backward into B (input gradients) and W (weight gradients).
 bool schedule_splits_backward(Schedule s);
 
+// Whether the split is Megatron's per-stage layout (--pp-layout; planner/megatron_layout.hpp).
+bool has_stage_layout(const Strategy& s);
+
 // Model chunks per rank: vpp (1 without interleaving); 2 for the V-shaped schedules.
 int64_t chunks_per_rank(const Strategy& s);
 int64_t virtual_stage_count(const Strategy& s);
@@ -47,9 +50,18 @@ std::optional<std::string> pipeline_layout_refusal(const ModelSpec& m, const Str
 
 // A few splits worth pricing for the strategy's pp, vpp, schedule and framework, each one the runtime accepts:
 // its default, Megatron's first/last counts that leave the middle stages ⌈L/pp⌉ blocks (Llama 3's one block fewer
-// on the first and last stages, Dubey et al. 2024 §3.3.2), and the embedding and the loss counted as one block
-// each. Duplicates (the same blocks everywhere) are left out. Returns how many of `out` are set (at most 3).
-int pipeline_split_candidates(const ModelSpec& m, const Strategy& s, PipelineSplit out[3]);
+// on the first and last stages, Dubey et al. 2024 §3.3.2), the embedding and the loss counted as one block each, and
+// under Megatron a per-stage layout with ⌈L/S⌉ blocks in every middle virtual stage (recipe_style_layout).
+// Duplicates (the same blocks everywhere) are left out. Returns how many of `out` are set.
+inline constexpr int kMaxSplitCandidates = 4;
+int pipeline_split_candidates(const ModelSpec& m, const Strategy& s, PipelineSplit out[kMaxSplitCandidates]);
+
+// Megatron's layout as Megatron-Bridge's DeepSeek-V3 recipes write it (recipes/deepseek/h100/deepseek_v3.py
+// _get_deepseek_v3_pipeline_layout): every middle virtual stage ⌈L/S⌉ blocks, the first as many or what is left
+// beside the embedding, the last the rest beside the MTP layers and the loss. 61 blocks on 16 virtual stages →
+// E+4 | 4 × 14 | 1+m+L, on 32 → E+1 | 2 × 30 | m+L: the recipes' own. Nothing when the middle stages would take more
+// than the blocks, or beyond kMaxLayoutStages.
+std::optional<StageLayout> recipe_style_layout(const ModelSpec& m, const Strategy& s);
 
 // When the user set no split and the runtime's default split cannot lay out the model (94 blocks on pp 8 × vpp 4
 // under Megatron-Core), the split its recipes use instead, if one of pipeline_split_candidates runs: the embedding and

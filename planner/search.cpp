@@ -471,7 +471,7 @@ SearchResult search_strategies(const ModelSpec& m, const ClusterSpec& c, const S
                 for (int si = 0; si < n_schedules; ++si) {
                   s.schedule = schedules[si];
                   if (s.schedule == Schedule::interleaved && (per_replica / mb) % pp != 0) continue;
-                  PipelineSplit splits[3];
+                  PipelineSplit splits[kMaxSplitCandidates];
                   int n_splits = 1;
                   if (space.split) splits[0] = *space.split;
                   else n_splits = pipeline_split_candidates(m, s, splits);

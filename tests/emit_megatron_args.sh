@@ -47,6 +47,9 @@ if c["moe_capacity_factor"] > 0:
     want["capacity_factor"] = c["moe_capacity_factor"]
 if c["zero"] >= 2:
     want["sharding"] = "optim_grads_params" if c["zero"] == 3 else "optim_grads"
+# A layout written out (--pp-layout, or another runtime's split stage by stage): the blocks of every rank's chunks.
+if got.get("layout_blocks") is not None:
+    want["layout_blocks"] = c["pipeline"]["chunk_layers"]
 bad = {k: (v, got.get(k)) for k, v in want.items() if got.get(k) != v}
 assert not bad, f"{name}: planned vs Megatron read {bad}"
 print(f"ok {name}: Megatron read tp {got['tp']} pp {got['pp']} (vpp {got['vpp']}) cp {got['cp']} ep {got['ep']} "
@@ -74,6 +77,8 @@ check gpt-oss 64 --preset gpt-oss-120b --cluster dgx-h100 --framework megatron -
 check mixtral-tp-ep 256 --preset mixtral-8x7b --cluster dgx-h100 --framework megatron --ep 8 --tp 2
 # MoE Parallel Folding: EP 32 over TP 2 × DP 16 (expert TP 1), with the batch-level EP overlap (Megatron-Bridge's
 # Qwen3-235B H100 layout).
+check deepseek-v3-layout 256 --preset deepseek-v3 --cluster dgx-b200 --framework megatron --pp 4 --ep 64 \
+  --pp-layout 'Et*4|(t*4|)*14tmL' --recompute selective --recompute-modules mla_up_proj --global-batch 1024
 check qwen3-235b-folded 256 --preset qwen3-235b-a22b --cluster dgx-h100 --framework megatron --tp 2 --pp 8 --ep 32 \
   --ep-comm-overlap --pp-embedding-layers 1 --pp-loss-layers 1 --cuda-graphs partial --max-hbm-fraction 1.0
 check qwen3-30b-graphs 16 --preset qwen3-30b-a3b --cluster dgx-h100 --framework megatron --ep 16 --cuda-graphs full \

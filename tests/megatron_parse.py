@@ -49,6 +49,15 @@ sys.argv = ["pretrain_gpt.py"] + argv + ["--mock-data", "--lr", "1e-4"]
 try:
     args = arguments.parse_args()
     arguments.validate_args(args, {})
+    # A pipeline layout is checked against the model when TransformerConfig is built (validate_layer_layout); the
+    # blocks each rank's chunks build are read from the parsed layout (what get_num_layers_to_build counts).
+    layout_blocks = None
+    if args.pipeline_model_parallel_layout:
+        from megatron.core.transformer.enums import LayerType
+        from megatron.core.transformer.pipeline_parallel_layer_layout import PipelineParallelLayerLayout
+        layout = PipelineParallelLayerLayout(args.pipeline_model_parallel_layout, args.pipeline_model_parallel_size)
+        layout.validate_layer_layout(args.num_layers, args.mtp_num_layers)
+        layout_blocks = [[chunk.count(LayerType.decoder) for chunk in rank] for rank in layout.layout]
 except BaseException as e:  # validate_args asserts, raises ValueError, or argparse exits
     print(f"refused: {type(e).__name__}: {e}", file=sys.stderr)
     sys.exit(1)
@@ -76,4 +85,5 @@ json.dump({
     "experts": args.num_experts or 0, "recompute": args.recompute_granularity or "none",
     "fp8": args.fp8_recipe if args.fp8 else "off", "fp8_param_gather": bool(args.fp8_param_gather),
     "offload_optimizer": bool(args.optimizer_cpu_offload),
+    "layout_blocks": layout_blocks,
 }, open(out_json, "w"))

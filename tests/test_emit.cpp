@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <yaml-cpp/yaml.h>
 
+#include "planner/megatron_layout.hpp"
 #include "tests/cli_runner.hpp"
 
 using shardplan::test::is_one_error_line;
@@ -186,13 +187,13 @@ TEST_SUITE("emit") {
     const std::string layout = args.substr(begin, args.find('\'', begin) - begin);
     CHECK(layout.front() == 'E');
     CHECK(layout.substr(layout.size() - 1) == "L");
-    int64_t blocks = 0, stages = 1;
-    for (size_t i = 0; i < layout.size(); ++i) {
-      if (layout[i] == '|') ++stages;
-      if (layout.compare(i, 2, "t*") == 0) blocks += std::stoll(layout.substr(i + 2));
-    }
+    // Read back as Megatron reads it (planner/megatron_layout.cpp follows parse_str_to_list).
+    const shardplan::LayoutParse parsed = shardplan::parse_megatron_layout(layout);
+    REQUIRE(parsed.error.empty());
+    int64_t blocks = 0;
+    for (int64_t k = 0; k < parsed.layout.stages; ++k) blocks += parsed.layout.blocks[static_cast<size_t>(k)];
     CHECK(blocks == 70);
-    CHECK(stages == 12);
+    CHECK(parsed.layout.stages == 12);
     CHECK(args.find("--num-layers-per-virtual-pipeline-stage") == std::string::npos);
   }
 
@@ -210,7 +211,7 @@ TEST_SUITE("emit") {
     CHECK(c["config"]["pp"] == 4);
     const std::string megatron = read_all(dir / "megatron_args.sh");
     // torchtitan's split, 80 / (4 · 2) blocks per virtual stage, stage by stage
-    CHECK(megatron.find("--pipeline-model-parallel-layout 'Et*10|t*10|t*10|t*10|t*10|t*10|t*10|t*10L'") != std::string::npos);
+    CHECK(megatron.find("--pipeline-model-parallel-layout 'Et*10|(t*10|)*6,t*10L'") != std::string::npos);
     CHECK(megatron.find("--recompute-granularity full") != std::string::npos);
     const std::string toml = read_all(dir / "torchtitan.toml");
     CHECK(toml.find("pipeline_parallel_schedule = \"Interleaved1F1B\"") != std::string::npos);

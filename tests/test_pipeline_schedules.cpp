@@ -210,7 +210,7 @@ TEST_SUITE("pipeline schedules") {
     Strategy plain = s;
     plain.vpp = 1;
     plain.schedule = Schedule::one_f_one_b;
-    plain.split = PipelineSplit{7, 7, 0, 0};
+    plain.split = PipelineSplit{7, 7, 0, 0, {}};
     const Prediction q = predict(m, plain, c);
     CHECK(p.time.bubble_s < q.time.bubble_s / 2);
     CHECK(p.time.step_s < q.time.step_s);
