@@ -247,12 +247,7 @@ double collective_time_s(const ClusterSpec& c, Collective op, double bytes, cons
     // its NVLink domain, (n−r)/n·S over its NIC share, both links at once (the slower sets the time). Every member of
     // the domain sends across at the same time (network_bytes_per_s_per_gpu shares the NICs by ranks_per_node).
     const double n = static_cast<double>(l.n), r = static_cast<double>(l.r);
-    const double nvlink_bytes = bytes * (r - 1) / n;
-    if (l.nodes == 1) return kBaseLatencyS + intra_lat + nvlink_bytes / bw_intra;
-    const double net_bytes = bytes * (n - r) / n;
-    const double bw_net = network_bytes_per_s_per_gpu(c, g) * spine_bandwidth_factor(c, g);
-    const double intra_link_bytes = c.intra.kind == LinkKind::pcie ? nvlink_bytes + net_bytes : nvlink_bytes;
-    return kBaseLatencyS + inter_lat + std::max(intra_link_bytes / bw_intra, net_bytes / bw_net);
+    return exchange_time_s(c, bytes * (r - 1) / n, bytes * (n - r) / n, g);
   }
   double steps = 0, inter_steps = 0;
   ring_steps(op, l, steps, inter_steps);
@@ -292,6 +287,18 @@ double collective_time_s(const ClusterSpec& c, Collective op, double bytes, cons
                       2 * ((r - 1) * intra_lat + ceil_log2(l.nodes) * inter_lat) +
                       2 * bytes / (kTreeBandwidthRatio * busbw);
   return std::min(ring, tree);
+}
+
+double exchange_time_s(const ClusterSpec& c, double nvlink_bytes, double net_bytes, const GroupLayout& g) {
+  const Layout l = normalise(g);
+  if (l.n <= 1) return 0.0;
+  const double bw_intra = intra_node_bytes_per_s(c);
+  if (l.nodes == 1) return kBaseLatencyS + std::max(c.intra.latency_us, 0.0) * 1e-6 + nvlink_bytes / bw_intra;
+  const double bw_net = network_bytes_per_s_per_gpu(c, g) * spine_bandwidth_factor(c, g);
+  // Over PCIe the NIC traffic (GPUDirect RDMA) crosses the same x16 link of the GPU as the intra-node traffic.
+  const double intra_link_bytes = c.intra.kind == LinkKind::pcie ? nvlink_bytes + net_bytes : nvlink_bytes;
+  return kBaseLatencyS + std::max(c.inter.latency_us, 0.0) * 1e-6 +
+         std::max(intra_link_bytes / bw_intra, net_bytes / bw_net);
 }
 
 double bus_bandwidth_gbps(Collective op, int64_t n, double bytes, double seconds) {

@@ -39,6 +39,11 @@ double spine_bandwidth_factor(const ClusterSpec& c, const GroupLayout& g);
 // whole send buffer (nccl-tests alltoall: count per rank, 1/n of it to each peer, its own share staying local).
 double collective_time_s(const ClusterSpec& c, Collective op, double bytes, const GroupLayout& g);
 
+// A one-shot exchange in which every rank of the group sends `nvlink_bytes` to peers in its NVLink domain and
+// `net_bytes` over its share of the NICs, all peers at once (NCCL's grouped sends of an all-to-all; DeepEP's and
+// HybridEP's dispatch and combine kernels): one latency, the slower link class sets the time.
+double exchange_time_s(const ClusterSpec& c, double nvlink_bytes, double net_bytes, const GroupLayout& g);
+
 // Bus bandwidth a collective reaches on one link class when bandwidth-bound: algbw = S/t, busbw = algbw × factor
 // (nccl-tests doc/PERFORMANCE.md): all-reduce 2(n−1)/n, all-gather, reduce-scatter and all-to-all (n−1)/n,
 // broadcast 1.

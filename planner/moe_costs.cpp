@@ -132,12 +132,49 @@ double moe_all_to_all_bytes(const ModelSpec& m, const Strategy& s) {
   return tokens * static_cast<double>(m.experts_per_token * m.hidden) * a * load;
 }
 
+namespace {
+
+// Chance that a token's top-k (k distinct of `experts`, uniform: balanced routing, and the benchmarks' forced balance
+// draws random logits) picks at least one of the `held` experts of one rank or NVLink domain: 1 − C(E−e, k)/C(E, k).
+double chance_token_reaches(int64_t experts, int64_t held, int64_t k) {
+  double miss = 1;
+  for (int64_t i = 0; i < k; ++i)
+    miss *= std::max<double>(0.0, static_cast<double>(experts - held - i)) / static_cast<double>(experts - i);
+  return 1 - miss;
+}
+
+// One dispatch (or combine) of DeepEP's normal kernels or HybridEP. Both send a token once to every rank that holds
+// one of its experts, not once per expert (DeepEP Buffer.get_dispatch_layout: is_token_in_rank; Megatron-Core
+// moe/fused_a2a.py), and across NVLink domains once per domain, over RDMA to one rank there, which forwards it over
+// NVLink to the others (deepseek-ai/DeepEP csrc/kernels/internode.cu: one RDMA token carries SourceMeta's bitmask of
+// the NVLink ranks it goes to; DeepSeek-V3 report §3.2.2; Hybrid-EP's "hierarchical communication", RDMA between
+// nodes and NVLink inside). NCCL's all-to-all, the all-to-all dispatcher's, sends one copy per selected expert.
+// The combine returns the same copies (summed inside the domain before the RDMA leg).
+double flex_dispatch_time_s(const ModelSpec& m, const Strategy& s, const ClusterSpec& c, double copies_bytes) {
+  const GroupLayout g = ep_group(s, c);
+  const int64_t ranks = std::max<int64_t>(g.size, 1), per_domain = std::clamp<int64_t>(g.ranks_per_node, 1, ranks);
+  const int64_t domains = (ranks + per_domain - 1) / per_domain, k = m.experts_per_token;
+  // Per token: copies_bytes / k is one copy of its hidden state.
+  const double copy = copies_bytes / static_cast<double>(std::max<int64_t>(k, 1));
+  const double rank_hit = chance_token_reaches(m.experts, m.experts / ranks, k);
+  const double domain_hit = chance_token_reaches(m.experts, m.experts / domains, k);
+  // Every other rank the token reaches receives it over NVLink once (from its source, or from the domain's receiving
+  // rank); every other domain it reaches once over the network.
+  const double nvlink = copy * static_cast<double>(ranks - 1) * rank_hit;
+  const double net = copy * static_cast<double>(domains - 1) * domain_hit;
+  return exchange_time_s(c, nvlink, net, g);
+}
+
+}  // namespace
+
 MoeAllToAll moe_all_to_all_time(const ModelSpec& m, const Strategy& s, const ClusterSpec& c, double block_fwd_s,
                                 double block_bwd_s) {
   MoeAllToAll out;
   const double bytes = moe_all_to_all_bytes(m, s);
   if (!(bytes > 0)) return out;
-  const double one = collective_time_s(c, Collective::all_to_all, bytes, ep_group(s, c));
+  const double one = s.moe_dispatcher == MoeDispatcher::alltoall
+                         ? collective_time_s(c, Collective::all_to_all, bytes, ep_group(s, c))
+                         : flex_dispatch_time_s(m, s, c, bytes);
   const double share = static_cast<double>(moe_layers_in(m, 0, m.layers)) / static_cast<double>(m.layers);
   out.fwd = share * 2 * one;
   // Full recomputation, or Megatron's "moe" recompute module, repeats the forward's two.
@@ -185,17 +222,18 @@ void add_mtp_costs(const ModelSpec& m, const Strategy& s, const GpuSpec& g, Micr
 // idles while the host launches what follows. Token dropping with padding never syncs (preprocess: the drop_and_pad
 // branch returns capacity-sized counts built on the host), so it pays only the per-expert part — which fits the
 // token-dropping rows better than the stall does (MoE rows 24.1 → 21.6 %).
-constexpr double kMoeHostLayerS = 5.666e-3;
-constexpr double kMoeHostLocalExpertS = 0.0582e-3;
-// The flex dispatchers' share of the fixed part, fitted the same way: 0. The DeepEP and HybridEP rows show no fixed
-// stall, although both still wait on the host once per layer to size their output (_HybridEPManager.dispatch without a
-// rank capacity factor: "CPU sync in dispatch"; _DeepepManager.get_permuted_hidden_states_by_experts:
-// tokens_per_expert.sum().item()). What differs before that wait: the all-to-all dispatcher turns the routing map into
-// split sizes with a chain of small kernels and an all-gather of the splits over the EP·TP group
-// (MoEAlltoAllTokenDispatcher.preprocess, dispatch_preprocess), where DeepEP computes the layout in one kernel
-// (moe/fused_a2a.py fused_dispatch: buffer.get_dispatch_layout) and HybridEP inside its dispatch call. Which of these
-// removes the stall is not established; the share is left a fitted parameter so that new rows can move it.
-constexpr double kMoeHostFusedDispatchShare = 0.0;
+constexpr double kMoeHostLayerS = 4.733e-3;
+constexpr double kMoeHostLocalExpertS = 0.0559e-3;
+// The flex dispatchers' share of the fixed part, fitted the same way: 0.632. Both wait on the host once per layer to size
+// their output (_HybridEPManager.dispatch without a rank capacity factor: "CPU sync in dispatch";
+// _DeepepManager.get_permuted_hidden_states_by_experts: tokens_per_expert.sum().item()), but compute the dispatch
+// layout in one kernel (moe/fused_a2a.py fused_dispatch: buffer.get_dispatch_layout; HybridEP inside its dispatch
+// call) where the all-to-all dispatcher runs a chain of small kernels and an all-gather of the splits over the EP·TP
+// group before its sync (MoEAlltoAllTokenDispatcher.preprocess, dispatch_preprocess): less to launch around the
+// stall. While their traffic was priced as NCCL's all-to-all (one copy per expert), this share fitted 0: the
+// overpriced traffic stood in for the stall. With the deduplicated dispatch (flex_dispatch_time_s) it fits 0.63, its
+// leave-one-source-out values 0–0.76; pinned at 1 the MoE rows fit worse (21.9 % against 21.0 %).
+constexpr double kMoeHostFusedDispatchShare = 0.632;
 
 double moe_host_layer_default_s() { return kMoeHostLayerS; }
 double moe_host_local_expert_default_s() { return kMoeHostLocalExpertS; }

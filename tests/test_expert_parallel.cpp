@@ -130,6 +130,35 @@ TEST_SUITE("expert parallel") {
     CHECK(moe_all_to_all_bytes(m, megatron_on(16, 1, 1)) == 0);
   }
 
+  TEST_CASE("DeepEP and HybridEP send a token once per rank and once per remote NVLink domain, by hand") {
+    const ModelSpec m = store().model("deepseek-v3");  // 256 experts, top-8, h 7168
+    const ClusterSpec c = store().cluster("dgx-b200");
+    Strategy s = megatron_on(256, 1, 32);  // EP 32: four DGX B200 of 8 ranks, 8 experts per rank, 64 per node
+    s.precision = Precision::amp_bf16;
+    const double S = moe_all_to_all_bytes(m, s);
+    const double copy = S / 8;  // one token's hidden state, of the 4096 tokens
+    CHECK(copy == 4096.0 * 7168 * 2);
+    // P(a token reaches a given node's 64 experts) = 1 − C(192, 8)/C(256, 8); a given rank's 8: 1 − C(248, 8)/C(256, 8).
+    double miss_node = 1, miss_rank = 1;
+    for (int i = 0; i < 8; ++i) miss_node *= (192.0 - i) / (256 - i), miss_rank *= (248.0 - i) / (256 - i);
+    const double net = copy * 3 * (1 - miss_node), nvlink = copy * 31 * (1 - miss_rank);
+    const GroupLayout g = ep_group(s, c);
+    REQUIRE(g.size == 32);
+    REQUIRE(g.ranks_per_node == 8);
+    const double one = exchange_time_s(c, nvlink, net, g);
+    CHECK(one == doctest::Approx(6.6e-6 + c.inter.latency_us * 1e-6 +
+                                 std::max(nvlink / intra_node_bytes_per_s(c), net / network_bytes_per_s_per_gpu(c, g))));
+    // Four per MoE layer and micro-batch, as for NCCL's (the 58 MoE layers of 61 share them).
+    s.moe_dispatcher = MoeDispatcher::hybridep;
+    const MoeAllToAll flex = moe_all_to_all_time(m, s, c, 0, 0);
+    CHECK(flex.total == doctest::Approx(4 * one * 58 / 61));
+    // NCCL's all-to-all sends 8 · 24/32 = 6 copies per token over the network, the flex dispatchers 3 · 0.90 = 2.7.
+    s.moe_dispatcher = MoeDispatcher::alltoall;
+    const MoeAllToAll nccl = moe_all_to_all_time(m, s, c, 0, 0);
+    CHECK(net / (S * 24 / 32) == doctest::Approx(3 * (1 - miss_node) / 6));
+    CHECK(nccl.total > 2 * flex.total);
+  }
+
   TEST_CASE("four all-to-alls per MoE layer and micro-batch; full recomputation repeats the forward two") {
     const ModelSpec m = store().model("mixtral-8x7b");  // every layer is MoE
     const ClusterSpec c = store().cluster("dgx-h100");
