@@ -336,12 +336,16 @@ ResolvedConfig resolve_config(const ConfigFlags& f, const PresetStore& store) {
   const std::optional<PipelineSplit> given_split = resolve_pipeline_split(f);
   // A layout's stage count sets the chunks per rank (Megatron-LM arguments.py: vpp = stages / pp); a --vpp that
   // disagrees is refused by pipeline_layout_refusal.
-  if (given_split && given_split->layout.stages > 0 && !f.vpp && given_split->layout.stages % s.pp == 0)
-    s.vpp = given_split->layout.stages / s.pp;
+  const bool layout_given = given_split && given_split->layout.stages > 0;
+  if (layout_given && !f.vpp && given_split->layout.stages % s.pp == 0) s.vpp = given_split->layout.stages / s.pp;
   if (f.schedule.empty()) {
     s.schedule = s.vpp > 1 ? Schedule::interleaved : Schedule::one_f_one_b;
   } else {
     s.schedule = parse_schedule_flag(f.schedule);
+    if (layout_given && !f.vpp && s.vpp > 1 && s.schedule != Schedule::interleaved)
+      throw InputError(fmt::format("--pp-layout's {} stages over --pp {} are {} chunks per rank, which Megatron-Core "
+                                   "runs interleaved; drop --schedule {} (or give a layout of --pp stages)",
+                                   given_split->layout.stages, s.pp, s.vpp, f.schedule));
   }
   // ZB-V and DualPipeV run two chunks per rank: --vpp defaults to 2 for them.
   if (!f.vpp && (s.schedule == Schedule::zbv || s.schedule == Schedule::dualpipev)) s.vpp = 2;

@@ -226,7 +226,8 @@ TEST_SUITE("megatron layout") {
     for (const std::string& bad : {std::string("--pp-layout 'Et*4|(t*4|)*14tmL' --vpp 2"),
                                    std::string("--pp-layout 'Et*4|(t*4|)*14tmL' --pp-last-layers 13"),
                                    std::string("--pp-layout 'Et*4|(t*4|'"),
-                                   std::string("--pp-layout 'Et*4|(t*4|)*13tmL'")})
+                                   std::string("--pp-layout 'Et*4|(t*4|)*13tmL'"),
+                                   std::string("--pp-layout 'Et*4|(t*4|)*14tmL' --schedule 1f1b")})
       test::check_refused("predict " + base + bad, "--pp-layout");
 
     const std::filesystem::path dir = std::filesystem::temp_directory_path() / "shardplan-test-pp-layout";

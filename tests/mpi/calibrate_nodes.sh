@@ -25,7 +25,9 @@ grep -q '^  wrong: 0$' "$p" || fail "collectives came back wrong"
 "$check" "$p" 100 200 3 || fail "fits do not reproduce the medians"
 
 # The planner reads the multi-node entries: FULL_SHARD over both nodes, and HSDP (shard in a node, replicate
-# across the rails); both far slower than the a800x8 preset the profile refines.
+# across the rails); both far slower than the a800x8 preset the profile refines. Only the collectives are measured
+# (--no-gemm), so the ratio is the exposed share of shared-memory MPI against NVLink: 8× and more on the 2-core CI machine,
+# depending on its load; a profile that was not read would give 1×. 3× is the bar.
 for layout in "--zero 3" "--zero 3 --hsdp 2"; do
   # shellcheck disable=SC2086
   "$bin" predict --preset 2b --gpus 4 --cluster "$p" $layout --format json >"$work/cal.json" || fail "predict $layout"
@@ -33,7 +35,7 @@ for layout in "--zero 3" "--zero 3 --hsdp 2"; do
   "$bin" predict --preset 2b --gpus 4 --cluster a800x8 $layout --format json >"$work/base.json" || fail "predict a800x8"
   cal=$(grep -o '"step_s": *[0-9.e+-]*' "$work/cal.json" | head -1 | grep -o '[0-9.e+-]*$')
   base=$(grep -o '"step_s": *[0-9.e+-]*' "$work/base.json" | head -1 | grep -o '[0-9.e+-]*$')
-  awk -v c="$cal" -v b="$base" 'BEGIN { exit !(c > 10 * b) }' || fail "$layout: the profile's step ($cal s) is not slower than the preset's ($base s)"
+  awk -v c="$cal" -v b="$base" 'BEGIN { exit !(c > 3 * b) }' || fail "$layout: the profile's step ($cal s) is not 3× the preset's ($base s)"
   echo "ok: predict $layout with the 2-node profile: $cal s (a800x8: $base s)"
 done
 
