@@ -122,9 +122,12 @@ int main(int argc, char** argv) {
     for (const std::string& a : c.assumptions) notes += (notes.empty() ? "" : "; ") + a;
     if (!p.fits()) {
       notes += (notes.empty() ? "" : "; ") + std::string("predicted not to fit");
-      over_capacity.push_back(fmt::format("{} {} ({} GPUs, {}): predicted {:.1f} GiB of {:.1f} GiB", c.source,
+      // What failed the fit: the peak, or under expandable segments the peak less the allocator's reserve.
+      over_capacity.push_back(fmt::format("{} {} ({} GPUs, {}): predicted {:.1f} GiB{} of {:.1f} GiB", c.source,
                                           c.model.name, c.strategy.gpus, layout_of(c.strategy),
-                                          p.peak_bytes() / 1073741824.0, p.memory.capacity_bytes / 1073741824.0));
+                                          p.fit_bytes() / 1073741824.0,
+                                          p.memory.expandable_segments ? " (peak less the allocator reserve)" : "",
+                                          p.memory.capacity_bytes / 1073741824.0));
     }
     // The peak depends on the recomputation more than on anything else: compared only where the source gives it.
     if (c.measured_peak_bytes > 0 && !c.historical && recompute_published(c)) {

@@ -55,7 +55,7 @@ std::map<std::string, std::string> parse_options(const ModernRow& r) {
       "zero", "hsdp", "ep", "etp", "sp", "flash", "overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap",
       "loss", "attn", "fp8", "fp8_all_gather", "pp_first_layers", "pp_last_layers", "pp_embedding_layers",
       "pp_loss_layers", "pp_layout", "mtp", "ep_overlap", "cuda_graph", "capacity_factor", "pad_to_capacity", "dispatcher",
-      "precision_aware_optimizer", "adam_moments", "recompute_modules", "act_offload_layers"};
+      "precision_aware_optimizer", "adam_moments", "recompute_modules", "act_offload_layers", "expandable_segments"};
   static const std::set<std::string> recorded = {
       "grad_reduce_in_fp32", "main_grads", "delay_wgrad",
       "shared_expert_overlap", "fp8_attn", "fp8_output_proj", "moe_rank_capacity"};
@@ -217,6 +217,8 @@ Strategy strategy_of(const ModernRow& r, const std::map<std::string, std::string
   if (opt.count("pp_last_layers")) s.split.last_layers = std::stol(opt.at("pp_last_layers"));
   if (opt.count("pp_embedding_layers")) s.split.embedding_layers = std::stol(opt.at("pp_embedding_layers"));
   if (opt.count("pp_loss_layers")) s.split.loss_layers = std::stol(opt.at("pp_loss_layers"));
+  // PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True where the row's launcher set it (--expandable-segments).
+  if (opt.count("expandable_segments")) s.expandable_segments = opt.at("expandable_segments") == "1";
   if (opt.count("pp_layout")) {  // --pp-layout: Megatron's per-stage layout (planner/megatron_layout.hpp)
     const LayoutParse parsed = parse_megatron_layout(opt.at("pp_layout"));
     if (!parsed.error.empty()) throw std::runtime_error(fmt::format("line {}: pp_layout: {}", r.line, parsed.error));

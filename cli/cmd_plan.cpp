@@ -98,6 +98,7 @@ SearchSpace search_space(const PlanOptions& o, const ModelSpec& m, const Cluster
   b.overlap_param_gather = f.overlap_param_gather;
   b.tp_comm_overlap = f.tp_comm_overlap;
   b.ep_comm_overlap = f.ep_comm_overlap;
+  b.expandable_segments = f.expandable_segments;
   if (f.tp_comm_overlap.value_or(false) && !f.sp && !framework_support(b.framework).tp_always_sp)
     throw InputError("--tp-comm-overlap needs --sp (the overlapped collectives are sequence parallelism's all-gathers "
                      "and reduce-scatters); add --sp or drop --tp-comm-overlap");
@@ -192,7 +193,7 @@ size_t fold_variants(std::vector<Candidate>& ranked, size_t top) {
   if (!r.tight.empty())
     fixes += fmt::format("{}--max-hbm-fraction {:.2f} admits {} (it fits the capacity, above the planning line)",
                          fixes.empty() ? "" : "; ",
-                         std::ceil(100 * r.tight.front().peak_total() /
+                         std::ceil(100 * r.tight.front().fit_total() /
                                    static_cast<double>(r.tight.front().capacity_bytes)) / 100,
                          family_of(r.tight.front().strategy));
   if (fixes.empty()) fixes = "no single change among precision, recompute, offload, TP and up to 64× the GPUs fits";

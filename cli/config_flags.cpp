@@ -139,6 +139,10 @@ void add_config_flags(CLI::App& cmd, ConfigFlags& f) {
   on_off("ep-comm-overlap", f.ep_comm_overlap,
          "MoE: one micro-batch's EP all-to-alls hidden behind another's compute (Megatron-Core "
          "--overlap-moe-expert-parallel-comm --delay-wgrad-compute; needs --ep; default off)");
+  on_off("expandable-segments", f.expandable_segments,
+         "PyTorch's allocator with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: its free pages are unmapped "
+         "before an allocation fails, so its reserve cannot fail the run (default: the launcher's; on for fsdp, whose "
+         "emitted torchrun.sh sets it, and torchtitan, whose run_train.sh does; off for fsdp1, deepspeed, megatron)");
   cmd.add_option("--tokens", f.tokens, "Training tokens to price: adds days, GPU-hours (and cost) (e.g. 2T, 300B)");
   cmd.add_option("--gpu-hour-price", f.gpu_hour_price, "Price of one GPU-hour, for the cost of --tokens");
 }
@@ -370,6 +374,7 @@ ResolvedConfig resolve_config(const ConfigFlags& f, const PresetStore& store) {
   s.overlap_param_gather = f.overlap_param_gather;
   s.tp_comm_overlap = f.tp_comm_overlap;
   s.ep_comm_overlap = f.ep_comm_overlap;
+  s.expandable_segments = f.expandable_segments;
   // Both overlaps pipeline all-gathers and reduce-scatters, the collectives of sequence parallelism (Megatron-LM
   // requires --sequence-parallel for --tp-comm-overlap; Inductor's micro-pipeline pass matches only those).
   if (s.tp_comm_overlap.value_or(false) && !(s.sp && s.tp > 1))

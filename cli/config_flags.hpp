@@ -41,6 +41,7 @@ struct ConfigFlags {
   bool fp8_all_gather = false;   // --fp8-all-gather
   std::string grad_sync;
   std::optional<bool> overlap_grad_reduce, overlap_param_gather, tp_comm_overlap, ep_comm_overlap;
+  std::optional<bool> expandable_segments;  // PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (planner/memory.hpp)
   bool sp = false, flash_attn = true, offload_optimizer = false, compile = false;
   // validate's live reference loop: an unset --global-batch means one micro-batch per rank (a measurement, not a
   // recipe), instead of the shared default (planner/batch.hpp), which would run hundreds of accumulation steps.

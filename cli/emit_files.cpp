@@ -66,6 +66,7 @@ LaunchFacts launch_facts(const LaunchPlan& plan) {
   f.pp_embedding_layers = effective_embedding_layers(s);
   f.pp_loss_layers = effective_loss_layers(s);
   f.pp_stage_layout = has_stage_layout(s);
+  f.expandable_segments = p.memory.expandable_segments;
   // torchtitan derives its virtual stages as ⌈(L + first_less + last_less) / layers_per_stage⌉
   // (torchtitan/distributed/pipeline_parallel.py _get_pipeline_metadata): ⌈E / S⌉ gives back S = pp · chunks.
   const int64_t effective = p.model.layers + f.pp_embedding_layers + f.pp_loss_layers;

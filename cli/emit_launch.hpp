@@ -56,6 +56,7 @@ struct LaunchFacts {
   int64_t pp_first_layers = 0, pp_last_layers = 0, pp_embedding_layers = 0, pp_loss_layers = 0;
   int64_t torchtitan_layers_per_stage = 1;
   bool pp_stage_layout = false;  // Megatron's per-stage layout (--pp-layout) priced
+  bool expandable_segments = false;  // the allocator mode priced (planner/memory.hpp fit_bytes): exported when on
   int zero = 3;
   bool sp = false, offload = false, flash = true;
   bool compile = false, async_tp = false;  // torch.compile; PyTorch's async TP (effective_tp_comm_overlap)

@@ -306,6 +306,9 @@ EmittedFile emit_megatron(const LaunchPlan& plan, const LaunchFacts& f) {
   // TP/CP comm overlap needs one hardware queue on Hopper and before; both FSDPs refuse it (arguments.py
   // validate_args: "FSDP requires CUDA_DEVICE_MAX_CONNECTIONS > 1 or unset").
   out += megatron_fsdp ? "unset CUDA_DEVICE_MAX_CONNECTIONS\n" : "export CUDA_DEVICE_MAX_CONNECTIONS=1\n";
+  // The allocator the plan's fit test assumed (planner/memory.hpp fit_bytes; Megatron-Bridge's performance launcher
+  // sets it for every run since v0.5.0, scripts/performance/utils/executors.py PERF_ENV_VARS).
+  if (f.expandable_segments) out += "export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True\n";
   if (megatron_fsdp && f.framework != Framework::megatron)
     file.notes.push_back(fmt::format("ZeRO-{} maps to Megatron-FSDP ({}): shardplan priced this plan as {}, not as "
                                      "Megatron-FSDP",

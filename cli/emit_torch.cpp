@@ -27,7 +27,9 @@ EmittedFile emit_torchrun(const LaunchPlan& plan, const LaunchFacts& f) {
   out += "# Run on every node; NODE_RANK is the node's index, MASTER_ADDR the address of node 0.\n";
   out += "set -euo pipefail\n";
   out += "HERE=\"$(cd \"$(dirname \"${BASH_SOURCE[0]}\")\" && pwd)\"\n";
-  out += "export PYTORCH_CUDA_ALLOC_CONF=\"${PYTORCH_CUDA_ALLOC_CONF:-expandable_segments:True}\"\n";
+  // The allocator the plan's fit test assumed (planner/memory.hpp fit_bytes).
+  if (f.expandable_segments)
+    out += "export PYTORCH_CUDA_ALLOC_CONF=\"${PYTORCH_CUDA_ALLOC_CONF:-expandable_segments:True}\"\n";
   // The model is this folder's config.json when one was written: relative to the script, wherever it is run from.
   out += f.config_json ? "export MODEL=\"${MODEL:-${HERE}}\"\n"
                        : fmt::format("export MODEL=\"${{MODEL:-{}}}\"  # set to a Hugging Face id or folder\n", f.model_ref);

@@ -279,6 +279,9 @@ EmittedFile emit_torchtitan_script(const LaunchPlan& plan, const LaunchFacts& f)
   out += ")\n";
   // tyro subcommands come after every option of the parent config.
   const char* ac = f.recompute == Recompute::full ? "full" : f.recompute == Recompute::selective ? "selective" : "none";
+  // torchtitan's run_train.sh sets expandable segments; this script calls torchrun itself (planner/memory.hpp fit_bytes).
+  if (f.expandable_segments)
+    out += "export PYTORCH_CUDA_ALLOC_CONF=\"${PYTORCH_CUDA_ALLOC_CONF:-expandable_segments:True}\"\n";
   out += torchrun_command(f);
   out += fmt::format("  -m torchtitan.train \"${{TITAN_ARGS[@]}}\" \"$@\" activation-checkpoint:{}\n", ac);
   // hf_assets_path is where torchtitan finds the tokenizer (and weights): the config function's own default.

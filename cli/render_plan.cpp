@@ -7,6 +7,7 @@
 #include "cli/render_network.hpp"
 #include "cli/render_prediction.hpp"
 #include "planner/error.hpp"
+#include "planner/framework.hpp"
 
 namespace shardplan::cli {
 
@@ -51,7 +52,10 @@ std::string header(const PlanReport& r) {
       r.simulation ? fmt::format(" simulated the top {} in {:.1f} ms;", r.simulation->window, r.simulation->wall_ms) : "";
   out += fmt::format("  searched {} configurations in {:.1f} ms;{} {} fit under {:.0f} % of HBM\n", r.result.evaluated,
                      r.search_ms, simulated, r.result.fitting, r.space.max_hbm_fraction * 100);
-  out += "  " + memory_fit_rule(r.space.max_hbm_fraction) + "\n";
+  out += "  " +
+         memory_fit_rule(r.space.max_hbm_fraction,
+                         effective_expandable_segments(r.space.base, framework_traits(r.space.base.framework))) +
+         "\n";
   if (r.folded > 0)
     out += fmt::format("  one row per family and layout: {} variant{} (other vpp, schedule, HSDP group, micro-batch or "
                        "recompute) folded into the best of each\n", r.folded, r.folded == 1 ? "" : "s");

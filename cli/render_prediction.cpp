@@ -94,6 +94,7 @@ json config_json(const Prediction& p) {
           {"framework", to_string(s.framework)},
           {"offload_optimizer", s.offload_optimizer},
           {"offload_activation_layers", s.offload_activation_layers},
+          {"expandable_segments", effective_expandable_segments(s, framework_traits(s.framework))},
           {"precision_aware_optimizer", s.precision_aware_optimizer},
           {"adam_moments", s.bf16_adam_moments ? "bf16" : "fp32"},
           {"loss", to_string(s.loss)},
@@ -156,7 +157,9 @@ json memory_json(const Prediction& p) {
           {"fits", p.fits()},
           {"within_safety_margin", static_cast<double>(peak) <= m.max_hbm_fraction * m.capacity_bytes},
           {"max_hbm_fraction", m.max_hbm_fraction},
-          {"fit_rule", memory_fit_rule(m.max_hbm_fraction)},
+          {"fit_rule", memory_fit_rule(m.max_hbm_fraction, m.expandable_segments)},
+          {"expandable_segments", m.expandable_segments},
+          {"fit_bytes", bytes_to_int(p.fit_bytes())},
           {"headroom_bytes", m.capacity_bytes - peak},
           {"peak_stage", st.stage},
           {"peak_phase", to_string(st.peak_phase)},
@@ -315,18 +318,21 @@ std::string memory_table(const Prediction& p, const Terminal& term) {
                  gb(static_cast<double>(m.capacity_bytes))}, "",
                 false, 2);
   out += table.render(term);
-  const double used = static_cast<double>(peak) / static_cast<double>(m.capacity_bytes);
+  // What decides the fit: the peak, or under expandable segments the peak less the allocator's reserve.
+  const double need = p.fit_bytes();
+  const double used = need / static_cast<double>(m.capacity_bytes);
+  const std::string less = m.expandable_segments ? " (peak less the allocator reserve: expandable segments)" : "";
   if (!p.fits()) {
-    out += fmt::format("  {}: {} GB over capacity ({:.0f} % of HBM)\n", paint("DOES NOT FIT", Style::red, term.color),
-                       gb(static_cast<double>(peak - m.capacity_bytes)), used * 100);
+    out += fmt::format("  {}: {} GB over capacity ({:.0f} % of HBM){}\n", paint("DOES NOT FIT", Style::red, term.color),
+                       gb(need - static_cast<double>(m.capacity_bytes)), used * 100, less);
   } else {
-    out += fmt::format("  {}: {:.0f} % of HBM, {} GB headroom{}\n", paint("fits", Style::green, term.color), used * 100,
-                       gb(static_cast<double>(m.capacity_bytes - peak)),
+    out += fmt::format("  {}: {:.0f} % of HBM{}, {} GB headroom{}\n", paint("fits", Style::green, term.color), used * 100,
+                       less, gb(static_cast<double>(m.capacity_bytes) - need),
                        used <= m.max_hbm_fraction
                            ? ""
                            : fmt::format(" — above the {:.0f} % line that planned runs keep under", m.max_hbm_fraction * 100));
   }
-  out += fit_lines("  " + memory_fit_rule(m.max_hbm_fraction) + "\n", term.width);
+  out += fit_lines("  " + memory_fit_rule(m.max_hbm_fraction, m.expandable_segments) + "\n", term.width);
   if (m.host_bytes_per_rank > 0) {
     const bool acts = m.host_activation_bytes_per_rank > 0, states = m.host_bytes_per_rank > m.host_activation_bytes_per_rank;
     out += fmt::format("  host memory ({}): {} GB per rank, {} GB per node",
@@ -433,7 +439,7 @@ std::string render_prediction_markdown(const Prediction& p, const std::optional<
                      gb(static_cast<double>(p.peak_bytes())));
   out += fmt::format("| capacity | {} | {} |\n", p.fits() ? "fits" : "does not fit",
                      gb(static_cast<double>(p.memory.capacity_bytes)));
-  out += "\n" + memory_fit_rule(p.memory.max_hbm_fraction) + ".\n";
+  out += "\n" + memory_fit_rule(p.memory.max_hbm_fraction, p.memory.expandable_segments) + ".\n";
   if (const auto e = prediction_training(p, goal)) out += "\nTime to train " + training_line(*e) + ".\n";
   return out;
 }

@@ -38,6 +38,9 @@ FrameworkTraits pytorch_base() {
 FrameworkTraits fsdp2_traits() {
   FrameworkTraits t = pytorch_base();
   t.framework = Framework::fsdp;
+  // The FSDP2 loop --emit writes runs with expandable segments (cli/emit_torch.cpp torchrun.sh), as torchtitan's
+  // launcher does (run_train.sh PYTORCH_ALLOC_CONF="expandable_segments:True", since a5e57e4a9, 2024-10-22).
+  t.expandable_segments = true;
   // DTensor tensor parallelism under torch.compile can run PyTorch's async TP (torch._inductor.config.
   // _micro_pipeline_tp; framework.hpp TpOverlapKind): off unless asked (--tp-comm-overlap, with --compile).
   t.tp_overlap_kind = TpOverlapKind::micro_pipeline;
@@ -113,6 +116,8 @@ FrameworkTraits fsdp2_traits() {
 FrameworkTraits fsdp1_traits() {
   FrameworkTraits t = fsdp2_traits();
   t.framework = Framework::fsdp1;
+  // FSDP1 stacks (llm-foundry, Accelerate, fms-fsdp) leave the allocator at its default.
+  t.expandable_segments = false;
   t.tp_overlap_kind = TpOverlapKind::none;  // async TP is a DTensor + FSDP2 path (torchtitan); not modelled for FSDP1
   // The all-gather writes straight into the unit's padded unsharded FlatParameter and the reduce-scatter reads the
   // flat gradient (torch/distributed/fsdp/_flat_param.py FlatParamHandle.unshard; _runtime_utils.py _reduce_grad):
@@ -331,6 +336,10 @@ double loss_backward_bytes_per_logit(const Strategy& s, const FrameworkTraits& f
 
 bool effective_ep_comm_overlap(const Strategy& s, const FrameworkTraits& fw) {
   return fw.ep_comm_overlap_available && s.ep > 1 && s.ep_comm_overlap.value_or(fw.ep_comm_overlap);
+}
+
+bool effective_expandable_segments(const Strategy& s, const FrameworkTraits& fw) {
+  return s.expandable_segments.value_or(fw.expandable_segments);
 }
 
 bool effective_tp_comm_overlap(const Strategy& s, const FrameworkTraits& fw) {

@@ -32,6 +32,9 @@ struct FrameworkTraits {
 
   // --- caching allocator: reserved beyond allocated, as a fraction of allocated -------------------------
   double fragmentation = 0;
+  // PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True as the runtime's launcher sets it (Strategy::expandable_segments
+  // overrides): the reserve still shows in max_memory_reserved but cannot fail a run (memory.hpp fit_bytes).
+  bool expandable_segments = false;
 
   // --- ZeRO-3 / FULL_SHARD working set -------------------------------------------------------------------
   int64_t zero3_prefetch_units = 0;       // units gathered ahead of the one computing
@@ -181,6 +184,7 @@ bool effective_overlap_grad_reduce(const Strategy& s, const FrameworkTraits& fw)
 bool effective_overlap_param_gather(const Strategy& s, const FrameworkTraits& fw);
 bool effective_tp_comm_overlap(const Strategy& s, const FrameworkTraits& fw);
 bool effective_ep_comm_overlap(const Strategy& s, const FrameworkTraits& fw);
+bool effective_expandable_segments(const Strategy& s, const FrameworkTraits& fw);
 // Bytes per logit element alive at the cross-entropy backward (loss_parallel's under TP where the runtime uses it).
 double loss_backward_bytes_per_logit(const Strategy& s, const FrameworkTraits& fw);
 

@@ -79,9 +79,16 @@ double checked_max_hbm_fraction(double f) {
   return f;
 }
 
-std::string memory_fit_rule(double f) {
+std::string memory_fit_rule(double f, bool expandable_segments) {
   // The peak already holds the caching allocator's reserve and the runtime's own allocations (components
-  // `fragmentation` and `runtime`); the planning line keeps a margin for the model's error.
+  // `fragmentation` and `runtime`); the planning line keeps a margin for the model's error. Under expandable
+  // segments the reserve is unmapped before an allocation fails (fit_bytes).
+  if (expandable_segments)
+    return fmt::format("fit rule: a configuration fits when its peak less the allocator reserve (allocated + CUDA/NCCL "
+                       "runtime: with expandable segments the allocator unmaps its free pages before an allocation "
+                       "fails) is at most the HBM capacity; plan ranks only those at most {:.0f} % of it "
+                       "(--max-hbm-fraction {:g}; --no-expandable-segments for the default allocator)",
+                       f * 100, f);
   return fmt::format("fit rule: a configuration fits when its peak (allocated + allocator reserve + CUDA/NCCL runtime) "
                      "is at most the HBM capacity; plan ranks only those at most {:.0f} % of it (--max-hbm-fraction {:g})",
                      f * 100, f);
@@ -97,6 +104,10 @@ std::vector<NamedBytes> component_bytes(const MemoryComponents& c) {
   return {{"params", r(c.params)},       {"grads", r(c.grads)},   {"master", r(c.master)},
           {"optimizer", r(c.optimizer)}, {"activations", r(c.activations)}, {"logits", r(c.logits)},
           {"buffers", r(c.buffers)},     {"runtime", r(c.runtime)}, {"fragmentation", r(c.fragmentation)}};
+}
+
+double fit_bytes(const MemoryComponents& peak, bool expandable_segments) {
+  return peak.total() - (expandable_segments ? peak.fragmentation : 0.0);
 }
 
 int64_t peak_bytes(const MemoryComponents& c) {
@@ -390,6 +401,7 @@ MemoryEstimate estimate_memory(const ModelSpec& m, const Strategy& s, const Clus
   for (size_t i = 1; i < est.stages.size(); ++i)
     if (est.stages[i].peak.total() > est.stages[est.busiest].peak.total()) est.busiest = i;
   est.capacity_bytes = gpu_capacity_bytes(c.gpu);
+  est.expandable_segments = effective_expandable_segments(s, fw);
   if (s.offload_optimizer) {
     // ZeRO-Offload (Ren et al. 2021, §4): fp32 master, Adam m and v and an fp32 gradient copy on the host.
     const StateBytes b = strategy_state_bytes(s);

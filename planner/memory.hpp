@@ -17,7 +17,7 @@ constexpr double kSafeFractionOfCapacity = 0.80;
 // --max-hbm-fraction must lie in (0, 1]: InputError naming the flag otherwise.
 double checked_max_hbm_fraction(double f);
 // The fit rule in words, for the outputs: what `fits` means and what the planning line is.
-std::string memory_fit_rule(double max_hbm_fraction);
+std::string memory_fit_rule(double max_hbm_fraction, bool expandable_segments = false);
 
 // The parts of CONTRACT.md's `memory.components`, in bytes.
 struct MemoryComponents {
@@ -68,6 +68,7 @@ struct MemoryEstimate {
   double host_capacity_bytes = 0;   // per node; 0 = unknown
   // The share of HBM a planned peak may take (--max-hbm-fraction): the margin left for what the model cannot see.
   double max_hbm_fraction = kSafeFractionOfCapacity;
+  bool expandable_segments = false;  // the allocator mode in force (fit_bytes)
   const StageMemory& peak_stage() const { return stages[busiest]; }
 };
 
@@ -87,6 +88,15 @@ struct MemoryPeak {
 };
 struct FrameworkTraits;
 MemoryPeak estimate_peak_memory(const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw);
+
+// The bytes that decide whether a peak fits HBM. The caching allocator's reserve (`fragmentation`) is memory it keeps
+// cached beyond what is allocated; by default a free block inside a segment that still holds live blocks cannot be
+// returned, so the reserve can fail a run. With expandable segments (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True)
+// a segment is virtual memory the allocator maps page by page, and before an allocation fails it unmaps every free
+// page (c10/cuda/CUDACachingAllocator.cpp: ExpandableSegment::unmap, called by release_cached_blocks), so only what
+// is allocated (and the CUDA/NCCL runtime) has to fit; the reserve still shows in max_memory_reserved, hence in the
+// peak.
+double fit_bytes(const MemoryComponents& peak, bool expandable_segments);
 
 // The fp32 gradient copy some optimizers make for the step (FrameworkTraits::optimizer_fp32_grad_copy_bytes): bytes
 // for `local_params` parameters of this rank; 0 where the gradients are fp32 already or not sharded.

@@ -36,7 +36,9 @@ struct Prediction {
   Throughput throughput;
   std::optional<ErrorBand> band;  // the step's range from comparable published runs (error_band.hpp), if any
   int64_t peak_bytes() const { return shardplan::peak_bytes(memory.peak_stage().peak); }
-  bool fits() const { return peak_bytes() <= memory.capacity_bytes; }
+  // Whether the peak fits HBM: the peak less the allocator's reserve under expandable segments (memory.hpp fit_bytes).
+  double fit_bytes() const { return shardplan::fit_bytes(memory.peak_stage().peak, memory.expandable_segments); }
+  bool fits() const { return fit_bytes() <= static_cast<double>(memory.capacity_bytes); }
 };
 
 // Validates the model, the cluster and the strategy (InputError naming the problem), then evaluates.

@@ -70,10 +70,12 @@ std::string why_not_fit(const Candidate& c) {
     if (part->second > largest->second) largest = part;
   const double limit = c.fits() ? c.max_hbm_fraction * cap : cap;
   const std::string line = fmt::format("the {:.0f} % planning line", c.max_hbm_fraction * 100);
-  return fmt::format("peak {:.1f} GB > {:.1f} GB ({}) by {:.1f} GB; model states {:.1f} GB, largest other part {} "
+  // Under expandable segments the allocator's reserve is not what fails a run (memory.hpp fit_bytes).
+  const std::string what = c.expandable_segments ? "peak less the allocator's reserve" : "peak";
+  return fmt::format("{} {:.1f} GB > {:.1f} GB ({}) by {:.1f} GB; model states {:.1f} GB, largest other part {} "
                      "{:.1f} GB",
-                     p.total() / kGB, limit / kGB, c.fits() ? line : "HBM capacity",
-                     (p.total() - limit) / kGB, p.model_states() / kGB, largest->first, largest->second / kGB);
+                     what, c.fit_total() / kGB, limit / kGB, c.fits() ? line : "HBM capacity",
+                     (c.fit_total() - limit) / kGB, p.model_states() / kGB, largest->first, largest->second / kGB);
 }
 
 namespace {
@@ -159,7 +161,7 @@ std::vector<int64_t> ep_options(const ModelSpec& m, const SearchSpace& sp, const
 // The best of a family: fitting under the safety line beats not fitting; among non-fitting, the smallest peak.
 bool better_for_family(const Candidate& a, const Candidate& b, Objective o) {
   if (a.within_safety() != b.within_safety()) return a.within_safety();
-  if (!a.within_safety()) return a.peak_total() < b.peak_total();
+  if (!a.within_safety()) return a.fit_total() < b.fit_total();
   return better(a, b, o);
 }
 
@@ -450,6 +452,7 @@ SearchResult search_strategies(const ModelSpec& m, const ClusterSpec& c, const S
                                      capacity};
                       cand.tokens_per_s = static_cast<double>(s.global_batch * s.seq) / cand.time.step_s;
                       cand.max_hbm_fraction = space.max_hbm_fraction;
+                      cand.expandable_segments = effective_expandable_segments(s, fw);
                       ++result.evaluated;
                       if (cand.within_safety()) {
                         ++result.fitting;

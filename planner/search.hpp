@@ -50,9 +50,11 @@ struct Candidate {
   double tokens_per_s = 0;
   int64_t capacity_bytes = 0;
   double max_hbm_fraction = kSafeFractionOfCapacity;  // the search's --max-hbm-fraction
+  bool expandable_segments = false;  // the allocator mode in force: the reserve cannot fail the run (memory.hpp)
   double peak_total() const { return memory.peak.total(); }
-  bool fits() const { return peak_total() <= static_cast<double>(capacity_bytes); }
-  bool within_safety() const { return peak_total() <= max_hbm_fraction * static_cast<double>(capacity_bytes); }
+  double fit_total() const { return fit_bytes(memory.peak, expandable_segments); }
+  bool fits() const { return fit_total() <= static_cast<double>(capacity_bytes); }
+  bool within_safety() const { return fit_total() <= max_hbm_fraction * static_cast<double>(capacity_bytes); }
 };
 
 // A strategy family: the sharding stage with or without HSDP, TP, PP and offload ("ZeRO-3 + TP").

@@ -41,6 +41,7 @@ SimulatedCandidate summarise_simulation(const SimResult& r, const Strategy& s) {
   c.step_s = r.step_s;
   c.tokens_per_s = r.step_s > 0 ? static_cast<double>(s.global_batch * s.seq) / r.step_s : 0;
   c.peak_bytes = r.peak_stage().peak_bytes;
+  c.reclaimable_bytes = r.analytic.memory.expandable_segments ? r.peak_stage().fragmentation : 0;
   c.capacity_bytes = r.analytic.memory.capacity_bytes;
   c.stage = r.critical_stage();
   c.ops = r.ops;
@@ -77,6 +78,7 @@ SimulatedCandidate simulate_candidate(const ModelSpec& m, const Strategy& s, con
   out.step_s = at(a.step_s, b.step_s);
   out.tokens_per_s = out.step_s > 0 ? static_cast<double>(s.global_batch * s.seq) / out.step_s : 0;
   out.peak_bytes = at(a.peak_bytes, b.peak_bytes);  // flat for 1F1B; GPipe keeps every micro-batch in flight
+  out.reclaimable_bytes = at(a.reclaimable_bytes, b.reclaimable_bytes);
   StageTime& t = out.stage;
   t.busy_compute_s = at(a.stage.busy_compute_s, b.stage.busy_compute_s);
   t.overlap_slowdown_s = at(a.stage.overlap_slowdown_s, b.stage.overlap_slowdown_s);

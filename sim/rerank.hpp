@@ -26,8 +26,12 @@ struct SimulatedCandidate {
   int64_t micro_batches = 0, simulated_m1 = 0, simulated_m2 = 0;
   bool extrapolated() const { return simulated_m2 > 0; }
   double max_hbm_fraction = kSafeFractionOfCapacity;  // the plan's --max-hbm-fraction (the candidate's prediction's)
+  // The allocator's reserve at that peak when it cannot fail the run (expandable segments: memory.hpp fit_bytes).
+  double reclaimable_bytes = 0;
   // Fits under the planning line by the simulated peak (the planner checked the analytic one).
-  bool within_safety() const { return peak_bytes <= max_hbm_fraction * static_cast<double>(capacity_bytes); }
+  bool within_safety() const {
+    return peak_bytes - reclaimable_bytes <= max_hbm_fraction * static_cast<double>(capacity_bytes);
+  }
 };
 
 SimulatedCandidate summarise_simulation(const SimResult& r, const Strategy& s);
