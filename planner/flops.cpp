@@ -1,6 +1,9 @@
 #include "planner/flops.hpp"
 
+#include <algorithm>
+
 #include "planner/moe.hpp"
+#include "planner/recompute_modules.hpp"
 
 namespace shardplan {
 
@@ -15,13 +18,17 @@ StepFlops step_flops(const ModelSpec& m, const Strategy& s) {
 
   // A matmul of (tokens × k) by (k × n) costs 2·tokens·k·n FLOPs forward; its backward computes the input
   // gradient and the weight gradient, 2× forward (Narayanan et al. 2021, §5.1).
-  auto part = [&](const char* name, double forward_per_token, double tokens, bool is_block, bool selective) {
+  // `selective`: the share of the part's forward that selective recomputation repeats, as the step time prices it
+  // (microbatch_costs.cpp): the attention core without flash attention (Korthikanti §5; a flash kernel recomputes its
+  // scores inside its own backward whatever the policy), and the GEMMs of Megatron's recompute modules.
+  auto part = [&](const char* name, double forward_per_token, double tokens, bool is_block, double selective) {
     FlopsPart p{name, forward_per_token * tokens, 2 * forward_per_token * tokens, 0};
     if (is_block && s.recompute == Recompute::full) p.recompute = p.forward;
-    // Selective recomputation repeats the attention core: q·kᵀ, softmax and attention·v (Korthikanti §5).
-    if (selective && s.recompute == Recompute::selective) p.recompute = p.forward;
+    if (s.recompute == Recompute::selective) p.recompute = selective * p.forward;
     out.parts.push_back(p);
   };
+  const bool selective = s.recompute == Recompute::selective;
+  const double core_repeated = selective && !s.flash_attn && recomputes(s, RecomputeModule::core_attn) ? 1.0 : 0.0;
   // Attention projections: every weight matrix once per token (MLA: its down- and up-projections, DeepSeek-V2
   // §2.1.2; Megatron-LM training.py num_floating_point_operations counts MLA the same way).
   const double heads = static_cast<double>(m.heads);
@@ -34,10 +41,19 @@ StepFlops step_flops(const ModelSpec& m, const Strategy& s) {
                        (layers - windowed) * attention_keys_per_query(m, s.seq, false)) / layers;
   const double qk = heads * static_cast<double>(attention_qk_head_dim(m));
   const double v = heads * static_cast<double>(attention_v_head_dim(m));
-  part("attention q/k/v projections", 2 * in_proj, per_layer_tokens, true, false);
-  part("attention scores q·kᵀ", 2 * keys * qk, per_layer_tokens, true, true);
-  part("attention over values", 2 * keys * v, per_layer_tokens, true, true);
-  part("attention output projection", 2 * out_proj, per_layer_tokens, true, false);
+  // mla_up_proj repeats MLA's up-projections (q: q_lora_rank → heads·(nope + rope); k, v: kv_lora_rank → heads·(nope
+  // + v)), a share of the input projections' weights.
+  double up_share = 0;
+  if (selective && model_has_mla(m) && recomputes(s, RecomputeModule::mla_up_proj) && in_proj > 0) {
+    const double q_in = static_cast<double>(m.q_lora_rank > 0 ? m.q_lora_rank : m.hidden);
+    const double up = q_in * heads * static_cast<double>(m.qk_nope_head_dim + m.qk_rope_head_dim) +
+                      static_cast<double>(m.kv_lora_rank) * heads * static_cast<double>(m.qk_nope_head_dim + m.v_head_dim);
+    up_share = std::min(1.0, up / in_proj);
+  }
+  part("attention q/k/v projections", 2 * in_proj, per_layer_tokens, true, up_share);
+  part("attention scores q·kᵀ", 2 * keys * qk, per_layer_tokens, true, core_repeated);
+  part("attention over values", 2 * keys * v, per_layer_tokens, true, core_repeated);
+  part("attention output projection", 2 * out_proj, per_layer_tokens, true, 0);
   const double matrices = static_cast<double>(model_mlp_matrices(m));
   const double moe_layers = static_cast<double>(pc.moe_layers);
   const double dense_mlp = 2 * matrices * h * static_cast<double>(m.ffn_hidden);
@@ -46,18 +62,18 @@ StepFlops step_flops(const ModelSpec& m, const Strategy& s) {
   const double active_experts = static_cast<double>(m.experts_per_token + m.shared_experts);
   const double expert_mlp = 2 * matrices * h * static_cast<double>(m.expert_ffn_hidden);
   const double router = 2 * h * static_cast<double>(m.experts);
-  part("mlp", dense_mlp, out.tokens * (layers - moe_layers), true, false);
+  part("mlp", dense_mlp, out.tokens * (layers - moe_layers), true, selective && recomputes(s, RecomputeModule::mlp) ? 1 : 0);
   if (moe_layers > 0) {
-    part("moe experts (active)", active_experts * expert_mlp, out.tokens * moe_layers, true, false);
-    part("moe router", router, out.tokens * moe_layers, true, false);
+    const double moe_repeated = selective && recomputes(s, RecomputeModule::moe) ? 1 : 0;
+    part("moe experts (active)", active_experts * expert_mlp, out.tokens * moe_layers, true, moe_repeated);
+    part("moe router", router, out.tokens * moe_layers, true, moe_repeated);
   }
-  part("lm head", 2 * h * vocab, out.tokens, false, false);
+  part("lm head", 2 * h * vocab, out.tokens, false, 0);
   if (m.mtp_layers > 0) {
     // Each MTP module runs its projection (2h×h), one block and the shared head on every token (DeepSeek-V3 §2.2).
     const double block = 2 * in_proj + 2 * keys * (qk + v) + 2 * out_proj +
                          (moe_layers > 0 ? active_experts * expert_mlp + router : dense_mlp);
-    part("mtp modules", 2 * 2 * h * h + block + 2 * h * vocab, out.tokens * static_cast<double>(m.mtp_layers), true,
-         false);
+    part("mtp modules", 2 * 2 * h * h + block + 2 * h * vocab, out.tokens * static_cast<double>(m.mtp_layers), true, 0);
   }
 
   for (const FlopsPart& p : out.parts) {

@@ -8,6 +8,7 @@
 #include "io/preset_store.hpp"
 #include "planner/activations.hpp"
 #include "planner/error.hpp"
+#include "planner/flops.hpp"
 #include "planner/framework.hpp"
 #include "planner/recompute_modules.hpp"
 #include "planner/step_time.hpp"
@@ -119,6 +120,15 @@ TEST_SUITE("recompute modules") {
     CHECK(block_activation_bytes(m, s, fw) - block_activation_bytes(m, ln, fw) == doctest::Approx(4096.0 * 2 * (7168 + 7168)));
     const ClusterSpec c = store().cluster("dgx-b200");
     CHECK(microbatch_costs(m, s, c).block_recompute_s > 0);  // the up-projection GEMMs again
+
+    // Hardware FLOPs count what the step repeats: the up-projections, 2 · tokens · layers · (1536 · 128 · 192 +
+    // 512 · 128 · 256) more than the model's, not the attention core (flash attention: nothing repeated for it).
+    const StepFlops f = step_flops(m, s);
+    const double up = 1536.0 * 128 * 192 + 512.0 * 128 * 256;
+    CHECK(f.hardware_flops - f.model_flops == doctest::Approx(2 * f.tokens * 61 * up).epsilon(1e-9));
+    Strategy core = s;
+    core.recompute_modules = 0;  // Megatron's default list, core_attn: under flash attention it repeats nothing
+    CHECK(step_flops(m, core).hardware_flops == doctest::Approx(step_flops(m, core).model_flops));
   }
 
   TEST_CASE("the CLI: implied selective, echoed, emitted; refused as Megatron-Core refuses") {
