@@ -8,6 +8,8 @@
 #include "cli/render_prediction.hpp"
 #include "planner/error.hpp"
 #include "planner/framework.hpp"
+#include "planner/megatron_layout.hpp"
+#include "planner/pipeline_layout.hpp"
 
 namespace shardplan::cli {
 
@@ -179,6 +181,23 @@ std::string main_overhead(const StepTime& t) {
   return fmt::format("{} {:.2f} s", top->first, top->second);
 }
 
+// The flags that give predict the pipeline split the plan priced, or "" for the runtime's default split.
+std::string split_flags(const ModelSpec& m, const Strategy& s) {
+  if (s.pp < 2) return "";
+  if (has_stage_layout(s)) {
+    std::vector<int64_t> blocks;
+    for (int64_t k = 0; k < virtual_stage_count(s); ++k) blocks.push_back(virtual_stage_layers(m, s, k));
+    return fmt::format("--pp-layout '{}'", format_megatron_layout(blocks, m.mtp_layers));
+  }
+  std::string out;
+  auto add = [&](const char* flag, int64_t v) { out += fmt::format("{}{} {}", out.empty() ? "" : " ", flag, v); };
+  if (s.split.first_layers > 0) add("--pp-first-layers", s.split.first_layers);
+  if (s.split.last_layers > 0) add("--pp-last-layers", s.split.last_layers);
+  if (s.split.embedding_layers >= 0) add("--pp-embedding-layers", s.split.embedding_layers);
+  if (s.split.loss_layers >= 0) add("--pp-loss-layers", s.split.loss_layers);
+  return out;
+}
+
 std::string recommendation(const PlanReport& r, const Terminal& term) {
   const Prediction& best = r.top[r.recommended];
   const Strategy& s = best.strategy;
@@ -186,6 +205,14 @@ std::string recommendation(const PlanReport& r, const Terminal& term) {
       "\n{} {} ({}), micro-batch {} × {} accumulation steps, recompute {}{}.\n", paint("Recommended:", Style::bold, term.color),
       family_of(s), layout(s), s.micro_batch, grad_accum_steps(s), to_string(s.recompute),
       s.flash_attn ? ", flash attention" : "");
+  // The pipeline split searched for it, with the flags that give predict (and --emit) the same one.
+  if (s.pp > 1) {
+    const std::string flags = split_flags(best.model, s);
+    out += fmt::format("  Pipeline: {} schedule, blocks per rank {}{}.\n", to_string(s.schedule),
+                       describe_stage_layers(best.model, s),
+                       flags.empty() ? fmt::format(" ({}'s default split)", to_string(s.framework))
+                                     : fmt::format(" ({})", flags));
+  }
   if (r.simulation && r.simulation->recommendation_changed)
     out += fmt::format("  The simulator changed the recommendation: {}.\n", r.simulation->recommendation_note);
   if (r.recommended != 0) {

@@ -205,6 +205,13 @@ TEST_SUITE("megatron layout") {
     const auto j = nlohmann::json::parse(r.out);
     CHECK(j["config"]["pipeline_split_rule"].get<std::string>().find("Et*4|(t*4|)*14,tmL") != std::string::npos);
     CHECK(j["config"]["pipeline"]["chunk_layers"][3][3] == 1);
+    // plan's recommendation names the split with the flag that gives predict the same one.
+    const test::CliResult planned = test::run_cli(
+        "plan --preset deepseek-v3 --cluster gb200-nvl72-superpod --gpus 256 --pp 4 --vpp 4 --tp 1 --ep 64 --framework "
+        "megatron --global-batch 1024 --simulate-top 0 --no-color");
+    CAPTURE(planned.err);
+    REQUIRE(planned.exit_code == 0);
+    CHECK(planned.out.find("blocks per rank 16×3/13 (--pp-layout 'Et*4|(t*4|)*14,tmL')") != std::string::npos);
     // A model whose blocks the middle stages would overrun gets no layout.
     Strategy tiny = s;
     tiny.pp = 8;
