@@ -90,7 +90,8 @@ void check_numbers(const json& j, const std::string& path, const std::string& ke
   // A byte count is a whole machine's at most (2^60, above the planner's 2^59 ceiling); any figure beyond 1e18 is
   // no measurement or prediction (a 309-digit "GB" figure printed "under the 80 % line" otherwise).
   const bool percent = path.find("_pct") != std::string::npos;  // error_pct.peak_bytes is a signed percentage
-  // headroom_bytes = capacity − peak: negative for a configuration that does not fit (cli/render_prediction.cpp).
+  // headroom_bytes = capacity − the bytes that decide the fit (planner/memory.hpp fit_bytes): negative for a
+  // configuration that does not fit (cli/render_prediction.cpp).
   const double least = key == "headroom_bytes" ? -1152921504606846976.0 : 0.0;
   if (ends_with(key, "bytes") && !percent && !(v >= least && v <= 1152921504606846976.0))
     throw InputError(fmt::format("{}: field '{}' = {} is not a byte count between 0 and 2^60; the document was not "

@@ -101,6 +101,9 @@ TEST_SUITE("expandable segments") {
     CHECK(j["config"]["expandable_segments"] == true);
     CHECK(j["memory"]["fit_rule"].get<std::string>().find("expandable segments") != std::string::npos);
     CHECK(j["memory"]["fit_bytes"].get<int64_t>() < j["memory"]["peak_bytes"].get<int64_t>());
+    // Headroom is what can still be allocated: capacity less the bytes that decide the fit.
+    CHECK(j["memory"]["headroom_bytes"].get<int64_t>() ==
+          j["memory"]["capacity_bytes"].get<int64_t>() - j["memory"]["fit_bytes"].get<int64_t>());
     const test::CliResult off = test::run_cli("predict " + base + "--framework torchtitan --no-expandable-segments");
     REQUIRE(off.exit_code == 0);
     const auto k = nlohmann::json::parse(off.out);
