@@ -416,13 +416,11 @@ ResolvedConfig resolve_config(const ConfigFlags& f, const PresetStore& store) {
   if (!given_split)
     if (const auto split = runnable_split_for_default(r.model, s)) {
       s.split = *split;
-      std::vector<int64_t> blocks;
-      for (int64_t k = 0; k < virtual_stage_count(s); ++k) blocks.push_back(virtual_stage_layers(r.model, s, k));
       const std::string how =
           split->layout.stages > 0
               ? fmt::format("the per-stage layout '{}' (--pp-layout: Megatron's --pipeline-model-parallel-layout, "
                             "middle stages of ⌈L/S⌉ blocks as Megatron-Bridge's DeepSeek-V3 recipes write it)",
-                            format_megatron_layout(blocks, r.model.mtp_layers))
+                            megatron_layout_of(r.model, s))
           : split->embedding_layers == 1 && split->loss_layers == 1
               ? "the embedding and the loss counted as a block each (--pp-embedding-layers 1 --pp-loss-layers 1: "
                 "Megatron-LM's --account-for-embedding/loss-in-pipeline-split, as Megatron-Bridge's recipes set them)"

@@ -7,7 +7,6 @@
 
 #include "cli/emit_launch.hpp"
 #include "planner/framework.hpp"
-#include "planner/megatron_layout.hpp"
 #include "planner/moe.hpp"
 #include "planner/pipeline_layout.hpp"
 #include "planner/recompute_modules.hpp"
@@ -122,15 +121,6 @@ void add_extended_model_args(const ModelSpec& m, const LaunchFacts& f, std::vect
                                 "built with 2", m.block_norms));
 }
 
-// The blocks of each virtual stage in model order, the embedding on the first and the MTP layers and loss on the
-// last: "Et*8|(t*9|)*6,t*8mL" (PipelineParallelLayerLayout.parse_str_to_list; validate_layer_layout wants every
-// block, one E first, one L last, the MTP layers just before L; planner/megatron_layout.hpp).
-std::string megatron_pipeline_layout(const ModelSpec& m, const Strategy& s) {
-  std::vector<int64_t> blocks;
-  for (int64_t k = 0; k < virtual_stage_count(s); ++k) blocks.push_back(virtual_stage_layers(m, s, k));
-  return format_megatron_layout(blocks, m.mtp_layers);
-}
-
 }  // namespace
 
 EmittedFile emit_megatron(const LaunchPlan& plan, const LaunchFacts& f) {
@@ -157,7 +147,7 @@ EmittedFile emit_megatron(const LaunchPlan& plan, const LaunchFacts& f) {
   // Megatron's own layout (--pp-layout) likewise; it sets the chunks per rank itself (arguments.py refuses it beside
   // --num-virtual-stages-per-pipeline-rank).
   if (f.pp > 1 && (!own || f.pp_stage_layout))
-    arg2("--pipeline-model-parallel-layout", "'" + megatron_pipeline_layout(m, plan.prediction.strategy) + "'");
+    arg2("--pipeline-model-parallel-layout", "'" + megatron_layout_of(m, plan.prediction.strategy) + "'");
   // The chunk count, not --num-layers-per-virtual-pipeline-stage: that one is checked against num_layers / pp
   // before the embedding and loss are counted out (validate_args), so it fails the accounted splits.
   else if (f.vpp > 1) arg2("--num-virtual-stages-per-pipeline-rank", std::to_string(f.vpp));

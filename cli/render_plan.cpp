@@ -8,7 +8,6 @@
 #include "cli/render_prediction.hpp"
 #include "planner/error.hpp"
 #include "planner/framework.hpp"
-#include "planner/megatron_layout.hpp"
 #include "planner/pipeline_layout.hpp"
 
 namespace shardplan::cli {
@@ -184,11 +183,7 @@ std::string main_overhead(const StepTime& t) {
 // The flags that give predict the pipeline split the plan priced, or "" for the runtime's default split.
 std::string split_flags(const ModelSpec& m, const Strategy& s) {
   if (s.pp < 2) return "";
-  if (has_stage_layout(s)) {
-    std::vector<int64_t> blocks;
-    for (int64_t k = 0; k < virtual_stage_count(s); ++k) blocks.push_back(virtual_stage_layers(m, s, k));
-    return fmt::format("--pp-layout '{}'", format_megatron_layout(blocks, m.mtp_layers));
-  }
+  if (has_stage_layout(s)) return fmt::format("--pp-layout '{}'", megatron_layout_of(m, s));
   std::string out;
   auto add = [&](const char* flag, int64_t v) { out += fmt::format("{}{} {}", out.empty() ? "" : " ", flag, v); };
   if (s.split.first_layers > 0) add("--pp-first-layers", s.split.first_layers);

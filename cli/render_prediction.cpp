@@ -9,7 +9,6 @@
 #include "planner/context_parallel.hpp"
 #include "planner/error.hpp"
 #include "planner/partition.hpp"
-#include "planner/megatron_layout.hpp"
 #include "planner/pipeline_layout.hpp"
 #include "planner/recompute_modules.hpp"
 #include "planner/framework.hpp"
@@ -49,11 +48,7 @@ json pipeline_json(const Prediction& p) {
               {"loss_layers", effective_loss_layers(s)},
               {"chunk_layers", ranks}};
   // Megatron's per-stage layout (--pp-layout), as the flag takes it back.
-  if (has_stage_layout(s)) {
-    std::vector<int64_t> blocks;
-    for (int64_t k = 0; k < virtual_stage_count(s); ++k) blocks.push_back(virtual_stage_layers(p.model, s, k));
-    out["layout"] = format_megatron_layout(blocks, p.model.mtp_layers);
-  }
+  if (has_stage_layout(s)) out["layout"] = megatron_layout_of(p.model, s);
   return out;
 }
 

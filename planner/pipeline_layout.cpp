@@ -12,10 +12,12 @@
 #include "planner/pipeline_layout.hpp"
 
 #include <algorithm>
+#include <vector>
 
 #include <fmt/format.h>
 
 #include "planner/framework_support.hpp"
+#include "planner/megatron_layout.hpp"
 
 namespace shardplan {
 
@@ -384,6 +386,12 @@ std::optional<PipelineSplit> runnable_split_for_default(const ModelSpec& m, cons
   for (int i = 0; i < n; ++i)
     if (!(found[i] == PipelineSplit{})) return found[i];
   return std::nullopt;
+}
+
+std::string megatron_layout_of(const ModelSpec& m, const Strategy& s) {
+  std::vector<int64_t> blocks;
+  for (int64_t k = 0; k < virtual_stage_count(s); ++k) blocks.push_back(virtual_stage_layers(m, s, k));
+  return format_megatron_layout(blocks, m.mtp_layers);
 }
 
 std::string describe_stage_layers(const ModelSpec& m, const Strategy& s) {

@@ -70,6 +70,10 @@ std::optional<StageLayout> recipe_style_layout(const ModelSpec& m, const Strateg
 // recipes/qwen/h100/qwen3_moe.py), then uneven first and last stages. Nothing when the default runs or nothing does.
 std::optional<PipelineSplit> runnable_split_for_default(const ModelSpec& m, const Strategy& s);
 
+// The strategy's split as Megatron's --pipeline-model-parallel-layout text (planner/megatron_layout.hpp
+// format_megatron_layout): every virtual stage's blocks, the embedding first, the MTP layers and the loss last.
+std::string megatron_layout_of(const ModelSpec& m, const Strategy& s);
+
 // "7/8×14/7" style summary of the blocks per rank for tables (empty without a pipeline).
 std::string describe_stage_layers(const ModelSpec& m, const Strategy& s);
 
