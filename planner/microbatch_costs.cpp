@@ -1,9 +1,11 @@
 // Costs of one micro-batch on one rank: every GEMM of a block at its own shape, attention, memory-bound work,
 // and the tensor-parallel collectives on the critical path.
 #include <algorithm>
+#include <array>
 #include <vector>
 
 #include "planner/activations.hpp"
+#include "planner/attention_linears.hpp"
 #include "planner/comm_cost.hpp"
 #include "planner/fp8.hpp"
 #include "planner/framework.hpp"
@@ -65,15 +67,19 @@ LinearTime attention_time(const ModelSpec& m, const GpuSpec& g, DType dt, const 
     // rank does 1/cp of the causal work (Megatron-Core get_batch_on_this_cp_rank, megatron/core/utils.py; torch
     // _HeadTailLoadBalancer): the whole sequence's attention of this rank's heads, divided by cp. (CP needs a fused
     // kernel: strategy.cpp validate_context_parallel.)
+    // MLA's scores run at the q/k width (nope + rope) and its weighted values at v_head_dim: the kernel's work is
+    // that of their mean width (DeepSeek-V2 §2.1.3).
     const double share = attention_work_fraction(m, seq) / static_cast<double>(std::max<int64_t>(s.cp, 1));
-    return {share * flash_attention_forward_s(g, dt, b, seq, d.heads_r, d.head_dim, true, kernel),
-            share * flash_attention_backward_s(g, dt, b, seq, d.heads_r, d.head_dim, true, kernel)};
+    const int64_t width = (attention_qk_head_dim(m) + attention_v_head_dim(m)) / 2;
+    return {share * flash_attention_forward_s(g, dt, b, seq, d.heads_r, width, true, kernel),
+            share * flash_attention_backward_s(g, dt, b, seq, d.heads_r, width, true, kernel)};
   }
   // Unfused (Megatron without flash): batched q·kᵀ and softmax·v over the full s×s (the causal mask is applied
   // to it, not skipped), softmax (+ dropout) over b·heads·s² elements read and written.
   const int64_t rows = b * d.heads_r * seq;
-  LinearTime scores{gemm_time_s(g, dt, {rows, seq, d.head_dim}), 2 * gemm_time_s(g, dt, {rows, seq, d.head_dim})};
-  LinearTime values{gemm_time_s(g, dt, {rows, d.head_dim, seq}), 2 * gemm_time_s(g, dt, {rows, d.head_dim, seq})};
+  const int64_t qk = attention_qk_head_dim(m), v = attention_v_head_dim(m);
+  LinearTime scores{gemm_time_s(g, dt, {rows, seq, qk}), 2 * gemm_time_s(g, dt, {rows, seq, qk})};
+  LinearTime values{gemm_time_s(g, dt, {rows, v, seq}), 2 * gemm_time_s(g, dt, {rows, v, seq})};
   const double elements = static_cast<double>(rows) * static_cast<double>(seq);
   const double passes_fwd = dropout ? 4.5 : 2.0;  // softmax read+write; dropout read+write+mask
   const double softmax_fwd = memory_bound_time_s(g, elements * d.a * passes_fwd);
@@ -181,8 +187,13 @@ TpGemms block_compute(const ModelSpec& m, const Strategy& s, const ClusterSpec& 
   const int64_t up_n = (model_mlp_matrices(m) - 1) * f_r;
   const double f8 = fp8_gemm_time_factor(s);
   auto scaled = [f8](LinearTime l) { return LinearTime{l.fwd * f8, l.bwd * f8, l.wgrad * f8}; };
-  const LinearTime qkv = scaled(linear_time(g, lt, T, d.q_r + 2 * d.kv_r, h));
-  const LinearTime proj = scaled(linear_time(g, lt, T, h, d.q_r));
+  const AttentionLinears attn = attention_linears(m, s, T);
+  LinearTime qkv;
+  for (int i = 0; i < attn.count; ++i) {
+    const LinearTime one = scaled(linear_time(g, lt, attn.in[i].tokens, attn.in[i].n, attn.in[i].k));
+    qkv.fwd += one.fwd, qkv.bwd += one.bwd, qkv.wgrad += one.wgrad;
+  }
+  const LinearTime proj = scaled(linear_time(g, lt, attn.out.tokens, attn.out.n, attn.out.k));
   LinearTime up = scaled(linear_time(g, lt, T, up_n, h));
   LinearTime down = scaled(linear_time(g, lt, T, h, f_r));
   double moe_mlp_fwd = 0;
@@ -207,11 +218,16 @@ TpGemms block_compute(const ModelSpec& m, const Strategy& s, const ClusterSpec& 
   if (fp8_on(s)) {
     const double mb = static_cast<double>(grad_accum_steps(s));
     const double Td = d.tokens, hd = static_cast<double>(h), fd = static_cast<double>(f_r);
-    std::vector<std::pair<double, double>> linears = {{hd, static_cast<double>(d.q_r + 2 * d.kv_r)},
-                                                      {static_cast<double>(d.q_r), hd}};
-    if (!model_is_moe(m)) linears.insert(linears.end(), {{hd, static_cast<double>(up_n)}, {fd, hd}});
-    for (const auto& [k, n] : linears) {
-      const Fp8CastBytes c = fp8_linear_cast_bytes(s, Td, k, n, mb);
+    // (tokens, k, n) of each FP8 linear layer.
+    std::vector<std::array<double, 3>> linears;
+    for (int i = 0; i < attn.count; ++i)
+      linears.push_back({static_cast<double>(attn.in[i].tokens), static_cast<double>(attn.in[i].k),
+                         static_cast<double>(attn.in[i].n)});
+    linears.push_back({static_cast<double>(attn.out.tokens), static_cast<double>(attn.out.k),
+                       static_cast<double>(attn.out.n)});
+    if (!model_is_moe(m)) linears.insert(linears.end(), {{Td, hd, static_cast<double>(up_n)}, {Td, fd, hd}});
+    for (const auto& [tokens, k, n] : linears) {
+      const Fp8CastBytes c = fp8_linear_cast_bytes(s, tokens, k, n, mb);
       casts.fwd += c.fwd;
       casts.bwd += c.bwd;
     }
@@ -281,6 +297,13 @@ double sp_regathers(const Strategy& s, const FrameworkTraits& fw) {
   return s.recompute == Recompute::selective ? 2 : 0;
 }
 
+// One block's TP collectives: of T·h activations, and at the attention's input of T × attention_gathered_width (the
+// same under multi-head attention).
+struct TpCollectives {
+  double gather = 0, scatter = 0;        // all-gather, reduce-scatter of T·h
+  double gather_in = 0, scatter_in = 0;  // the same at the attention's input
+};
+
 // PyTorch's async TP (framework.hpp TpOverlapKind::micro_pipeline): Inductor replaces an all-gather whose result
 // feeds matmuls as their left operand by fused_all_gather_matmul, and a reduce-scatter whose input is one matmul's
 // output (and nothing else's) by fused_matmul_reduce_scatter, each split into one chunk per TP rank
@@ -295,19 +318,19 @@ double sp_regathers(const Strategy& s, const FrameworkTraits& fw) {
 // The symmetric-memory copies run on copy engines, not SMs; the hidden part still shares HBM
 // (kOverlapComputeSlowdown).
 void async_tp_comm(const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw, const TpGemms& gemms,
-                   double gather, double scatter, MicrobatchCosts& out) {
+                   const TpCollectives& tc, MicrobatchCosts& out) {
   auto piped = [&](double comm, double gemm) { return pipelined_tp_collective(comm, gemm, s.tp); };
   const double mlp = mlp_meets_tp_collectives(m, s) ? 1 : 0;  // an MoE MLP with expert TP 1 has none (moe_costs.hpp)
-  const double forward = piped(gather, gemms.qkv.fwd) + piped(scatter, gemms.proj.fwd) +
-                         mlp * (piped(gather, gemms.up.fwd) + piped(scatter, gemms.down.fwd));
+  const double forward = piped(tc.gather_in, gemms.qkv.fwd) + piped(tc.scatter, gemms.proj.fwd) +
+                         mlp * (piped(tc.gather, gemms.up.fwd) + piped(tc.scatter, gemms.down.fwd));
   auto dgrad = [](const LinearTime& l) { return l.bwd - l.wgrad; };
-  const bool qkv_one_matmul = fw.fused_qkv_projection;
+  const bool qkv_one_matmul = fw.fused_qkv_projection && !model_has_mla(m);
   const bool up_one_matmul = model_mlp_matrices(m) == 2;  // GELU: one up matmul; SwiGLU: gate and up
-  const double column = (qkv_one_matmul ? piped(scatter, dgrad(gemms.qkv)) : scatter) +
-                        mlp * (up_one_matmul ? piped(scatter, dgrad(gemms.up)) : scatter);
-  const double row = piped(gather, dgrad(gemms.proj)) + mlp * piped(gather, dgrad(gemms.down));
+  const double column = (qkv_one_matmul ? piped(tc.scatter_in, dgrad(gemms.qkv)) : tc.scatter_in) +
+                        mlp * (up_one_matmul ? piped(tc.scatter, dgrad(gemms.up)) : tc.scatter);
+  const double row = piped(tc.gather, dgrad(gemms.proj)) + mlp * piped(tc.gather, dgrad(gemms.down));
   out.block_tp_fwd_s = forward;
-  out.block_tp_bwd_s = row + column + sp_regathers(s, fw) * (1 + mlp) / 2 * gather +
+  out.block_tp_bwd_s = row + column + sp_regathers(s, fw) / 2 * (tc.gather_in + mlp * tc.gather) +
                        (s.recompute == Recompute::full ? forward : 0);
 }
 
@@ -318,13 +341,17 @@ void block_tp_comm(const ModelSpec& m, const Strategy& s, const ClusterSpec& c, 
                    const TpGemms& gemms, MicrobatchCosts& out) {
   if (s.tp <= 1) return;
   const GroupLayout g = tp_group(s, c);
-  const double bytes = d.tokens * d.h * d.a;
-  const double gather = collective_time_s(c, Collective::all_gather, bytes, g);
+  const double bytes = d.tokens * d.h * d.a, in_bytes = d.tokens * attention_gathered_width(m) * d.a;
+  const TpCollectives tc{collective_time_s(c, Collective::all_gather, bytes, g),
+                         collective_time_s(c, Collective::reduce_scatter, bytes, g),
+                         collective_time_s(c, Collective::all_gather, in_bytes, g),
+                         collective_time_s(c, Collective::reduce_scatter, in_bytes, g)};
+  const double gather = tc.gather, scatter = tc.scatter;
   // Collectives of the attention half, and of the MLP half when it meets them (an MoE MLP with expert TP 1 and no
   // shared experts does not: moe_costs.hpp mlp_meets_tp_collectives).
   const double mlp = mlp_meets_tp_collectives(m, s) ? 1 : 0;
   if (effective_tp_comm_overlap(s, fw) && fw.tp_overlap_kind == TpOverlapKind::micro_pipeline) {
-    async_tp_comm(m, s, fw, gemms, gather, collective_time_s(c, Collective::reduce_scatter, bytes, g), out);
+    async_tp_comm(m, s, fw, gemms, tc, out);
     return;
   }
   if (effective_tp_comm_overlap(s, fw)) {
@@ -334,24 +361,29 @@ void block_tp_comm(const ModelSpec& m, const Strategy& s, const ClusterSpec& c, 
     // input gradient beside its wgrad, both in bulk; a row-parallel layer (proj, down) all-gathers the output
     // gradient pipelined with its dgrad (transformer_engine/pytorch/module/layernorm_linear.py and linear.py: ub_bulk_*,
     // ub_overlap_ag/rs). The same six collectives as without overlap.
-    const double scatter = collective_time_s(c, Collective::reduce_scatter, bytes, g);
     auto fwd = [&](double comm, const LinearTime& l) { return pipelined_tp_collective(comm, l.fwd, s.tp); };
-    const double forward =
-        fwd(gather, gemms.qkv) + fwd(scatter, gemms.proj) + mlp * (fwd(gather, gemms.up) + fwd(scatter, gemms.down));
-    auto column = [&](const LinearTime& l) { return bulk_tp_collective(gather, l.bwd / 2) + bulk_tp_collective(scatter, l.bwd / 2); };
+    const double forward = fwd(tc.gather_in, gemms.qkv) + fwd(scatter, gemms.proj) +
+                           mlp * (fwd(gather, gemms.up) + fwd(scatter, gemms.down));
+    auto column = [&](double ag, double rs, const LinearTime& l) {
+      return bulk_tp_collective(ag, l.bwd / 2) + bulk_tp_collective(rs, l.bwd / 2);
+    };
     auto row = [&](const LinearTime& l) { return pipelined_tp_collective(gather, l.bwd / 2, s.tp); };
     out.block_tp_fwd_s = forward;
-    out.block_tp_bwd_s = column(gemms.qkv) + row(gemms.proj) + mlp * (column(gemms.up) + row(gemms.down)) +
+    out.block_tp_bwd_s = column(tc.gather_in, tc.scatter_in, gemms.qkv) + row(gemms.proj) +
+                         mlp * (column(gather, scatter, gemms.up) + row(gemms.down)) +
                          (s.recompute == Recompute::full ? forward : 0);
     return;
   }
-  const double one = s.sp ? gather + collective_time_s(c, Collective::reduce_scatter, bytes, g)
-                          : collective_time_s(c, Collective::all_reduce, bytes, g);
-  out.block_tp_fwd_s = (1 + mlp) * one;
+  // Forward: the attention's input gathered and its output reduce-scattered (or the output all-reduced without SP);
+  // backward the mirror image: the output gradient gathered, the input gradient reduced.
+  const double attn_fwd = s.sp ? tc.gather_in + scatter : collective_time_s(c, Collective::all_reduce, bytes, g);
+  const double attn_bwd = s.sp ? gather + tc.scatter_in : collective_time_s(c, Collective::all_reduce, in_bytes, g);
+  const double mlp_one = s.sp ? gather + scatter : collective_time_s(c, Collective::all_reduce, bytes, g);
+  out.block_tp_fwd_s = attn_fwd + mlp * mlp_one;
   // Sequence parallelism keeps the layer inputs scattered and (Megatron) all-gathers them again for the weight
   // gradients (Korthikanti §4.2.2; sp_regathers).
-  out.block_tp_bwd_s = (1 + mlp) * one + sp_regathers(s, fw) * (1 + mlp) / 2 * gather +
-                       (s.recompute == Recompute::full ? (1 + mlp) * one : 0);
+  out.block_tp_bwd_s = attn_bwd + mlp * mlp_one + sp_regathers(s, fw) / 2 * (tc.gather_in + mlp * gather) +
+                       (s.recompute == Recompute::full ? out.block_tp_fwd_s : 0);
 }
 
 // Final norm, LM head and cross-entropy on the last stage; token embedding on the first.

@@ -1,0 +1,33 @@
+// The attention's linear layers on one tensor-parallel rank, at their GEMM shapes: what the step time prices and
+// FP8 casts, and what the TP collectives around them carry.
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+#include "planner/model.hpp"
+#include "planner/strategy.hpp"
+
+namespace shardplan {
+
+// One linear layer's GEMM: Y[tokens × n] = X[tokens × k] · W[k × n].
+struct LinearShape {
+  int64_t tokens = 0, n = 0, k = 0;
+};
+
+// Up to four input projections (multi-head attention: one; MLA: down- and up-projections of q and of K/V), then the
+// output projection.
+struct AttentionLinears {
+  std::array<LinearShape, 4> in{};
+  int count = 0;
+  LinearShape out;
+};
+
+// `tokens`: the micro-batch's tokens on this rank (micro_batch · seq / cp), before sequence parallelism's split.
+AttentionLinears attention_linears(const ModelSpec& m, const Strategy& s, int64_t tokens);
+
+// Width of the attention input a TP rank all-gathers under sequence parallelism (and whose gradient it reduces): the
+// hidden size, or under MLA the latents its up-projections read.
+double attention_gathered_width(const ModelSpec& m);
+
+}  // namespace shardplan
