@@ -53,7 +53,7 @@ std::map<std::string, std::string> parse_options(const ModernRow& r) {
   // outside both is a typo, not a setting to drop in silence.
   static const std::set<std::string> priced = {
       "zero", "hsdp", "ep", "etp", "sp", "flash", "overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap",
-      "loss", "attn", "fp8", "fp8_all_gather", "pp_first_layers", "pp_last_layers", "pp_embedding_layers",
+      "loss", "attn", "kv", "fp8", "fp8_all_gather", "pp_first_layers", "pp_last_layers", "pp_embedding_layers",
       "pp_loss_layers", "pp_layout", "mtp", "ep_overlap", "cuda_graph", "capacity_factor", "pad_to_capacity", "dispatcher",
       "precision_aware_optimizer", "adam_moments", "recompute_modules", "act_offload_layers", "expandable_segments"};
   static const std::set<std::string> recorded = {
@@ -172,6 +172,11 @@ Strategy strategy_of(const ModernRow& r, const std::map<std::string, std::string
     const auto kernel = parse_attention_kernel(opt.at("attn"));
     if (!kernel) throw std::runtime_error(fmt::format("line {}: attn '{}' (flash2, cudnn, triton)", r.line, opt.at("attn")));
     s.attention_kernel = *kernel;
+  }
+  if (opt.count("kv")) {
+    if (opt.at("kv") != "repeated" && opt.at("kv") != "grouped")
+      throw std::runtime_error(fmt::format("line {}: kv '{}' (grouped, repeated)", r.line, opt.at("kv")));
+    s.kv_repeated = opt.at("kv") == "repeated";
   }
   if (opt.count("loss")) {
     const auto loss = parse_loss(opt.at("loss"));

@@ -120,6 +120,11 @@ void add_config_flags(CLI::App& cmd, ConfigFlags& f) {
   cmd.add_option("--attention-kernel", f.attention_kernel,
                  "Fused attention kernel: flash2 | cudnn | triton (llm-foundry's attn_impl triton); default: the "
                  "framework's (cudnn for megatron, flash2 otherwise)");
+  cmd.add_option("--attention-kv", f.attention_kv,
+                 "How the model hands K and V to the attention kernel: grouped (each K/V head shared by its query "
+                 "group inside the kernel: Megatron/TE, SDPA enable_gqa, torchtitan since 2026-01-27) | repeated "
+                 "(copied to every query head first: torchtitan before 2026-01-27, transformers' repeat_kv); default "
+                 "grouped");
   cmd.add_option("--grad-sync", f.grad_sync,
                  "Gradient reduction under accumulation: step (no_sync) | micro (every micro-batch); "
                  "default: the framework's");
@@ -178,6 +183,12 @@ std::optional<AttentionKernel> parse_attention_kernel_flag(const std::string& v,
     throw InputError("--attention-kernel names a fused attention kernel, but --no-flash-attn asks for unfused "
                      "attention; drop one of them");
   return parse_choice<AttentionKernel>("--attention-kernel", v, parse_attention_kernel, "flash2, cudnn, triton");
+}
+
+bool parse_attention_kv_flag(const std::string& v) {
+  if (v.empty() || v == "grouped") return false;
+  if (v == "repeated") return true;
+  throw InputError(fmt::format("--attention-kv '{}' is not one of: grouped, repeated", v));
 }
 
 Fp8Recipe parse_fp8_flag(const std::string& v) {
@@ -387,6 +398,7 @@ ResolvedConfig resolve_config(const ConfigFlags& f, const PresetStore& store) {
   if (f.hsdp && *f.hsdp < 1) throw InputError(fmt::format("--hsdp must be at least 1, got {}", *f.hsdp));
   s.flash_attn = f.flash_attn;
   s.attention_kernel = parse_attention_kernel_flag(f.attention_kernel, f.flash_attn);
+  s.kv_repeated = parse_attention_kv_flag(f.attention_kv);
   s.fp8 = parse_fp8_flag(f.fp8);
   s.fp8_all_gather = f.fp8_all_gather;
   s.cuda_graphs = parse_cuda_graphs_flag(f.cuda_graphs);

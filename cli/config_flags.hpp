@@ -37,6 +37,7 @@ struct ConfigFlags {
   std::optional<int64_t> offload_activation_layers;  // --offload-activations N
   std::optional<double> moe_capacity_factor;  // --moe-capacity-factor F (absent = dropless)
   std::string attention_kernel;  // --attention-kernel; empty: the framework's
+  std::string attention_kv;      // --attention-kv: grouped | repeated; empty: grouped
   std::string fp8 = "off";       // --fp8 (planner/fp8_recipe.hpp)
   bool fp8_all_gather = false;   // --fp8-all-gather
   std::string grad_sync;
@@ -106,6 +107,8 @@ LossKind parse_loss_flag(const std::string& value);
 Fp8Recipe parse_fp8_flag(const std::string& value);
 // --attention-kernel: empty → unset (the framework's kernel); refused with --no-flash-attn.
 std::optional<AttentionKernel> parse_attention_kernel_flag(const std::string& value, bool flash_attn);
+// --attention-kv: true for "repeated", false for "grouped" or empty.
+bool parse_attention_kv_flag(const std::string& value);
 GradSync parse_grad_sync_flag(const std::string& value);
 
 }  // namespace shardplan::cli

@@ -137,6 +137,10 @@ std::string readme(const LaunchPlan& plan, const LaunchFacts& f, const std::vect
                      f.micro_batch, f.grad_accum, f.global_batch, f.seq);
   out += fmt::format("- recompute {}, {}, precision {}\n", to_string(f.recompute),
                      f.flash ? "flash attention" : "no flash attention", to_string(s.precision));
+  if (s.kv_repeated)
+    out += "- priced with K and V copied to every query head before attention (--attention-kv repeated: torchtitan "
+           "before 2026-01-27, transformers' repeat_kv); Megatron-Core, SDPA with enable_gqa and torchtitan since "
+           "ff0829c share each K/V head within its query group, and hold and send less than priced\n";
   if (p.time.modelled)
     out += fmt::format("- predicted: step {:.3f} s, {:.0f} tokens/s per GPU, MFU {:.1f} %, peak {:.1f} GB per GPU\n",
                        p.time.step_s, p.throughput.tokens_per_s_per_gpu, 100 * p.throughput.mfu,

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "planner/attention_linears.hpp"
 #include "planner/moe.hpp"
 #include "planner/moe_costs.hpp"
 #include "planner/pipeline_schedule.hpp"
@@ -27,6 +28,12 @@ double tokens_per_microbatch(const Strategy& s) { return static_cast<double>(seq
 double kv_width_per_token(const ModelSpec& m, const Strategy& s) {
   const double heads_per_rank = std::max<double>(static_cast<double>(m.kv_heads) / s.tp, 1.0);
   return heads_per_rank * static_cast<double>(model_head_dim(m)) * s.tp;  // ×tp: terms are divided by tp later
+}
+
+// The K (or V) the attention kernel reads and saves: repeated to every query head where the model copies them
+// (attention_linears.hpp attention_kv_heads_per_rank).
+double attention_kv_width_per_token(const ModelSpec& m, const Strategy& s) {
+  return attention_kv_heads_per_rank(m, s) * static_cast<double>(model_head_dim(m)) * s.tp;
 }
 
 }  // namespace
@@ -79,7 +86,7 @@ double mla_latent_width(const ModelSpec& m) {
 void add_attention_terms(TermList& out, const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw,
                          double a) {
   const double h = static_cast<double>(m.hidden), q = static_cast<double>(model_q_width(m));
-  const double kv = kv_width_per_token(m, s);
+  const double kv = attention_kv_width_per_token(m, s);  // SDPA saves the K and V it is given
   const double heads = static_cast<double>(m.heads), seq = static_cast<double>(s.seq);
   // Korthikanti Table 1 / §4.1, attention block: 11sbh + 5as²b, plus its LayerNorm's 2sbh.
   // transformers' eager RMSNorm keeps two large tensors (fp32 upcast, normalised bf16) and the small rsqrt.
@@ -224,7 +231,7 @@ double block_working_set_bytes(const ModelSpec& m, const Strategy& s, const Fram
 double block_backward_scratch_bytes(const ModelSpec& m, const Strategy& s) {
   const double a = activation_dtype_bytes(s);
   const double h = static_cast<double>(m.hidden), q = static_cast<double>(model_q_width(m));
-  const double kv = kv_width_per_token(m, s), f = mlp_width_per_token(m);  // MoE: k + shared experts
+  const double kv = attention_kv_width_per_token(m, s), f = mlp_width_per_token(m);  // MoE: k + shared experts
   const double mlp_in = static_cast<double>(model_mlp_matrices(m) - 1) * f;  // fc1 output: 2f SwiGLU, f GELU
   TermList terms;
   terms.push_back({"∂ residual stream and block scratch", a * 2 * h, ActSplit::sequence, false});

@@ -37,6 +37,17 @@ AttentionLinears attention_linears(const ModelSpec& m, const Strategy& s, int64_
   return a;
 }
 
+// Grouped-query attention hands each K/V head to its query group inside the kernel (FlashAttention-2 GQA; SDPA
+// enable_gqa; Transformer Engine's fused attention takes num_gqa_groups). Models that call the kernel with one K/V per
+// query head copy them first: torchtitan's Llama before 2026-01-27 (torchtitan/models/llama/model.py Attention.forward:
+// repeat_kv(xk, self.n_rep) before F.scaled_dot_product_attention; removed by ff0829c, "GQA without kv repeats"), and
+// transformers' sdpa_attention_forward where it cannot pass enable_gqa (integrations/sdpa_attention.py repeat_kv).
+double attention_kv_heads_per_rank(const ModelSpec& m, const Strategy& s) {
+  const double tp = static_cast<double>(std::max<int64_t>(s.tp, 1));
+  if (s.kv_repeated) return static_cast<double>(m.heads) / tp;
+  return std::max(static_cast<double>(m.kv_heads) / tp, 1.0);
+}
+
 // Under MLA the gathered inputs are q's latent (or h without q_lora_rank), the K/V latent, and the RoPE key
 // (get_query_key_value_tensors: gather_from_sequence_parallel_region of k_pos_emb).
 double attention_gathered_width(const ModelSpec& m) {

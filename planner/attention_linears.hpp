@@ -26,6 +26,11 @@ struct AttentionLinears {
 // `tokens`: the micro-batch's tokens on this rank (micro_batch · seq / cp), before sequence parallelism's split.
 AttentionLinears attention_linears(const ModelSpec& m, const Strategy& s, int64_t tokens);
 
+// K/V heads one TP rank hands to the attention kernel: its own (at least one: Megatron replicates them where tp exceeds
+// kv_heads), or with Strategy::kv_repeated one per query head. What the kernel's inputs — saved for backward, their
+// gradients, context parallelism's K/V exchange — are made of; the K/V projections stay at kv_heads.
+double attention_kv_heads_per_rank(const ModelSpec& m, const Strategy& s);
+
 // Width of the attention input a TP rank all-gathers under sequence parallelism (and whose gradient it reduces): the
 // hidden size, or under MLA the latents its up-projections read.
 double attention_gathered_width(const ModelSpec& m);

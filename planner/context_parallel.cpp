@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "planner/attention_linears.hpp"
 #include "planner/comm_cost.hpp"
 #include "planner/groups.hpp"
 #include "planner/precision.hpp"
@@ -14,8 +15,9 @@ CpComm cp_comm(Framework f) { return f == Framework::megatron ? CpComm::p2p : Cp
 const char* to_string(CpComm c) { return c == CpComm::p2p ? "p2p ring" : "all-gather"; }
 
 double cp_local_kv_bytes(const ModelSpec& m, const Strategy& s) {
-  // Megatron keeps at least one K/V head per TP rank (activations.cpp kv_width_per_token).
-  const double kv_heads = std::max<double>(static_cast<double>(m.kv_heads) / static_cast<double>(s.tp), 1.0);
+  // What each rank's attention kernel reads: its K/V heads, or one per query head where the model repeats them
+  // (attention_linears.hpp attention_kv_heads_per_rank).
+  const double kv_heads = attention_kv_heads_per_rank(m, s);
   const double a = static_cast<double>(dtype_bytes(precision_compute_dtype(s.precision)));
   return 2 * static_cast<double>(s.micro_batch * seq_per_rank(s)) * kv_heads * static_cast<double>(model_head_dim(m)) * a;
 }

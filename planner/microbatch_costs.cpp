@@ -213,6 +213,10 @@ TpGemms block_compute(const ModelSpec& m, const Strategy& s, const ClusterSpec& 
   out.block_cp_fwd_s = out.cp.fwd.exposed();
   out.block_cp_bwd_s = out.cp.bwd.exposed();
   const double elementwise = memory_bound_time_s(g, elementwise_traffic_factor(s, fw) * block_elementwise_bytes(m, s, d));
+  // K and V copied to every query head (attention_linears.hpp attention_kv_heads_per_rank): one copy kernel reads
+  // them and writes them q-wide; backward sums the copies' gradients back, the same bytes.
+  const double kv_repeat = s.kv_repeated ? memory_bound_time_s(g, 2 * d.tokens * static_cast<double>(d.q_r + d.kv_r) * d.a)
+                                         : 0.0;
   // FP8 casts of each linear layer's operands (planner/fp8.cpp), memory-bound.
   Fp8CastBytes casts;
   if (fp8_on(s)) {
@@ -238,8 +242,8 @@ TpGemms block_compute(const ModelSpec& m, const Strategy& s, const ClusterSpec& 
   const double cast_fwd = memory_bound_time_s(g, casts.fwd), cast_bwd = memory_bound_time_s(g, casts.bwd);
   const double gemm_fwd = qkv.fwd + proj.fwd + up.fwd + down.fwd;
   // Eager MoE layers wait for the host (moe_costs.hpp moe_host_gap_s), averaged over the blocks by the MoE share.
-  const double gpu_fwd = gemm_fwd + core.fwd + elementwise + cast_fwd;
-  const double gpu_bwd = qkv.bwd + proj.bwd + up.bwd + down.bwd + core.bwd + 2 * elementwise + cast_bwd;
+  const double gpu_fwd = gemm_fwd + core.fwd + elementwise + kv_repeat + cast_fwd;
+  const double gpu_bwd = qkv.bwd + proj.bwd + up.bwd + down.bwd + core.bwd + 2 * elementwise + kv_repeat + cast_bwd;
   out.block_host_gap_s = model_is_moe(m) ? moe_host_gap_s(m, s, c) * static_cast<double>(moe_layers_in(m, 0, m.layers)) /
                                                static_cast<double>(m.layers)
                                          : 0.0;
@@ -265,7 +269,7 @@ TpGemms block_compute(const ModelSpec& m, const Strategy& s, const ClusterSpec& 
     case Recompute::selective:
       out.block_recompute_s = (s.flash_attn || !recomputes(s, RecomputeModule::core_attn) ? 0 : core.fwd) +
                               fw.selective_recompute_gemm_share * gemm_fwd +
-                              (fw.selective_recomputes_elementwise ? elementwise : 0) +
+                              (fw.selective_recomputes_elementwise ? elementwise + kv_repeat : 0) +
                               module_recompute_s(m, s, g, d, {elementwise_traffic_factor(s, fw), moe_mlp_fwd,
                                                               moe_host_gap_s(m, s, c)});
       break;

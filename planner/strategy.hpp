@@ -94,6 +94,9 @@ struct Strategy {
   std::optional<bool> tp_comm_overlap;       // TP collectives pipelined with their GEMMs (needs sp); unset: framework's
   std::optional<bool> ep_comm_overlap;       // EP all-to-alls behind another micro-batch's compute; unset: framework's
   std::optional<AttentionKernel> attention_kernel;  // the fused attention kernel; unset: the framework's
+  // K and V copied to every query head before the attention kernel (planner/attention_linears.hpp
+  // attention_kv_heads_per_rank), not shared by each query group inside it.
+  bool kv_repeated = false;
   // PyTorch's expandable segments (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True); unset: the framework's launcher's.
   std::optional<bool> expandable_segments;
   Fp8Recipe fp8 = Fp8Recipe::off;   // FP8 GEMMs of the blocks' linear layers (planner/fp8.hpp)

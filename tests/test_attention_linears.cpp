@@ -4,10 +4,16 @@
 
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "io/preset_store.hpp"
+#include "planner/activations.hpp"
 #include "planner/attention_linears.hpp"
+#include "planner/context_parallel.hpp"
 #include "planner/flops.hpp"
+#include "planner/framework.hpp"
 #include "planner/predict.hpp"
+#include "tests/cli_runner.hpp"
 
 using namespace shardplan;
 
@@ -84,5 +90,55 @@ TEST_SUITE("attention linears") {
         CHECK(ranks == doctest::Approx(4096 * model_projection_flops_per_token(m, s)).epsilon(1e-9));
       }
     }
+  }
+
+  TEST_CASE("repeated K/V: one K/V head per query head reaches the kernel; the projections stay grouped") {
+    const ModelSpec m = store().model("llama3-8b");  // 32 query heads, 8 K/V heads of 128
+    Strategy s = megatron_tp(1, false, 8192);
+    s.framework = Framework::torchtitan;
+    CHECK(attention_kv_heads_per_rank(m, s) == doctest::Approx(8));
+    const AttentionLinears grouped = attention_linears(m, s, 8192);
+    s.kv_repeated = true;
+    CHECK(attention_kv_heads_per_rank(m, s) == doctest::Approx(32));
+    CHECK(attention_linears(m, s, 8192).in[0].n == grouped.in[0].n);  // the K/V projections are not repeated
+    // TP beyond the K/V heads: Megatron keeps one per rank; repeated, each rank has its query heads' worth.
+    s.tp = 16;
+    CHECK(attention_kv_heads_per_rank(m, s) == doctest::Approx(2));
+    s.kv_repeated = false;
+    CHECK(attention_kv_heads_per_rank(m, s) == doctest::Approx(1));
+  }
+
+  TEST_CASE("repeated K/V: SDPA saves the copies (a·T·2·(q − kv) more per block) and context parallelism moves them") {
+    const ModelSpec m = store().model("llama3-8b");
+    Strategy s = megatron_tp(1, false, 8192);
+    s.framework = Framework::torchtitan;
+    s.recompute = Recompute::none;
+    const FrameworkTraits fw = framework_traits(s.framework);
+    const double grouped = block_activation_bytes(m, s, fw);
+    s.kv_repeated = true;
+    const double repeated = block_activation_bytes(m, s, fw);
+    CHECK(repeated - grouped == doctest::Approx(2.0 * 8192 * 2 * (4096 - 1024)));  // bf16 K and V, q-wide
+    // CP's K/V: the local share of a sequence at every query head, 4× the grouped one here.
+    s.cp = 4;
+    s.seq = 32768;
+    const double kv_repeated = cp_local_kv_bytes(m, s);
+    s.kv_repeated = false;
+    CHECK(kv_repeated == doctest::Approx(4 * cp_local_kv_bytes(m, s)));
+    CHECK(cp_local_kv_bytes(m, s) == doctest::Approx(2.0 * 8192 * 1024 * 2));  // K and V of 8192 tokens
+  }
+
+  TEST_CASE("--attention-kv: echoed in the JSON config, slower under CP when repeated, bad values refused") {
+    const std::string base = "predict --preset llama3-8b --gpus 8 --cluster dgx-h100 --framework torchtitan --cp 4 "
+                             "--seq 131072 --recompute full --format json";
+    const auto grouped = test::run_cli(base);
+    const auto repeated = test::run_cli(base + " --attention-kv repeated");
+    REQUIRE(grouped.exit_code == 0);
+    REQUIRE(repeated.exit_code == 0);
+    const auto jg = nlohmann::json::parse(grouped.out), jr = nlohmann::json::parse(repeated.out);
+    CHECK(jg["config"]["attention_kv"] == "grouped");
+    CHECK(jr["config"]["attention_kv"] == "repeated");
+    CHECK(jr["time"]["step_s"].get<double>() > jg["time"]["step_s"].get<double>());
+    CHECK(jr["memory"]["peak_bytes"].get<double>() > jg["memory"]["peak_bytes"].get<double>());
+    test::check_refused("predict --preset 8b --gpus 8 --attention-kv tiled", "--attention-kv");
   }
 }
