@@ -6,6 +6,7 @@
 
 #include "planner/activations.hpp"
 #include "planner/allocator_reserve.hpp"
+#include "planner/attention_linears.hpp"
 
 namespace shardplan::memory_detail {
 
@@ -65,8 +66,10 @@ Sizes sizes_of(const StageInputs& in) {
 
 double tokens(const Strategy& s) { return static_cast<double>(seq_per_rank(s) * s.micro_batch); }  // seq / cp per rank
 double seq_split(const Strategy& s) { return s.sp ? static_cast<double>(s.tp) : 1.0; }
+// K (or V) as the attention kernel gets it on one rank: grouped, or copied to every query head
+// (attention_linears.hpp attention_kv_heads_per_rank).
 double kv_width(const ModelSpec& m, const Strategy& s) {
-  return std::max<double>(static_cast<double>(m.kv_heads) / static_cast<double>(s.tp), 1.0) * static_cast<double>(model_head_dim(m));
+  return attention_kv_heads_per_rank(m, s) * static_cast<double>(model_head_dim(m));
 }
 
 // The attention half of a block's working set (what its recomputation saves again): norm, Q/K/V input, rotated q and k,
