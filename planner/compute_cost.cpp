@@ -88,7 +88,7 @@ constexpr double kMinPeak = 1e9;  // never divide by zero, whatever the preset s
 // Megatron-Bridge's dense rows since 2026-12-04; AMD's CDNA has no run: Hopper's value, an assumption.
 constexpr double kSustainedAmpere = 0.869;
 constexpr double kSustainedHopper = 0.806;
-constexpr double kSustainedBlackwell = 0.662;
+constexpr double kSustainedBlackwell = 0.661;
 
 bool hopper_class(const GpuSpec& g) { return std::max(g.bf16_tflops, g.fp16_tflops) > kHopperTensorPeakTflops; }
 

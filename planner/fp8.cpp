@@ -49,7 +49,9 @@ Fp8CastBytes fp8_linear_cast_bytes(const Strategy& s, double T, double k, double
   const double x = T * k, w = k * n, dy = T * n;
   if (transformer_engine(s)) {
     const double b = s.fp8 == Fp8Recipe::tensorwise ? kTeCastTensorwise : kTeCastBlock;
-    return {b * (x + w / std::max(microbatches, 1.0)), b * dy};
+    // FP8 parameters are cast once per step, on the optimizer's shard, not here.
+    const double weight = fp8_params_only(s) ? 0.0 : w / std::max(microbatches, 1.0);
+    return {b * (x + weight), b * dy};
   }
   const double b = s.fp8 == Fp8Recipe::mxfp8 ? kMxCast : s.compile ? kTorchaoCastCompiled : kTorchaoCastEager;
   // FSDP2's FP8 all-gather casts the weight shard before gathering it (torchao/float8/fsdp_utils.py
@@ -64,12 +66,23 @@ double fp8_cached_weight_bytes_per_param(const Strategy& s) {
   return fp8_on(s) && transformer_engine(s) ? 2.0 : 0.0;
 }
 
+// megatron/core/fp8_utils.py: the optimizer step quantizes each rank's fp32 master shard straight into the FP8
+// parameter (quantize_param_shard), the all-gather moves the rowwise bytes, post_all_gather_processing builds the
+// transpose (tensorwise) or column-wise copy (block scales) kept beside them; the DDP buffer holds the FP8 storage
+// (distributed/param_and_grad_buffer.py: param_dtype uint8) or, for MXFP8 with reuse_grad_buf_for_mxfp8_param_ag,
+// borrows the gradient buffer for the gather. Megatron-Bridge's FP8 recipes set it (training/mixed_precision.py
+// bf16_with_fp8_current_scaling_mixed, bf16_with_mxfp8_mixed: fp8_param_gather True).
+bool fp8_params_only(const Strategy& s) {
+  return transformer_engine(s) && fp8_on(s) && s.fp8_all_gather;
+}
+
 double gathered_block_param_bytes(const Strategy& s) {
   return s.fp8_all_gather ? 1.0 : static_cast<double>(dtype_bytes(precision_compute_dtype(s.precision)));
 }
 
 std::optional<std::string> fp8_model_refusal(const Strategy& s, const ModelSpec& m) {
-  if (!fp8_on(s) || !s.fp8_all_gather || !model_is_moe(m)) return std::nullopt;
+  // Megatron-Core's FP8 parameters include the grouped experts (TE GroupedLinear built under quantized model init).
+  if (!fp8_on(s) || !s.fp8_all_gather || !model_is_moe(m) || transformer_engine(s)) return std::nullopt;
   // torchao's FP8 all-gather wraps Float8Linear weights (torchao/float8/fsdp_utils.py WeightWithDynamicFloat8CastTensor);
   // grouped expert weights are plain parameters cast per use, so the experts would gather in bf16.
   return fmt::format("--fp8-all-gather with model '{}', a mixture of experts: FSDP2's FP8 all-gather covers dense "

@@ -335,9 +335,7 @@ bool framework_runs(const Strategy& s) {
       (!overlaps_tp(s.framework) || (tp_overlap_needs_compile(s.framework) && !s.compile)))
     return false;
   if (s.fp8 != Fp8Recipe::off && !has(fp8_support(s.framework).recipes, static_cast<int>(s.fp8))) return false;
-  if (s.fp8_all_gather && !(s.fp8 == Fp8Recipe::tensorwise && s.zero >= 2 &&
-                            (s.framework == Framework::fsdp || s.framework == Framework::torchtitan)))
-    return false;
+  if (s.fp8_all_gather && !fp8_all_gather_runs(s)) return false;
   if (s.ep > 1 && (!ep_support(s.framework).expert_parallel || !has(ep_support(s.framework).zero_stages, s.zero)))
     return false;
   if (s.ep_comm_overlap.value_or(false) && !framework_traits(s.framework).ep_comm_overlap_available) return false;
@@ -349,6 +347,17 @@ bool framework_runs(const Strategy& s) {
   if ((s.precision_aware_optimizer || s.bf16_adam_moments) && s.framework != Framework::megatron) return false;
   if (s.offload_activation_layers != 0 && !activation_offload_runtime_refusal(s).empty()) return false;
   return !s.offload_optimizer || (fs.offload_optimizer && has(fs.offload_zero_stages, s.zero));
+}
+
+bool fp8_all_gather_runs(const Strategy& s) {
+  // torchao's FSDP2 FP8 all-gather: tensorwise scaling, sharded parameters (Float8LinearConfig
+  // enable_fsdp_float8_all_gather).
+  if (s.framework == Framework::fsdp || s.framework == Framework::torchtitan)
+    return s.fp8 == Fp8Recipe::tensorwise && s.zero >= 2;
+  // Megatron-Core's --fp8-param-gather under the distributed optimizer (megatron/training/arguments.py validate_args;
+  // every FP8 recipe: megatron/core/fp8_utils.py quantize_param_shard, post_all_gather_processing).
+  if (s.framework == Framework::megatron) return s.fp8 != Fp8Recipe::off && s.zero == 1;
+  return false;
 }
 
 std::optional<std::string> tp_comm_overlap_refusal(const Strategy& s) {
@@ -404,10 +413,21 @@ std::optional<std::string> framework_refusal(const Strategy& s) {
   if (std::string why = activation_offload_runtime_refusal(s); !why.empty()) return why;
   if (s.fp8 != Fp8Recipe::off && !has(fp8_support(s.framework).recipes, static_cast<int>(s.fp8)))
     return refusal(s, fmt::format("--fp8 {}", to_string(s.fp8)).c_str(), fp8_support(s.framework).refusal);
-  if (s.fp8_all_gather)
+  if (s.fp8_all_gather && !fp8_all_gather_runs(s)) {
+    if (s.framework == Framework::megatron && s.fp8 == Fp8Recipe::off)
+      return refusal(s, "--fp8-all-gather without --fp8",
+                     "Megatron-Core keeps FP8 parameters (--fp8-param-gather) only for FP8 training; add --fp8 or drop "
+                     "--fp8-all-gather");
+    if (s.framework == Framework::megatron)
+      return refusal(s, fmt::format("--fp8-all-gather with --zero {}", s.zero).c_str(),
+                     "Megatron-Core gathers FP8 parameters (--fp8-param-gather) with its distributed optimizer, --zero "
+                     "1 (arguments.py: '--fp8-param-gather only supported with distributed optimizer, torch fsdp2, "
+                     "megatron fsdp'); under Megatron-FSDP it is not priced; use --zero 1 or drop --fp8-all-gather");
     return refusal(s, "--fp8-all-gather",
                    "FP8 all-gather is torchao's for FSDP2 with tensorwise scaling (Float8LinearConfig."
-                   "enable_fsdp_float8_all_gather); use --framework fsdp or torchtitan, --fp8 tensorwise and --zero 2 or 3");
+                   "enable_fsdp_float8_all_gather) and Megatron-Core's --fp8-param-gather; use --framework fsdp or "
+                   "torchtitan with --fp8 tensorwise and --zero 2 or 3, or --framework megatron with --fp8 and --zero 1");
+  }
   return std::nullopt;
 }
 

@@ -126,8 +126,19 @@ void add_model_states(Ledger& l, const StageInputs& in, MemoryPhase phase) {
   const Strategy& s = in.strategy;
   const MemoryComponents ms = stage_model_states(in.stage, s);
   const char* sharded = s.zero >= 3 ? "sharded" : "replicated";
-  l.add(&MemoryComponents::params, "params", [&] { return fmt::format("weights ({} B/param, {})", in.state.params, sharded); },
-        ms.params);
+  if (fp8_params_only(s)) {
+    // --fp8-param-gather (planner/fp8.hpp): the blocks' weights live only as FP8 with their transpose or column-wise
+    // copy; the embedding, LM head and whatever sits outside the blocks stay in the parameter dtype.
+    const double blocks = static_cast<double>(in.stage.blocks);
+    l.add(&MemoryComponents::params, "params", [&] { return fmt::format("weights outside the blocks ({} B/param, {})", in.state.params, sharded); },
+          ms.params - blocks * in.state.params);
+    l.add(&MemoryComponents::params, "params",
+          text("the blocks' weights in FP8 only, with their transpose or column-wise copy (--fp8-param-gather)"),
+          blocks * fp8_cached_weight_bytes_per_param(s));
+  } else {
+    l.add(&MemoryComponents::params, "params", [&] { return fmt::format("weights ({} B/param, {})", in.state.params, sharded); },
+          ms.params);
+  }
   if (in.keeps_unsharded_grads && phase == MemoryPhase::forward_backward) {
     // PyTorch FSDP no_sync: gradients accumulate unsharded until the last micro-batch reduce-scatters them.
     l.add(&MemoryComponents::grads, "grads", [&] { return fmt::format("unsharded gradients kept across micro-batches (no_sync, {} B/param)", in.state.grads); },
@@ -315,11 +326,13 @@ Ledger forward_backward_phase(const StageInputs& in, bool record) {
   const double cast_params = sharded_params ? std::min(gathered_units * static_cast<double>(in.stage.block_params),
                                                        static_cast<double>(in.stage.blocks))
                                             : static_cast<double>(in.stage.blocks);
-  l.add(&MemoryComponents::buffers, "buffers",
-        text(sharded_params ? "FP8 weight copies of the gathered units (Transformer Engine: cast and transposed)"
-                            : "FP8 weight copies (Transformer Engine: each linear weight cast and transposed, kept for "
-                              "the step)"),
-        fp8_cached_weight_bytes_per_param(in.strategy) * cast_params);
+  if (!fp8_params_only(in.strategy)) {  // otherwise they are the parameters (add_model_states)
+    l.add(&MemoryComponents::buffers, "buffers",
+          text(sharded_params ? "FP8 weight copies of the gathered units (Transformer Engine: cast and transposed)"
+                              : "FP8 weight copies (Transformer Engine: each linear weight cast and transposed, kept for "
+                                "the step)"),
+          fp8_cached_weight_bytes_per_param(in.strategy) * cast_params);
+  }
   add_parallel_buffers(l, in);
   add_runtime(l, in);
   add_fragmentation(l, in);

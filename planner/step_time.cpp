@@ -67,6 +67,16 @@ double split_dp_collective_s(const Strategy& s, const ClusterSpec& c, Collective
   return t;
 }
 
+double optimizer_param_gather_s(const Strategy& s, const ClusterSpec& c, const StageParams& p) {
+  const double param_b = strategy_state_bytes(s).params;
+  const double psi = static_cast<double>(p.total()), routed = static_cast<double>(p.routed_experts);
+  if (!fp8_params_only(s)) return split_dp_collective_s(s, c, Collective::all_gather, psi, routed, param_b);
+  const double block_routed = static_cast<double>(p.moe_layers * p.block_routed);
+  return split_dp_collective_s(s, c, Collective::all_gather, static_cast<double>(p.blocks), block_routed, 1.0) +
+         split_dp_collective_s(s, c, Collective::all_gather, static_cast<double>(p.root_unit()), routed - block_routed,
+                               param_b);
+}
+
 GradientBuckets gradient_buckets(const Strategy& s, const ClusterSpec& c, const FrameworkTraits& fw, double psi,
                                  double routed, double grad_bytes) {
   GradientBuckets out;
@@ -213,7 +223,7 @@ DpTraffic dp_traffic(const Strategy& s, const ClusterSpec& c, const FrameworkTra
   out.exposed = effective_overlap_grad_reduce(s, fw) ? syncs * pipelined_exposure(buckets, per_bucket, bwd_compute / buckets)
                                                     : out.total;
   if (reduce_scatter) {
-    const double gather = split_dp_collective_s(s, c, Collective::all_gather, psi, routed, sb.params);
+    const double gather = optimizer_param_gather_s(s, c, sc.params);
     const double fwd_compute = sc.fwd + (sc.tp + sc.cp + sc.ep) / 2;
     out.exposed += effective_overlap_param_gather(s, fw)
                        ? pipelined_exposure(buckets, gather / buckets, fwd_compute / buckets)

@@ -178,7 +178,7 @@ StepPlan plan_step(const ModelSpec& m, const Strategy& s, const ClusterSpec& c) 
       const GradientBuckets gb = gradient_buckets(s, c, fw, psi, routed, comm_grad_b);
       sc.buckets = static_cast<int64_t>(gb.count);
       sc.reduce_bucket = gb.per_bucket_s;
-      if (reduce_scatter) sc.param_gather = split_dp_collective_s(s, c, Collective::all_gather, psi, routed, sb.params);
+      if (reduce_scatter) sc.param_gather = optimizer_param_gather_s(s, c, sp);
     }
 
     // Memory (planner/memory.cpp): model states, runtime and fixed buffers live all step; the rest comes and goes.
@@ -190,7 +190,9 @@ StepPlan plan_step(const ModelSpec& m, const Strategy& s, const ClusterSpec& c) 
       use_moment_parts(sc, mp, fw);
       add_static(sc, MemKind::runtime, mem.stages[static_cast<size_t>(i)].peak.runtime);
     } else {
-      add_static(sc, MemKind::params, ms.params);
+      // Megatron's FP8 parameters (fp8.hpp fp8_params_only): the blocks' only copy is the FP8 one (fp8_weights below).
+      add_static(sc, MemKind::params,
+                 ms.params - (fp8_params_only(s) ? static_cast<double>(sp.blocks) * sb.params : 0.0));
       if (!plan.keeps_unsharded_grads) add_static(sc, MemKind::grads, ms.grads);
       else if (plan.dp_mode == DpMode::units) sc.sharded_grads = ms.grads;
       else add_static(sc, MemKind::unsharded_grads, psi * grad_b);
@@ -215,7 +217,8 @@ StepPlan plan_step(const ModelSpec& m, const Strategy& s, const ClusterSpec& c) 
     if (s.sp) add_static(sc, MemKind::sp_buffer, boundary * static_cast<double>(s.tp));
     if (s.ep > 1 && sp.moe_layers > 0) add_static(sc, MemKind::ep_buffers, moe_all_to_all_bytes(m, s));  // memory.cpp
     if (s.cp > 1) add_static(sc, MemKind::cp_buffers, cp_kv_buffer_bytes(m, s));
-    // The blocks' FP8 weight copies, from the first micro-batch to the step's end (memory.cpp forward_backward_phase).
+    // The blocks' FP8 weight copies, from the first micro-batch to the step's end (memory.cpp forward_backward_phase),
+    // or under FP8 parameters the weights themselves.
     add_static(sc, MemKind::fp8_weights, fp8_cached_weight_bytes_per_param(s) * static_cast<double>(sp.blocks));
     sc.activations_per_block = block_activation_bytes(m, s, fw);
     if (s.recompute == Recompute::full) sc.recompute_working_set = block_working_set_bytes(m, s, fw);

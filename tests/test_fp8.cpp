@@ -114,6 +114,41 @@ TEST_SUITE("fp8") {
     CHECK(fp8_gather.time.dp_comm_total_s < bf16_gather.time.dp_comm_total_s);
   }
 
+  TEST_CASE("Megatron's FP8 parameters (--fp8-all-gather = --fp8-param-gather): no bf16 copy, one-byte gathers") {
+    const ModelSpec m = presets().model("llama3-8b");
+    const ClusterSpec c = presets().cluster("dgx-h100");
+    Strategy s = llama8b(Framework::megatron, Fp8Recipe::tensorwise);
+    s.gpus = s.dp = 64;
+    s.global_batch = 64;
+    const Prediction copies = predict(m, s, c);
+    s.fp8_all_gather = true;
+    const Prediction fp8_params = predict(m, s, c);
+    // The blocks' weights: FP8 with their transpose (2 B) in place of bf16 (2 B) plus TE's cached cast (2 B): 32 blocks
+    // × 218,112,000 parameters × 2 B fewer; the embedding and LM head stay bf16.
+    const MemoryComponents& on = fp8_params.memory.peak_stage().peak;
+    const MemoryComponents& off = copies.memory.peak_stage().peak;
+    CHECK(on.params == doctest::Approx(off.params));
+    CHECK(off.buffers - on.buffers == doctest::Approx(2.0 * 32 * 218'112'000));
+    // The distributed optimizer gathers the blocks in one byte: less traffic; no per-step weight cast.
+    CHECK(fp8_params.time.dp_comm_total_s < copies.time.dp_comm_total_s);
+    CHECK(fp8_params.time.step_s <= copies.time.step_s);
+    // The played step holds the same parts: its peak stays within 3 % of predict's.
+    const sim::SimResult r = sim::simulate(m, s, c);
+    CHECK(std::fabs(r.peak_stage().peak_bytes / static_cast<double>(r.analytic.peak_bytes()) - 1) < 0.03);
+    // Grouped experts are FP8 parameters too under Megatron-Core: an MoE model is priced, not refused.
+    const auto moe = test::run_cli("predict --preset mixtral-8x7b --gpus 16 --cluster dgx-h100 --framework megatron "
+                                   "--ep 8 --fp8 tensorwise --fp8-all-gather --format json");
+    CAPTURE(moe.err);
+    CHECK(moe.exit_code == 0);
+    // Megatron-Core refuses it without the distributed optimizer; Megatron-FSDP's is not priced; it needs --fp8.
+    test::check_refused("predict --preset llama3-8b --gpus 8 --cluster dgx-h100 --framework megatron --zero 0 "
+                        "--fp8 tensorwise --fp8-all-gather", "--fp8-all-gather");
+    test::check_refused("predict --preset llama3-8b --gpus 8 --cluster dgx-h100 --framework megatron --zero 3 "
+                        "--fp8 tensorwise --fp8-all-gather", "--fp8-all-gather");
+    test::check_refused("predict --preset llama3-8b --gpus 8 --cluster dgx-h100 --framework megatron --fp8-all-gather",
+                        "--fp8-all-gather");
+  }
+
   TEST_CASE("refused with one line: no FP8 on the GPU, MXFP8 before Blackwell, a recipe the runtime lacks") {
     test::check_refused("predict --preset llama3-8b --gpus 8 --cluster dgx-a100-80g --fp8 tensorwise", "FP8 tensor cores");
     test::check_refused("predict --preset llama3-8b --gpus 8 --cluster dgx-h100 --fp8 mxfp8", "mxfp8");
