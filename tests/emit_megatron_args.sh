@@ -30,6 +30,9 @@ want = {"tp": c["tp"], "pp": c["pp"], "cp": c["cp"], "ep": c["ep"], "dp": c["dp"
 # Transformer Engine has no rowwise recipe: blockwise is written (with a note).
 want["fp8"] = {"off": "off", "tensorwise": "tensorwise", "rowwise": "blockwise"}.get(c["fp8"], c["fp8"])
 want["fp8_param_gather"], want["offload_optimizer"] = c["fp8_all_gather"], c["offload_optimizer"]
+# MXFP8 parameters borrow the gradient buffer for their all-gather (Megatron-Bridge bf16_with_mxfp8_mixed); Megatron
+# turns the flag off under Megatron-FSDP.
+want["reuse_grad_buf_for_mxfp8_param_ag"] = c["fp8_all_gather"] and c["fp8"] == "mxfp8" and c["zero"] < 2
 # The precision-aware optimizer as priced (optimizer offload needs it too), and the Adam moments' dtype.
 want["precision_aware_optimizer"] = c["precision_aware_optimizer"] or c["offload_optimizer"]
 want["adam_moments"] = c["adam_moments"]
@@ -90,6 +93,10 @@ check llama8b-act-offload 8 --preset llama3-8b --cluster dgx-h100 --framework me
 check llama8b-megatron-fsdp 8 --preset llama3-8b --cluster dgx-h100 --framework megatron --zero 3 --fp8 tensorwise
 check llama70b-megatron-hsdp 64 --preset llama3-70b --cluster dgx-h100 --framework megatron --zero 3 --hsdp 8 --tp 4
 check llama70b-fp8 64 --preset llama3-70b --cluster dgx-h100 --framework megatron --tp 8 --fp8 tensorwise --loss fused
+check llama70b-fp8-params 64 --preset llama3-70b --cluster dgx-h100 --framework megatron --tp 8 --fp8 tensorwise \
+  --fp8-all-gather
+check qwen3-30b-mxfp8-params 8 --preset qwen3-30b-a3b --cluster dgx-b200 --framework megatron --ep 8 --fp8 mxfp8 \
+  --fp8-all-gather
 check llama70b-fp8-block 64 --preset llama3-70b --cluster dgx-h100 --framework megatron --tp 8 --fp8 blockwise
 check llama70b-offload 16 --preset llama3-70b --cluster dgx-h100 --framework megatron --tp 8 --zero 1 --offload-optimizer
 check llama8b-fp8-gather 64 --preset llama3-8b --cluster dgx-h100 --framework fsdp --zero 3 --fp8 tensorwise --fp8-all-gather

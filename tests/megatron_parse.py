@@ -84,6 +84,7 @@ json.dump({
     "sharding": args.data_parallel_sharding_strategy, "sp": bool(args.sequence_parallel),
     "experts": args.num_experts or 0, "recompute": args.recompute_granularity or "none",
     "fp8": args.fp8_recipe if args.fp8 else "off", "fp8_param_gather": bool(args.fp8_param_gather),
+    "reuse_grad_buf_for_mxfp8_param_ag": bool(getattr(args, "reuse_grad_buf_for_mxfp8_param_ag", False)),
     "offload_optimizer": bool(args.optimizer_cpu_offload),
     "layout_blocks": layout_blocks,
 }, open(out_json, "w"))
