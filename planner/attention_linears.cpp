@@ -13,7 +13,13 @@ namespace shardplan {
 // v_head_dim), and the output projection from heads · v_head_dim. Megatron-Core builds the down-projections as
 // TELinear with parallel_mode "duplicated" — whole on every TP rank, run on its sequence-parallel slice — and the
 // up-projections as column-parallel layers that gather their latent inputs (megatron/core/transformer/
-// multi_latent_attention.py MLASelfAttention.__init__, _qkv_down_projection, get_query_key_value_tensors).
+// multi_latent_attention.py MLASelfAttention.__init__, _qkv_down_projection, get_query_key_value_tensors). torchtitan
+// gathers the block input instead and runs the replicated down-projections on all of it (models/deepseek_v3/sharding.py
+// _set_deepseek_v3_layer_sharding: "x is gathered to Replicate"; wkv_a, wq_a replicated, wkv_b, wq_b colwise).
+namespace {
+bool megatron_gathers_latents(const Strategy& s) { return s.framework == Framework::megatron; }
+}  // namespace
+
 AttentionLinears attention_linears(const ModelSpec& m, const Strategy& s, int64_t tokens) {
   AttentionLinears a;
   const int64_t T = tokens, h = m.hidden, tp = std::max<int64_t>(s.tp, 1), heads_r = m.heads / tp;
@@ -23,7 +29,7 @@ AttentionLinears attention_linears(const ModelSpec& m, const Strategy& s, int64_
     a.out = {T, h, q_r};
     return a;
   }
-  const int64_t sliced = s.sp ? T / tp : T;  // a duplicated layer's tokens
+  const int64_t sliced = s.sp && megatron_gathers_latents(s) ? T / tp : T;  // a duplicated layer's tokens
   const int64_t qk = m.qk_nope_head_dim + m.qk_rope_head_dim;
   if (m.q_lora_rank > 0) {
     a.in[a.count++] = {sliced, m.q_lora_rank, h};                 // linear_q_down_proj
@@ -48,10 +54,10 @@ double attention_kv_heads_per_rank(const ModelSpec& m, const Strategy& s) {
   return std::max(static_cast<double>(m.kv_heads) / tp, 1.0);
 }
 
-// Under MLA the gathered inputs are q's latent (or h without q_lora_rank), the K/V latent, and the RoPE key
+// Under Megatron's MLA the gathered inputs are q's latent (or h without q_lora_rank), the K/V latent, and the RoPE key
 // (get_query_key_value_tensors: gather_from_sequence_parallel_region of k_pos_emb).
-double attention_gathered_width(const ModelSpec& m) {
-  if (!model_has_mla(m)) return static_cast<double>(m.hidden);
+double attention_gathered_width(const ModelSpec& m, const Strategy& s) {
+  if (!model_has_mla(m) || !megatron_gathers_latents(s)) return static_cast<double>(m.hidden);
   const int64_t q_in = m.q_lora_rank > 0 ? m.q_lora_rank : m.hidden;
   return static_cast<double>(q_in + m.kv_lora_rank + m.qk_rope_head_dim);
 }

@@ -32,7 +32,7 @@ AttentionLinears attention_linears(const ModelSpec& m, const Strategy& s, int64_
 double attention_kv_heads_per_rank(const ModelSpec& m, const Strategy& s);
 
 // Width of the attention input a TP rank all-gathers under sequence parallelism (and whose gradient it reduces): the
-// hidden size, or under MLA the latents its up-projections read.
-double attention_gathered_width(const ModelSpec& m);
+// hidden size, or under Megatron's MLA the latents its up-projections read.
+double attention_gathered_width(const ModelSpec& m, const Strategy& s);
 
 }  // namespace shardplan

@@ -345,7 +345,7 @@ void block_tp_comm(const ModelSpec& m, const Strategy& s, const ClusterSpec& c, 
                    const TpGemms& gemms, MicrobatchCosts& out) {
   if (s.tp <= 1) return;
   const GroupLayout g = tp_group(s, c);
-  const double bytes = d.tokens * d.h * d.a, in_bytes = d.tokens * attention_gathered_width(m) * d.a;
+  const double bytes = d.tokens * d.h * d.a, in_bytes = d.tokens * attention_gathered_width(m, s) * d.a;
   const TpCollectives tc{collective_time_s(c, Collective::all_gather, bytes, g),
                          collective_time_s(c, Collective::reduce_scatter, bytes, g),
                          collective_time_s(c, Collective::all_gather, in_bytes, g),

@@ -60,7 +60,7 @@ TEST_SUITE("attention linears") {
     CHECK(a.in[0].k == 4096);
     CHECK(a.out.n == 4096);
     CHECK(a.out.k == 2048);
-    CHECK(attention_gathered_width(m) == doctest::Approx(4096));
+    CHECK(attention_gathered_width(m, megatron_tp(2, true, 8192)) == doctest::Approx(4096));
   }
 
   TEST_CASE("MLA: down-projections whole on the rank's slice, up-projections and output split by TP") {
@@ -73,7 +73,12 @@ TEST_SUITE("attention linears") {
     CHECK((a.in[2].tokens == 2048 && a.in[2].n == 512 + 64 && a.in[2].k == 7168));  // K/V latent + RoPE key
     CHECK((a.in[3].tokens == 4096 && a.in[3].n == 64 * 256 && a.in[3].k == 512));   // k nope and v
     CHECK((a.out.tokens == 4096 && a.out.n == 7168 && a.out.k == 64 * 128));
-    CHECK(attention_gathered_width(m) == doctest::Approx(1536 + 512 + 64));
+    CHECK(attention_gathered_width(m, megatron_tp(2, true, 4096)) == doctest::Approx(1536 + 512 + 64));
+    // torchtitan gathers the block input and runs the down-projections on all of it.
+    Strategy titan = megatron_tp(2, true, 4096);
+    titan.framework = Framework::torchtitan;
+    CHECK(attention_linears(m, titan, 4096).in[0].tokens == 4096);
+    CHECK(attention_gathered_width(m, titan) == doctest::Approx(7168));
     // Without SP every rank runs the down-projections on all its tokens.
     const AttentionLinears no_sp = attention_linears(m, megatron_tp(2, false, 4096), 4096);
     CHECK(no_sp.in[0].tokens == 4096);
