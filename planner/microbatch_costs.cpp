@@ -346,10 +346,12 @@ void block_tp_comm(const ModelSpec& m, const Strategy& s, const ClusterSpec& c, 
   if (s.tp <= 1) return;
   const GroupLayout g = tp_group(s, c);
   const double bytes = d.tokens * d.h * d.a, in_bytes = d.tokens * attention_gathered_width(m, s) * d.a;
-  const TpCollectives tc{collective_time_s(c, Collective::all_gather, bytes, g),
-                         collective_time_s(c, Collective::reduce_scatter, bytes, g),
-                         collective_time_s(c, Collective::all_gather, in_bytes, g),
-                         collective_time_s(c, Collective::reduce_scatter, in_bytes, g)};
+  TpCollectives tc;
+  tc.gather = collective_time_s(c, Collective::all_gather, bytes, g);
+  tc.scatter = collective_time_s(c, Collective::reduce_scatter, bytes, g);
+  const bool same = in_bytes == bytes;  // every attention but Megatron's MLA: no second pricing
+  tc.gather_in = same ? tc.gather : collective_time_s(c, Collective::all_gather, in_bytes, g);
+  tc.scatter_in = same ? tc.scatter : collective_time_s(c, Collective::reduce_scatter, in_bytes, g);
   const double gather = tc.gather, scatter = tc.scatter;
   // Collectives of the attention half, and of the MLP half when it meets them (an MoE MLP with expert TP 1 and no
   // shared experts does not: moe_costs.hpp mlp_meets_tp_collectives).
@@ -380,9 +382,11 @@ void block_tp_comm(const ModelSpec& m, const Strategy& s, const ClusterSpec& c, 
   }
   // Forward: the attention's input gathered and its output reduce-scattered (or the output all-reduced without SP);
   // backward the mirror image: the output gradient gathered, the input gradient reduced.
-  const double attn_fwd = s.sp ? tc.gather_in + scatter : collective_time_s(c, Collective::all_reduce, bytes, g);
-  const double attn_bwd = s.sp ? gather + tc.scatter_in : collective_time_s(c, Collective::all_reduce, in_bytes, g);
-  const double mlp_one = s.sp ? gather + scatter : collective_time_s(c, Collective::all_reduce, bytes, g);
+  const double all_reduce = s.sp ? 0.0 : collective_time_s(c, Collective::all_reduce, bytes, g);
+  const double all_reduce_in = s.sp || same ? all_reduce : collective_time_s(c, Collective::all_reduce, in_bytes, g);
+  const double attn_fwd = s.sp ? tc.gather_in + scatter : all_reduce;
+  const double attn_bwd = s.sp ? gather + tc.scatter_in : all_reduce_in;
+  const double mlp_one = s.sp ? gather + scatter : all_reduce;
   out.block_tp_fwd_s = attn_fwd + mlp * mlp_one;
   // Sequence parallelism keeps the layer inputs scattered and (Megatron) all-gathers them again for the weight
   // gradients (Korthikanti §4.2.2; sp_regathers).
