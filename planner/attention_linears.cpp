@@ -6,20 +6,22 @@
 
 namespace shardplan {
 
-// Multi-head (GQA) attention: one column-parallel QKV projection (h → q + 2·kv; each rank keeps at least one K/V head)
-// and the row-parallel output projection (Shoeybi et al. 2019, §3).
-// MLA (DeepSeek-V2 §2.1): down-projections of h to the query latent (q_lora_rank) and to the K/V latent plus the shared
-// RoPE key (kv_lora_rank + rope), then column-parallel up-projections to the heads (q: nope + rope; k and v: nope +
-// v_head_dim), and the output projection from heads · v_head_dim. Megatron-Core builds the down-projections as
-// TELinear with parallel_mode "duplicated" — whole on every TP rank, run on its sequence-parallel slice — and the
-// up-projections as column-parallel layers that gather their latent inputs (megatron/core/transformer/
-// multi_latent_attention.py MLASelfAttention.__init__, _qkv_down_projection, get_query_key_value_tensors). torchtitan
-// gathers the block input instead and runs the replicated down-projections on all of it (models/deepseek_v3/sharding.py
-// _set_deepseek_v3_layer_sharding: "x is gathered to Replicate"; wkv_a, wq_a replicated, wkv_b, wq_b colwise).
 namespace {
+// Megatron-Core gathers MLA's latents for the up-projections; torchtitan gathers the block input (below).
 bool megatron_gathers_latents(const Strategy& s) { return s.framework == Framework::megatron; }
 }  // namespace
 
+// Multi-head (GQA) attention: one column-parallel QKV projection (h → q + 2·kv; each rank keeps at least one K/V
+// head) and the row-parallel output projection (Shoeybi et al. 2019, §3).
+// MLA (DeepSeek-V2 §2.1): down-projections of h to the query latent (q_lora_rank) and to the K/V latent plus the
+// shared RoPE key (kv_lora_rank + rope), then column-parallel up-projections to the heads (q: nope + rope; k and v:
+// nope + v_head_dim), and the output projection from heads · v_head_dim. Megatron-Core builds the down-projections as
+// TELinear with parallel_mode "duplicated" — whole on every TP rank, run on its sequence-parallel slice — and the
+// up-projections as column-parallel layers that gather their latent inputs (megatron/core/transformer/
+// multi_latent_attention.py MLASelfAttention.__init__, _qkv_down_projection, get_query_key_value_tensors). torchtitan
+// gathers the block input instead and runs the replicated down-projections on all of it
+// (models/deepseek_v3/sharding.py _set_deepseek_v3_layer_sharding: "x is gathered to Replicate"; wkv_a, wq_a
+// replicated, wkv_b, wq_b colwise).
 AttentionLinears attention_linears(const ModelSpec& m, const Strategy& s, int64_t tokens) {
   AttentionLinears a;
   const int64_t T = tokens, h = m.hidden, tp = std::max<int64_t>(s.tp, 1), heads_r = m.heads / tp;

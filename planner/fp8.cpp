@@ -73,7 +73,7 @@ double fp8_cached_weight_bytes_per_param(const Strategy& s) {
 // borrows the gradient buffer for the gather. Megatron-Bridge's FP8 recipes set it (training/mixed_precision.py
 // bf16_with_fp8_current_scaling_mixed, bf16_with_mxfp8_mixed: fp8_param_gather True).
 bool fp8_params_only(const Strategy& s) {
-  return transformer_engine(s) && fp8_on(s) && s.fp8_all_gather;
+  return transformer_engine(s) && fp8_on(s) && s.fp8_all_gather && s.zero == 1;  // the distributed optimizer's
 }
 
 double gathered_block_param_bytes(const Strategy& s) {

@@ -215,8 +215,8 @@ TpGemms block_compute(const ModelSpec& m, const Strategy& s, const ClusterSpec& 
   const double elementwise = memory_bound_time_s(g, elementwise_traffic_factor(s, fw) * block_elementwise_bytes(m, s, d));
   // K and V copied to every query head (attention_linears.hpp attention_kv_heads_per_rank): one copy kernel reads
   // them and writes them q-wide; backward sums the copies' gradients back, the same bytes.
-  const double kv_repeat = s.kv_repeated ? memory_bound_time_s(g, 2 * d.tokens * static_cast<double>(d.q_r + d.kv_r) * d.a)
-                                         : 0.0;
+  const double kv_repeat =
+      s.kv_repeated ? memory_bound_time_s(g, 2 * d.tokens * static_cast<double>(d.q_r + d.kv_r) * d.a) : 0.0;
   // FP8 casts of each linear layer's operands (planner/fp8.cpp), memory-bound.
   Fp8CastBytes casts;
   if (fp8_on(s)) {

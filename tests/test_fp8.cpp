@@ -41,6 +41,14 @@ Strategy llama8b(Framework fw, Fp8Recipe fp8) {
   return s;
 }
 
+// Tensorwise FP8 on 64 H100s, one sequence each: where the data-parallel gathers show.
+Strategy llama8b_on_64(Framework fw) {
+  Strategy s = llama8b(fw, Fp8Recipe::tensorwise);
+  s.gpus = s.dp = 64;
+  s.global_batch = 64;
+  return s;
+}
+
 }  // namespace
 
 TEST_SUITE("fp8") {
@@ -105,9 +113,7 @@ TEST_SUITE("fp8") {
   TEST_CASE("FSDP2's FP8 all-gather moves the blocks' weights in one byte: less data-parallel traffic") {
     const ModelSpec m = presets().model("llama3-8b");
     const ClusterSpec c = presets().cluster("dgx-h100");
-    Strategy s = llama8b(Framework::torchtitan, Fp8Recipe::tensorwise);
-    s.gpus = s.dp = 64;
-    s.global_batch = 64;
+    Strategy s = llama8b_on_64(Framework::torchtitan);
     const Prediction bf16_gather = predict(m, s, c);
     s.fp8_all_gather = true;
     const Prediction fp8_gather = predict(m, s, c);
@@ -117,9 +123,7 @@ TEST_SUITE("fp8") {
   TEST_CASE("Megatron's FP8 parameters (--fp8-all-gather = --fp8-param-gather): no bf16 copy, one-byte gathers") {
     const ModelSpec m = presets().model("llama3-8b");
     const ClusterSpec c = presets().cluster("dgx-h100");
-    Strategy s = llama8b(Framework::megatron, Fp8Recipe::tensorwise);
-    s.gpus = s.dp = 64;
-    s.global_batch = 64;
+    Strategy s = llama8b_on_64(Framework::megatron);
     const Prediction copies = predict(m, s, c);
     s.fp8_all_gather = true;
     const Prediction fp8_params = predict(m, s, c);
