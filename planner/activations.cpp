@@ -333,6 +333,27 @@ double in_flight_microbatches(const Strategy& s, int64_t stage) {
   return 1;
 }
 
+double pipeline_buffer_bytes(const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw, int64_t stage,
+                             bool first, bool last) {
+  if (s.pp <= 1) return 0;
+  // One boundary tensor: the stage's output [b, s/t, h] (sequence-scattered under SP) in the compute dtype.
+  const double boundary = static_cast<double>(dtype_bytes(precision_compute_dtype(s.precision))) *
+                          tokens_per_microbatch(s) * static_cast<double>(m.hidden) /
+                          static_cast<double>(s.sp ? s.tp : 1);
+  if (!fw.pp_buffers_per_microbatch) return 2 * boundary;
+  const double chunks = static_cast<double>(std::max<int64_t>(s.vpp, 1));
+  const double micro = static_cast<double>(grad_accum_steps(s));
+  const double in_flight = in_flight_microbatches(s, stage) * chunks;  // micro-batches × chunks with saved activations
+  // args_recv_info: every chunk but the pipeline's first receives its input; the first block of an in-flight
+  // micro-batch saves that buffer as its input, which the activations already count.
+  const double inputs = std::max(0.0, chunks * micro - (first ? micro : 0.0) - in_flight);
+  // grad_recv_info: every chunk but the pipeline's last receives its output's gradient.
+  const double output_grads = chunks * micro - (last ? micro : 0.0);
+  // fwd_cache: an in-flight micro-batch's stage output (on the last chunk the logits, which the loss counts).
+  const double outputs = last ? in_flight * (chunks - 1) / chunks : in_flight;
+  return (inputs + output_grads + outputs) * boundary;
+}
+
 double first_stage_extra_bytes(const ModelSpec& m, const Strategy& s) {
   if (!m.dropout) return 0;
   // Embedding dropout mask (Korthikanti §4.3): sbh bytes, divided by t under SP.

@@ -59,6 +59,13 @@ double in_flight_microbatches(const Strategy& s, int64_t stage);
 // Saved tensors outside the blocks on the first stage (embedding dropout mask) and the last stage (final norm
 // input, LM head input), per micro-batch on one rank.
 double first_stage_extra_bytes(const ModelSpec& m, const Strategy& s);
+
+// What a pipeline stage's rank holds for the transfers between stages, beyond the saved activations: under
+// torch.distributed.pipelining (FrameworkTraits::pp_buffers_per_microbatch) a receive buffer per micro-batch and
+// model chunk for the input and for the output's gradient, and the in-flight micro-batches' outputs; elsewhere one
+// boundary tensor in and one out. 0 without a pipeline.
+double pipeline_buffer_bytes(const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw, int64_t stage,
+                             bool first, bool last);
 double last_stage_extra_bytes(const ModelSpec& m, const Strategy& s);
 // The same as the framework's implementation saves them (FrameworkTraits::norm_impl).
 double last_stage_extra_bytes(const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw);

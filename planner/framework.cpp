@@ -142,6 +142,11 @@ FrameworkTraits torchtitan_traits() {
   // ... and set_requires_gradient_sync(False) until the last backward, whose run_post_backward then reduce-scatters
   // every unit (same function): one reduction per step, after the stage's last backward.
   t.pp_reduces_after_last_backward = true;
+  // torch.distributed.pipelining's buffers (torch/distributed/pipelining/stage.py): _prepare_forward_infra creates
+  // args_recv_info[chunk] with a receive buffer for every micro-batch, _prepare_backward_infra grad_recv_info likewise;
+  // both persist across steps (only clear_runtime_states' `.grad = None` runs between them), and
+  // forward_one_chunk keeps each micro-batch's stage output in fwd_cache until its backward pops it.
+  t.pp_buffers_per_microbatch = true;
   // torchtitan's own model (torchtitan/models/llama3): nn.RMSNorm runs the fused aten::_fused_rms_norm kernel, which
   // saves its bf16 input and the fp32 rstd; the Q/K/V projection is one matmul (FusedQKVLinear); the loss follows the
   // model's forward (train.py: logits out, cross_entropy_loss, `del pred`), so no block is prefetched at its backward;

@@ -70,6 +70,10 @@ struct FrameworkTraits {
   bool pp_keeps_params_gathered = false;
   // Gradients are reduced once per step, after the stage's last backward (not overlapped with it).
   bool pp_reduces_after_last_backward = false;
+  // torch.distributed.pipelining: a receive buffer per micro-batch for the stage's input and one for its output's
+  // gradient, allocated once and kept across steps, and each in-flight micro-batch's output held for its backward
+  // (memory.cpp add_parallel_buffers). Otherwise two boundary tensors (one in, one out), allocated per transfer.
+  bool pp_buffers_per_microbatch = false;
 
   // --- tensor parallelism ------------------------------------------------------------------------------------
   // With sequence parallelism, the TP all-gathers and reduce-scatters are pipelined with the GEMMs that consume or

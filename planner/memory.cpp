@@ -264,7 +264,12 @@ void add_parallel_buffers(Ledger& l, const StageInputs& in) {
   const Strategy& s = in.strategy;
   const double a = static_cast<double>(dtype_bytes(precision_compute_dtype(s.precision)));
   const double boundary = a * static_cast<double>(seq_per_rank(s) * s.micro_batch * in.model.hidden) / (s.sp ? s.tp : 1);
-  if (s.pp > 1) l.add(&MemoryComponents::buffers, "buffers", text("pipeline send/receive activations"), 2 * boundary);
+  if (s.pp > 1)
+    l.add(&MemoryComponents::buffers, "buffers",
+          text(in.fw.pp_buffers_per_microbatch
+                   ? "pipeline receive buffers (one per micro-batch: inputs, output gradients) and in-flight outputs"
+                   : "pipeline send/receive activations"),
+          pipeline_buffer_bytes(in.model, s, in.fw, in.stage.stage, in.stage.first, in.stage.last));
   if (s.sp) l.add(&MemoryComponents::buffers, "buffers", text("sequence-parallel all-gather output"), boundary * s.tp);
   // Expert parallelism (issue 17): the all-to-all's receive buffer of one MoE layer, T·k·h activations
   // (moe/token_dispatcher.py MoEAlltoAllTokenDispatcher: global_input_tokens, the all-to-all output, beside the

@@ -7,6 +7,7 @@
 #include "planner/activations.hpp"
 #include "planner/allocator_reserve.hpp"
 #include "planner/attention_linears.hpp"
+#include "planner/fp8.hpp"
 
 namespace shardplan::memory_detail {
 
@@ -18,6 +19,7 @@ struct Sizes {
   double psi = 0, block = 0, root = 0, layers = 0;
   double local = 0, block_local = 0;  // one shard of psi / of a block (routed experts over expert-DP: StageInputs)
   double a = 2;            // compute dtype: gathered parameters, unsharded gradients, activations
+  double block_gather_b = 2;  // a gathered block parameter: the compute dtype, 1 B under FP8 all-gather
   double shard_b = 0;      // the persistent parameter shard: the parameter's own dtype (fp32 under amp)
   double grad_shard_b = 0; // sharded gradients: the shard's dtype (FSDPParam.sharded_param.grad)
   double reduce_b = 0;     // reduce-scatter input: the reduce dtype (MixedPrecisionPolicy.reduce_dtype)
@@ -43,6 +45,10 @@ Sizes sizes_of(const StageInputs& in) {
   z.root = static_cast<double>(st.root_unit());
   z.layers = static_cast<double>(st.layers);
   z.a = in.compute_bytes;
+  // torchao's FP8 all-gather keeps the gathered linear weights in FP8: fsdp_post_all_gather wraps the all-gather
+  // output (1 B/param) in a Float8Tensor that is the unsharded parameter until reshard (torchao/float8/fsdp_utils.py
+  // WeightWithDynamicFloat8CastTensor.fsdp_post_all_gather); the root unit (embedding, LM head) is not converted.
+  z.block_gather_b = s.fp8_all_gather ? gathered_block_param_bytes(s) : z.a;
   // FSDP2 keeps no low-precision shard: the sharded parameter is the original (fp32 under amp), cast to param_dtype
   // only inside the all-gather (_fsdp_param.py FSDPParam._init_sharded_param, all_gather_inputs); FSDP1's bf16
   // _mp_shard lives only around the all-gather (_flat_param.py _use_low_precision_shard /
@@ -124,14 +130,14 @@ void add_states(Ledger& l, const StageInputs& in, const Sizes& z, bool step) {
 // leaves the root's post_forward_mesh_info None) and `blocks` block units.
 void add_gathered(Ledger& l, const StageInputs& in, const Sizes& z, double blocks, bool root) {
   if (z.keep_all_gathered) {
-    l.add(&MemoryComponents::params, "params", text("gathered stage parameters, kept from the first forward to the last backward"),
-          z.psi * z.a);
+    l.add(&MemoryComponents::params, "params", [&] { return fmt::format("gathered stage parameters, kept from the first forward to the last backward{}", z.block_gather_b < z.a ? " (blocks in FP8)" : ""); },
+          z.root * z.a + (z.psi - z.root) * z.block_gather_b);
     return;
   }
   if (root && in.fw.zero3_root_stays_gathered)
     l.add(&MemoryComponents::params, "params", text("gathered root unit (embedding, final norm, LM head; bf16)"), z.root * z.a);
-  l.add(&MemoryComponents::params, "params", [&] { return fmt::format("gathered block parameters ({:.0f} of the stage's {:.0f} blocks, bf16)", blocks, z.layers); },
-        blocks * z.block * z.a);
+  l.add(&MemoryComponents::params, "params", [&] { return fmt::format("gathered block parameters ({:.0f} of the stage's {:.0f} blocks, {})", blocks, z.layers, z.block_gather_b < z.a ? "FP8" : "bf16"); },
+        blocks * z.block * z.block_gather_b);
 }
 
 void add_rope_caches(Ledger& l, const StageInputs& in) {
@@ -360,7 +366,7 @@ MomentParts moment_parts(const ModelSpec& m, const Strategy& s, const FrameworkT
     p.last_extra = last_stage_extra_bytes(m, s, fw);
   }
   // Under keep_all_gathered the simulator gathers each unit at its first forward and keeps it (StepPlan::gathers_once).
-  p.gathered_block = z.block * z.a;
+  p.gathered_block = z.block * z.block_gather_b;
   if (fw.zero3_root_stays_gathered || z.keep_all_gathered) p.gathered_root = z.root * z.a;
   p.reshard_after_forward = z.zero3;
   // The block's backward: the larger of its two sub-moments (block_backward's sub 0 and 1), the rest being equal.

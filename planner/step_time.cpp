@@ -143,7 +143,6 @@ DpTraffic dp_traffic(const Strategy& s, const ClusterSpec& c, const FrameworkTra
   const int64_t n = shard_degree(s);
   if (grad_reduce_degree(s) <= 1) return out;
   const GroupLayout repl = replicate_group(s, c);
-  const StateBytes sb = strategy_state_bytes(s);
   const double param_b = static_cast<double>(dtype_bytes(precision_compute_dtype(s.precision)));
   // Bytes per gradient on the wire: the framework's reduce dtype (precision.hpp precision_grad_reduce_dtype).
   const double grad_b =

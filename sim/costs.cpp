@@ -213,7 +213,7 @@ StepPlan plan_step(const ModelSpec& m, const Strategy& s, const ClusterSpec& c) 
       }
     }
     const double boundary = param_b * static_cast<double>(seq_per_rank(s) * s.micro_batch * m.hidden) / static_cast<double>(s.sp ? s.tp : 1);
-    if (s.pp > 1) add_static(sc, MemKind::pipeline_buffers, 2 * boundary);
+    add_static(sc, MemKind::pipeline_buffers, pipeline_buffer_bytes(m, s, fw, sp.stage, sp.first, sp.last));
     if (s.sp) add_static(sc, MemKind::sp_buffer, boundary * static_cast<double>(s.tp));
     if (s.ep > 1 && sp.moe_layers > 0) add_static(sc, MemKind::ep_buffers, moe_all_to_all_bytes(m, s));  // memory.cpp
     if (s.cp > 1) add_static(sc, MemKind::cp_buffers, cp_kv_buffer_bytes(m, s));

@@ -134,4 +134,31 @@ TEST_SUITE("activations") {
     s.pp = 1;
     CHECK(in_flight_microbatches(s, 0) == 1);
   }
+  TEST_CASE("pipeline buffers: torch.distributed.pipelining keeps one per micro-batch, Megatron two boundary tensors") {
+    const ModelSpec m = PresetStore::builtin().model("llama3-8b");
+    Strategy s;
+    s.precision = Precision::amp_bf16;
+    s.pp = 4;
+    s.dp = 1;
+    s.micro_batch = 1;
+    s.seq = 4096;
+    s.global_batch = 8;  // 8 micro-batches; 1F1B holds 4 − i of them on stage i
+    const double boundary = 2.0 * 4096 * 4096;  // [1, 4096, 4096] bf16
+    const FrameworkTraits titan = framework_traits(Framework::torchtitan);
+    // Stage 1: 8 input buffers of which the 3 in flight are the first block's saved input, 8 output-gradient buffers,
+    // 3 in-flight outputs in fwd_cache.
+    CHECK(pipeline_buffer_bytes(m, s, titan, 1, false, false) == doctest::Approx((5 + 8 + 3) * boundary));
+    // The first stage receives no input; the last no output gradient, and its output is the logits.
+    CHECK(pipeline_buffer_bytes(m, s, titan, 0, true, false) == doctest::Approx((0 + 8 + 4) * boundary));
+    CHECK(pipeline_buffer_bytes(m, s, titan, 3, false, true) == doctest::Approx((7 + 0 + 0) * boundary));
+    // Megatron's p2p_communication allocates a receive tensor per transfer: one in, one out.
+    CHECK(pipeline_buffer_bytes(m, s, framework_traits(Framework::megatron), 1, false, false) ==
+          doctest::Approx(2 * boundary));
+    // Under SP the boundary is the sequence-scattered activation.
+    s.tp = 2;
+    s.sp = true;
+    CHECK(pipeline_buffer_bytes(m, s, titan, 1, false, false) == doctest::Approx((5 + 8 + 3) * boundary / 2));
+    s.pp = 1;
+    CHECK(pipeline_buffer_bytes(m, s, titan, 0, true, true) == 0);
+  }
 }

@@ -89,6 +89,27 @@ TEST_SUITE("memory moments") {
     CHECK(allocated(p) == doctest::Approx(20.0 * 8030261248 / 2).epsilon(1e-12));
   }
 
+  TEST_CASE("torchtitan under PP keeps every unit gathered; under FP8 all-gather the blocks' weights in one byte") {
+    const ModelSpec m = presets().model("llama3-8b");
+    Strategy s = fsdp2(Framework::torchtitan, 8, 3, Recompute::full, 4096);
+    s.pp = 2;
+    s.dp = 4;
+    s.global_batch = 16;
+    s.compile = true;
+    s.fp8 = Fp8Recipe::tensorwise;
+    const double embedding = 128256.0 * 4096;  // stage 0's root unit: the embedding (no LM head there)
+    const Prediction bf16 = predict(m, s, h100());
+    const double psi0 = static_cast<double>(bf16.memory.stages[0].params_per_rank);
+    CHECK(bf16.memory.stages[0].peak.params == doctest::Approx(2 * psi0));
+    // torchao's fsdp_post_all_gather wraps the 1-byte all-gather output as the unsharded Float8Tensor parameter.
+    s.fp8_all_gather = true;
+    const Prediction fp8 = predict(m, s, h100());
+    CHECK(fp8.memory.stages[0].peak.params == doctest::Approx(2 * embedding + (psi0 - embedding)));
+    // The simulator allocates the same.
+    const sim::SimResult r = sim::simulate(m, s, h100());
+    CHECK(std::fabs(r.peak_stage().peak_bytes / static_cast<double>(fp8.peak_bytes()) - 1) < 0.03);
+  }
+
   TEST_CASE("PyTorch's own FSDP2 allocations (reports/fsdp2-memory.json): every case within 5 %, the same moment") {
     // The committed table of bench/torch/compare.py (FSDPMemTracker over fake tensors, torch 2.15): transformers'
     // LlamaForCausalLM (`hf`, --framework fsdp) and a torchtitan-style model (`titan`, --framework torchtitan),
