@@ -165,7 +165,7 @@ GpuSpec read_gpu(const std::string& text, const std::string& origin, const std::
   yaml::MapReader r(yaml::load_document(text, origin), origin, "gpu");
   r.check_keys({"name", "description", "source", "architecture", "memory_gib", "bf16_tflops", "fp16_tflops",
                 "tf32_tflops", "fp8_tflops", "fp32_tflops", "hbm_gbps", "sm_count", "l2_mib", "nvlink_gbps", "pcie_gbps",
-                "host_link_gbps", "tdp_w", "power_limit_w"});
+                "host_link_gbps", "tdp_w", "power_limit_w", "full_clock_power_w"});
   GpuSpec g;
   g.name = read_name(r, file_stem);
   g.description = r.string_or("description", "");
@@ -186,6 +186,7 @@ GpuSpec read_gpu(const std::string& text, const std::string& origin, const std::
   g.host_link_gbps = r.number_or("host_link_gbps", 0, Bound::positive);
   g.tdp_w = r.number_or("tdp_w", 0, Bound::positive);
   g.power_limit_w = r.number_or("power_limit_w", 0, Bound::positive);
+  g.full_clock_power_w = r.number_or("full_clock_power_w", 0, Bound::positive);
   validate_in_file(r, [&] { validate_gpu(g); });
   return g;
 }

@@ -85,10 +85,11 @@ constexpr double kMinPeak = 1e9;  // never divide by zero, whatever the preset s
 // by `build/bench/shardplan_accuracy` (it prints the fit) on the public set's non-historical runs of the generation,
 // each source weighted equally, minimising the mean |log(measured / predicted step)|; reports/accuracy.md gives the
 // fit and its leave-one-source-out error. Volta has two runs: no fit (1). Blackwell (B200, GB200, B300, GB300) is
-// fitted on Megatron-Bridge's dense rows since 2026-12-04; AMD's CDNA has no run: Hopper's value, an assumption.
+// fitted on Megatron-Bridge's dense rows since 2026-12-04, against each part's rate at its board power (GB200 at 0.950 of its
+// datasheet: hardware.hpp full_clock_power_w); AMD's CDNA has no run: Hopper's value, an assumption.
 constexpr double kSustainedAmpere = 0.869;
 constexpr double kSustainedHopper = 0.818;
-constexpr double kSustainedBlackwell = 0.661;
+constexpr double kSustainedBlackwell = 0.696;
 
 bool hopper_class(const GpuSpec& g) { return std::max(g.bf16_tflops, g.fp16_tflops) > kHopperTensorPeakTflops; }
 
@@ -233,8 +234,12 @@ double power_limit_clock_factor(const GpuSpec& g) {
   // A GPU run below its datasheet board power lowers clock and voltage together until it fits: P ∝ C·V²·f with V
   // rising about linearly with f over the DVFS range (the CMOS dynamic-power relation, Hennessy & Patterson,
   // "Computer Architecture", §1.5), so the sustained clock scales as the cube root of the power.
-  if (!(g.tdp_w > 0) || !(g.power_limit_w > 0) || g.power_limit_w >= g.tdp_w) return 1.0;
-  return std::cbrt(g.power_limit_w / g.tdp_w);
+  // The power it runs at (a limit, or the board's maximum) against the power its datasheet peak needs (the maximum,
+  // unless the preset says the datasheet quotes a clock that needs more: GpuSpec::full_clock_power_w).
+  const double power = g.power_limit_w > 0 ? g.power_limit_w : g.tdp_w;
+  const double needed = g.full_clock_power_w > 0 ? g.full_clock_power_w : g.tdp_w;
+  if (!(power > 0) || !(needed > 0) || power >= needed) return 1.0;
+  return std::cbrt(power / needed);
 }
 
 double flash_attention_efficiency(const GpuSpec& g, int64_t seq, int64_t head_dim, bool backward, AttentionKernel k) {

@@ -108,6 +108,9 @@ void validate_gpu(const GpuSpec& g) {
   require_range(where, "l2_mib", g.l2_mib, 0, 65536, "MiB");
   require_range(where, "tdp_w", g.tdp_w, 0, 100000, "W");
   require_range(where, "power_limit_w", g.power_limit_w, 0, 100000, "W");
+  require_range(where, "full_clock_power_w", g.full_clock_power_w, 0, 100000, "W");
+  if (g.full_clock_power_w > 0 && !(g.tdp_w > 0))
+    throw InputError(fmt::format("{}: 'full_clock_power_w' needs 'tdp_w' (the board power the GPU runs at)", where));
   if (g.power_limit_w > 0 && g.tdp_w > 0 && g.power_limit_w > g.tdp_w)
     throw InputError(fmt::format("{}: 'power_limit_w' ({} W) exceeds 'tdp_w' ({} W); the limit is at most the board's "
                                  "maximum power",

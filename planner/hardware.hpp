@@ -84,6 +84,10 @@ struct GpuSpec {
   // taken as running at the datasheet's (compute_cost.hpp power_limit_clock_factor).
   double tdp_w = 0;
   double power_limit_w = 0;
+  // The board power at which the datasheet's tensor peak holds under dense tensor-core load, where the datasheet quotes
+  // a rate its own board power does not sustain (GB200: the 2.5 PFLOP/s NVIDIA also quotes for the 1,400 W GB300);
+  // 0 = tdp_w. Below it the sustained clock scales as the cube root of the power (power_limit_clock_factor).
+  double full_clock_power_w = 0;
   // The fraction of the benchmark tensor throughput (gemm_base_efficiency, the flash-attention figures) that a
   // training run sustains; 0 = the GPU generation's fitted value (compute_cost.hpp training_device). Not a preset key: the accuracy bench sets it to refit them and for leave-one-source-out checks.
   double sustained_tensor_fraction = 0;

@@ -179,6 +179,25 @@ TEST_SUITE("power limit") {
     CHECK(power_limit_clock_factor(tt) == doctest::Approx(0.8939).epsilon(1e-3));
   }
 
+  TEST_CASE("a datasheet rate quoted at more power than the board has: GB200 against GB300 and B200") {
+    const PresetStore& p = PresetStore::builtin();
+    const GpuSpec gb200 = p.gpu("gb200"), gb300 = p.gpu("gb300"), b200 = p.gpu("b200");
+    // GB200 and GB300 are both quoted at 2.5 PFLOP/s dense BF16, at 1,200 and 1,400 W.
+    CHECK(gb200.bf16_tflops == gb300.bf16_tflops);
+    CHECK(power_limit_clock_factor(gb300) == 1.0);
+    CHECK(power_limit_clock_factor(gb200) == doctest::Approx(std::cbrt(1200.0 / 1400)).epsilon(1e-12));  // 0.950
+    // The rule reproduces the 1,000 W B200's datasheet from the 1,400 W rate: 2.5 × (1000/1400)^(1/3) = 2.236.
+    CHECK(2500 * std::cbrt(b200.tdp_w / gb200.full_clock_power_w) == doctest::Approx(b200.bf16_tflops).epsilon(0.01));
+    // A power limit counts against the same full-clock power.
+    GpuSpec limited = gb200;
+    limited.power_limit_w = 1000;
+    CHECK(power_limit_clock_factor(limited) == doctest::Approx(std::cbrt(1000.0 / 1400)).epsilon(1e-12));
+    const std::string base = "name: g\nmemory_gib: 80\nbf16_tflops: 989\nfp16_tflops: 989\nfp32_tflops: 67\n"
+                             "hbm_gbps: 3350\nsm_count: 132\nnvlink_gbps: 450\npcie_gbps: 64\n";
+    CHECK_THROWS_WITH(parse_gpu_yaml(base + "full_clock_power_w: 900\n", "g.yaml"), doctest::Contains("tdp_w"));
+    CHECK(parse_gpu_yaml(base + "tdp_w: 700\nfull_clock_power_w: 900\n", "g.yaml").full_clock_power_w == 900);
+  }
+
   TEST_CASE("a power limit above the board's maximum, or without it, is refused naming the key") {
     const std::string base = "name: g\nmemory_gib: 80\nbf16_tflops: 989\nfp16_tflops: 989\nfp32_tflops: 67\n"
                              "hbm_gbps: 3350\nsm_count: 132\nnvlink_gbps: 450\npcie_gbps: 64\n";
