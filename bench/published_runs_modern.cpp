@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "bench/published_runs.hpp"
+#include "planner/framework.hpp"
 #include "planner/framework_support.hpp"
 #include "planner/megatron_layout.hpp"
 #include "planner/recompute_modules.hpp"
@@ -316,6 +317,7 @@ PublishedRuns load_modern_runs(const std::string& csv_path, const PresetStore& s
     }
     run.strategy = strategy_of(r, options, run.assumptions);
     run.strategy.compile = compiled;
+    if (!options.count("loss")) run.strategy.loss = default_loss(run.strategy.framework, compiled);  // as the CLI
     if (async_tp) run.strategy.tp_comm_overlap = true;
     apply_framework_defaults(run.strategy, run.model);  // as the CLI: torchtitan's TP, Megatron's MoE under TP: SP
     run.metric = parse_metric(r);

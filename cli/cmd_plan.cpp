@@ -16,6 +16,7 @@
 #include "cli/report_option.hpp"
 #include "cli/terminal.hpp"
 #include "planner/error.hpp"
+#include "planner/framework.hpp"
 #include "planner/framework_support.hpp"
 #include "planner/fp8.hpp"
 #include "planner/plan_advice.hpp"
@@ -74,7 +75,7 @@ SearchSpace search_space(const PlanOptions& o, const ModelSpec& m, const Cluster
   Strategy& b = sp.base;
   b.framework = parse_framework_flag(f.framework);
   b.precision = parse_precision_flag(f.precision);
-  b.loss = parse_loss_flag(f.loss);
+  if (!f.loss.empty()) b.loss = parse_loss_flag(f.loss);
   if (!f.grad_sync.empty()) b.grad_sync = parse_grad_sync_flag(f.grad_sync);
   b.flash_attn = f.flash_attn;
   b.attention_kernel = parse_attention_kernel_flag(f.attention_kernel, f.flash_attn);
@@ -93,6 +94,7 @@ SearchSpace search_space(const PlanOptions& o, const ModelSpec& m, const Cluster
   if (const auto why = fp8_gpu_refusal(b, c.gpu)) throw InputError(*why);
   if (const auto why = fp8_model_refusal(b, m)) throw InputError(*why);
   b.compile = f.compile;
+  if (f.loss.empty()) b.loss = default_loss(b.framework, b.compile);
   if (f.etp && *f.etp < 1) throw InputError(fmt::format("--etp must be at least 1, got {}", *f.etp));
   b.etp = f.etp.value_or(0);  // 0: the runtime's default (planner/strategy.hpp expert_tensor_parallel)
   b.overlap_grad_reduce = f.overlap_grad_reduce;

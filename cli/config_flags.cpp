@@ -9,6 +9,7 @@
 #include "io/hf_config.hpp"
 #include "planner/batch.hpp"
 #include "planner/error.hpp"
+#include "planner/framework.hpp"
 #include "planner/framework_support.hpp"
 #include "planner/megatron_layout.hpp"
 #include "planner/memory.hpp"
@@ -102,7 +103,7 @@ void add_config_flags(CLI::App& cmd, ConfigFlags& f) {
                  "--precision-aware-optimizer)");
   cmd.add_flag("--compile", f.compile,
                "torch.compile of the model (fsdp, fsdp1, torchtitan): fused elementwise kernels (time only)");
-  cmd.add_option("--loss", f.loss, "Cross-entropy: standard | chunked (logits materialised in chunks) | fused (one kernel, gradient in the compute dtype: flash-attn's, llm-foundry's default; under megatron Transformer Engine's, which writes the gradient over the logits)");
+  cmd.add_option("--loss", f.loss, "Cross-entropy: standard | chunked (logits materialised in chunks) | fused (one kernel, gradient in the compute dtype: flash-attn's, llm-foundry's default; under megatron Transformer Engine's, which writes the gradient over the logits; torchtitan's with --compile, which compiles the loss too); default: fused for torchtitan with --compile, else standard");
   cmd.add_option("--fp8", f.fp8,
                  "FP8 GEMMs of the blocks' linear layers: off | tensorwise | rowwise | blockwise | mxfp8 (torchao under "
                  "fsdp/torchtitan, Transformer Engine under megatron); parameters and optimizer follow --precision");
@@ -342,7 +343,7 @@ ResolvedConfig resolve_config(const ConfigFlags& f, const PresetStore& store) {
   // A module list is Megatron's --recompute-granularity selective: it implies --recompute selective.
   s.recompute = f.recompute.empty() ? (s.recompute_modules ? Recompute::selective : Recompute::none)
                                     : parse_recompute_flag(f.recompute);
-  s.loss = parse_loss_flag(f.loss);
+  if (!f.loss.empty()) s.loss = parse_loss_flag(f.loss);
   if (!f.grad_sync.empty()) s.grad_sync = parse_grad_sync_flag(f.grad_sync);
   s.gpus = positive("--gpus", f.gpus, r.cluster.gpus_per_node);
   s.tp = positive("--tp", f.tp, 1);
@@ -408,6 +409,7 @@ ResolvedConfig resolve_config(const ConfigFlags& f, const PresetStore& store) {
   s.moe_dispatcher = parse_moe_dispatcher_flag(f.moe_dispatcher);
   s.moe_capacity_factor = f.moe_capacity_factor.value_or(0);
   s.compile = f.compile;
+  if (f.loss.empty()) s.loss = default_loss(s.framework, s.compile);
   s.offload_optimizer = f.offload_optimizer;
   s.precision_aware_optimizer = f.precision_aware_optimizer;
   s.offload_activation_layers = f.offload_activation_layers.value_or(0);

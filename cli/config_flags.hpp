@@ -28,7 +28,7 @@ struct ConfigFlags {
   // --pp-first-layers, --pp-last-layers, --pp-embedding-layers, --pp-loss-layers (planner/pipeline_split.hpp)
   std::optional<int64_t> pp_first_layers, pp_last_layers, pp_embedding_layers, pp_loss_layers;
   std::string pp_layout;  // Megatron's --pipeline-model-parallel-layout text
-  std::string schedule, recompute, precision = "amp-bf16", framework = "fsdp", loss = "standard";
+  std::string schedule, recompute, precision = "amp-bf16", framework = "fsdp", loss;  // loss: "" = the framework's (default_loss)
   std::string cuda_graphs;  // --cuda-graphs none|partial|full ("" = none)
   std::string moe_dispatcher;  // --moe-dispatcher alltoall|deepep|hybridep ("" = alltoall)
   std::string adam_moments;    // --adam-moments fp32|bf16 ("" = fp32)

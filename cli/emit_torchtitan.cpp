@@ -289,6 +289,12 @@ EmittedFile emit_torchtitan_script(const LaunchPlan& plan, const LaunchFacts& f)
                                    "(torchtitan scripts/download_hf_assets.py) or add --hf-assets-path DIR",
                                    c.config));
   if (f.compile) file.notes.push_back("compile.components keeps the config's default (model, loss)");
+  // The plan was priced with the loss it names; under compile torchtitan compiles the loss (framework.cpp
+  // compile_compiles_loss), which --loss fused prices.
+  if (f.compile && f.loss != LossKind::fused)
+    file.notes.push_back(fmt::format("the plan prices a {} cross-entropy, but torchtitan compiles the loss with the model "
+                                     "(compile.components); set components to [\"model\"] to run it as priced",
+                                     to_string(f.loss)));
   // Converters are part of the model spec, which the command line cannot change (trainer.py: model_spec is
   // tyro.conf.Suppress): llama3_405b swaps its linears for torchao's Float8Linear (config_registry.py llama3_405b).
   if (c.config == "llama3_405b" && plan.prediction.strategy.fp8 == Fp8Recipe::off)

@@ -88,7 +88,7 @@ constexpr double kMinPeak = 1e9;  // never divide by zero, whatever the preset s
 // fitted on Megatron-Bridge's dense rows since 2026-12-04, against each part's rate at its board power (GB200 at 0.950 of its
 // datasheet: hardware.hpp full_clock_power_w); AMD's CDNA has no run: Hopper's value, an assumption.
 constexpr double kSustainedAmpere = 0.869;
-constexpr double kSustainedHopper = 0.818;
+constexpr double kSustainedHopper = 0.823;
 constexpr double kSustainedBlackwell = 0.696;
 
 bool hopper_class(const GpuSpec& g) { return std::max(g.bf16_tflops, g.fp16_tflops) > kHopperTensorPeakTflops; }

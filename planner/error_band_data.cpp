@@ -10,14 +10,14 @@ namespace {
 
 constexpr ErrorBandGroup kGroups[] = {
     {FrameworkFamily::pytorch_fsdp, GpuGeneration::ampere, false, 14, 0.918892, 1.045804},
-    {FrameworkFamily::pytorch_fsdp, GpuGeneration::hopper, false, 63, 0.910280, 1.130629},
-    {FrameworkFamily::pytorch_fsdp, GpuGeneration::ampere, true, 77, 0.912630, 1.123832},
+    {FrameworkFamily::pytorch_fsdp, GpuGeneration::hopper, false, 63, 0.914802, 1.138080},
+    {FrameworkFamily::pytorch_fsdp, GpuGeneration::ampere, true, 77, 0.915788, 1.129224},
     {FrameworkFamily::megatron, GpuGeneration::ampere, false, 26, 0.881132, 1.017831},
-    {FrameworkFamily::megatron, GpuGeneration::hopper, false, 12, 0.906907, 1.092717},
+    {FrameworkFamily::megatron, GpuGeneration::hopper, false, 12, 0.910728, 1.097951},
     {FrameworkFamily::megatron, GpuGeneration::blackwell, false, 11, 0.902498, 1.025261},
     {FrameworkFamily::megatron, GpuGeneration::ampere, true, 51, 0.894746, 1.026534},
-    {FrameworkFamily::moe, GpuGeneration::ampere, true, 54, 0.904409, 1.362255},
-    {FrameworkFamily::context_parallel, GpuGeneration::ampere, true, 12, 0.895111, 1.203290},
+    {FrameworkFamily::moe, GpuGeneration::ampere, true, 56, 0.890375, 1.348348},
+    {FrameworkFamily::context_parallel, GpuGeneration::ampere, true, 12, 0.895576, 1.209570},
 };
 
 }  // namespace

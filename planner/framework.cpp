@@ -147,6 +147,13 @@ FrameworkTraits torchtitan_traits() {
   // both persist across steps (only clear_runtime_states' `.grad = None` runs between them), and
   // forward_one_chunk keeps each micro-batch's stage output in fwd_cache until its backward pops it.
   t.pp_buffers_per_microbatch = true;
+  // With the model compiled, the loss is too: build_cross_entropy_loss wraps it in torch.compile when
+  // training.compile (torchtitan/components/loss.py, since bbb1b616e 2025-04-02; until then train.py kept it eager:
+  // "TODO: compiling loss function causes CUDA errors"); today CompileConfig.components defaults to ["model", "loss"]
+  // (torchtitan/config/configs.py). Inductor fuses the upcast, log-softmax and NLL forward and their backward: the bf16
+  // logits stay, the fp32 ones never exist, the gradient is written in bf16 (PyTorch's own allocations: the TT-2506
+  // rows' 47–48 GiB).
+  t.compile_compiles_loss = true;
   // torchtitan's own model (torchtitan/models/llama3): nn.RMSNorm runs the fused aten::_fused_rms_norm kernel, which
   // saves its bf16 input and the fp32 rstd; the Q/K/V projection is one matmul (FusedQKVLinear); the loss follows the
   // model's forward (train.py: logits out, cross_entropy_loss, `del pred`), so no block is prefetched at its backward;
@@ -337,6 +344,10 @@ bool effective_overlap_param_gather(const Strategy& s, const FrameworkTraits& fw
 double loss_backward_bytes_per_logit(const Strategy& s, const FrameworkTraits& fw) {
   return s.tp > 1 && fw.loss_parallel_backward_bytes_per_logit > 0 ? fw.loss_parallel_backward_bytes_per_logit
                                                                      : fw.loss_backward_bytes_per_logit;
+}
+
+LossKind default_loss(Framework f, bool compile) {
+  return compile && framework_traits(f).compile_compiles_loss ? LossKind::fused : LossKind::standard;
 }
 
 bool effective_ep_comm_overlap(const Strategy& s, const FrameworkTraits& fw) {

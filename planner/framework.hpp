@@ -114,6 +114,9 @@ struct FrameworkTraits {
   bool block_backward_scratch = false;
   int64_t loss_chunks = 8;                // LossKind::chunked: the logits are materialised 1/chunks at a time
   double fused_loss_copies = 2;           // LossKind::fused: compute-dtype copies of the logits alive at its backward
+  // torch.compile of the model compiles the loss too (default_loss): one Inductor kernel per pass, which keeps the
+  // compute-dtype logits and writes their gradient in that dtype, as LossKind::fused.
+  bool compile_compiles_loss = false;
   int64_t swiglu_saved_intermediates = 3; // tensors of width ffn_hidden saved by a SwiGLU MLP
 
   // --- compute ---------------------------------------------------------------------------------------------
@@ -191,5 +194,8 @@ bool effective_ep_comm_overlap(const Strategy& s, const FrameworkTraits& fw);
 bool effective_expandable_segments(const Strategy& s, const FrameworkTraits& fw);
 // Bytes per logit element alive at the cross-entropy backward (loss_parallel's under TP where the runtime uses it).
 double loss_backward_bytes_per_logit(const Strategy& s, const FrameworkTraits& fw);
+// The cross-entropy a run gets when none is asked for (--loss unset): fused where the runtime compiles its loss with
+// the model (FrameworkTraits::compile_compiles_loss under --compile), else standard.
+LossKind default_loss(Framework f, bool compile);
 
 }  // namespace shardplan

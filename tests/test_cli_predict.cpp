@@ -50,6 +50,23 @@ TEST_SUITE("cli predict") {
     CHECK(j["config"]["dp"] == 8);
   }
 
+  TEST_CASE("--loss unset: torchtitan with --compile compiles its loss (fused); otherwise the standard one") {
+    const std::string base = "predict --preset llama3-8b --gpus 8 --cluster dgx-h100 --format json --framework ";
+    auto loss_of = [](const std::string& args) {
+      const auto r = run_cli(args);
+      REQUIRE(r.exit_code == 0);
+      return nlohmann::json::parse(r.out)["config"]["loss"].get<std::string>();
+    };
+    CHECK(loss_of(base + "torchtitan --compile") == "fused");
+    CHECK(loss_of(base + "torchtitan") == "standard");
+    CHECK(loss_of(base + "fsdp --compile") == "standard");
+    CHECK(loss_of(base + "torchtitan --compile --loss standard") == "standard");
+    // The compiled loss keeps the bf16 logits and their bf16 gradient: 4 B per logit where the eager one holds 12.
+    const auto eager = nlohmann::json::parse(run_cli(base + "torchtitan --compile --loss standard").out);
+    const auto compiled = nlohmann::json::parse(run_cli(base + "torchtitan --compile").out);
+    CHECK(compiled["memory"]["peak_bytes"].get<int64_t>() < eager["memory"]["peak_bytes"].get<int64_t>());
+  }
+
   TEST_CASE("the seed's case shows the four ZeRO stages' model states") {
     const auto r = run_cli("predict --preset 8b --gpus 8 --cluster a800x8 --precision pure-bf16");
     REQUIRE(r.exit_code == 0);
