@@ -89,7 +89,7 @@ constexpr double kMinPeak = 1e9;  // never divide by zero, whatever the preset s
 // datasheet: hardware.hpp full_clock_power_w); AMD's CDNA has no run: Hopper's value, an assumption.
 constexpr double kSustainedAmpere = 0.869;
 constexpr double kSustainedHopper = 0.823;
-constexpr double kSustainedBlackwell = 0.696;
+constexpr double kSustainedBlackwell = 0.704;
 
 bool hopper_class(const GpuSpec& g) { return std::max(g.bf16_tflops, g.fp16_tflops) > kHopperTensorPeakTflops; }
 
