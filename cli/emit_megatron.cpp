@@ -195,9 +195,11 @@ EmittedFile emit_megatron(const LaunchPlan& plan, const LaunchFacts& f) {
     arg2("--fp8-format", per_tensor ? "hybrid" : "e4m3");
     arg2("--fp8-recipe", per_tensor ? "tensorwise" : priced.fp8 == Fp8Recipe::mxfp8 ? "mxfp8" : "blockwise");
     if (priced.fp8_all_gather) arg("--fp8-param-gather");
-    // MXFP8 parameters borrow the gradient buffer for their all-gather (Megatron-Bridge bf16_with_mxfp8_mixed; the
-    // optimizer warns of "significant amount additional GPU memory" without it: optimizer_config.py).
-    if (priced.fp8_all_gather && priced.fp8 == Fp8Recipe::mxfp8) arg("--reuse-grad-buf-for-mxfp8-param-ag");
+    // MXFP8 parameters borrow the gradient buffer for their all-gather under the distributed optimizer (Megatron-Bridge
+    // bf16_with_mxfp8_mixed; the optimizer warns of "significant amount additional GPU memory" without it:
+    // optimizer_config.py); Megatron-FSDP has no use for it (arguments.py validate_args turns it off there).
+    if (priced.fp8_all_gather && priced.fp8 == Fp8Recipe::mxfp8 && priced.zero == 1)
+      arg("--reuse-grad-buf-for-mxfp8-param-ag");
     if (priced.fp8 == Fp8Recipe::rowwise)
       file.notes.push_back("Transformer Engine has no rowwise FP8 recipe: --fp8-recipe blockwise (1x128 activation, "
                            "128x128 weight scales) is the nearest to the torchao rowwise GEMMs this plan priced");

@@ -72,8 +72,17 @@ double fp8_cached_weight_bytes_per_param(const Strategy& s) {
 // (distributed/param_and_grad_buffer.py: param_dtype uint8) or, for MXFP8 with reuse_grad_buf_for_mxfp8_param_ag,
 // borrows the gradient buffer for the gather. Megatron-Bridge's FP8 recipes set it (training/mixed_precision.py
 // bf16_with_fp8_current_scaling_mixed, bf16_with_mxfp8_mixed: fp8_param_gather True).
+// Megatron-FSDP (megatron/core/distributed/fsdp/src/README.md: "Only FSDP / ZeRO-3 supports FP8 parameters") keeps the
+// FP8 weights sharded in its model-weight buffer (param_and_grad_buffer.py: dtype "float8"), gathers them per unit
+// and quantizes the fp32 main shard into them after each step.
 bool fp8_params_only(const Strategy& s) {
-  return transformer_engine(s) && fp8_on(s) && s.fp8_all_gather && s.zero == 1;  // the distributed optimizer's
+  return transformer_engine(s) && fp8_on(s) && s.fp8_all_gather && (s.zero == 1 || s.zero == 3);
+}
+
+double fp8_sharded_weight_bytes_per_param(const Strategy& s) {
+  // param_and_grad_buffer.py _init_each_parameter_group_buffers: a transpose_weight_buffer "only mxfp8 needs"
+  // (column-wise data for the backward); the tensorwise transpose is made at use (keep_fp8_transpose_cache False).
+  return s.fp8 == Fp8Recipe::mxfp8 ? 2.0 : 1.0;
 }
 
 double gathered_block_param_bytes(const Strategy& s) {

@@ -38,8 +38,11 @@ Fp8CastBytes fp8_linear_cast_bytes(const Strategy& s, double T, double k, double
 double fp8_cached_weight_bytes_per_param(const Strategy& s);
 
 // Megatron-Core's --fp8-param-gather (--fp8-all-gather under megatron): the blocks' linear weights exist only in FP8,
-// no bf16 copy beside them, and the distributed optimizer all-gathers them in one byte.
+// no bf16 copy beside them, and the distributed optimizer (--zero 1) or Megatron-FSDP (--zero 3) all-gathers them in
+// one byte.
 bool fp8_params_only(const Strategy& s);
+// Bytes per parameter of a Megatron-FSDP FP8 weight shard: the FP8 data, and for MXFP8 a column-wise buffer beside it.
+double fp8_sharded_weight_bytes_per_param(const Strategy& s);
 
 // Bytes per block parameter that an FSDP all-gather moves: 1 with FSDP2's FP8 all-gather, the compute dtype's
 // otherwise.

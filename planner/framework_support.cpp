@@ -356,7 +356,9 @@ bool fp8_all_gather_runs(const Strategy& s) {
     return s.fp8 == Fp8Recipe::tensorwise && s.zero >= 2;
   // Megatron-Core's --fp8-param-gather under the distributed optimizer (megatron/training/arguments.py validate_args;
   // every FP8 recipe: megatron/core/fp8_utils.py quantize_param_shard, post_all_gather_processing).
-  if (s.framework == Framework::megatron) return s.fp8 != Fp8Recipe::off && s.zero == 1;
+  // Megatron-FSDP (--zero 3, optim_grads_params) too: arguments.py "--fp8-param-gather only supported with
+  // distributed optimizer, torch fsdp2, megatron fsdp"; its optim / optim_grads strategies keep whole parameters.
+  if (s.framework == Framework::megatron) return s.fp8 != Fp8Recipe::off && (s.zero == 1 || s.zero == 3);
   return false;
 }
 
@@ -421,8 +423,9 @@ std::optional<std::string> framework_refusal(const Strategy& s) {
     if (s.framework == Framework::megatron)
       return refusal(s, fmt::format("--fp8-all-gather with --zero {}", s.zero).c_str(),
                      "Megatron-Core gathers FP8 parameters (--fp8-param-gather) with its distributed optimizer, --zero "
-                     "1 (arguments.py: '--fp8-param-gather only supported with distributed optimizer, torch fsdp2, "
-                     "megatron fsdp'); under Megatron-FSDP it is not priced; use --zero 1 or drop --fp8-all-gather");
+                     "1, or Megatron-FSDP sharding the parameters, --zero 3 (arguments.py: '--fp8-param-gather only "
+                     "supported with distributed optimizer, torch fsdp2, megatron fsdp'); use --zero 1 or 3, or drop "
+                     "--fp8-all-gather");
     return refusal(s, "--fp8-all-gather",
                    "FP8 all-gather is torchao's for FSDP2 with tensorwise scaling (Float8LinearConfig."
                    "enable_fsdp_float8_all_gather) and Megatron-Core's --fp8-param-gather; use --framework fsdp or "

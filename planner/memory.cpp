@@ -68,6 +68,19 @@ MemoryComponents stage_model_states(const StageParams& st, const Strategy& s) {
   return c;
 }
 
+Fp8BlockWeights fp8_block_weights(const StageParams& st, const Strategy& s) {
+  if (!fp8_params_only(s)) return {};
+  const double params_b = strategy_state_bytes(s).params;
+  const double blocks = static_cast<double>(st.blocks);
+  // The distributed optimizer (ZeRO-1): every rank holds the blocks' FP8 weights whole, with their transpose or
+  // column-wise copy. Megatron-FSDP (ZeRO-3): sharded like the rest, the routed experts over the expert-DP group.
+  if (s.zero < 3) return {blocks * params_b, blocks * fp8_cached_weight_bytes_per_param(s)};
+  const double routed = static_cast<double>(st.moe_layers * st.block_routed);
+  const double shards = (blocks - routed) / static_cast<double>(shard_degree(s)) +
+                        routed / static_cast<double>(std::max<int64_t>(expert_data_parallel(s), 1));
+  return {shards * params_b, shards * fp8_sharded_weight_bytes_per_param(s)};
+}
+
 std::string moment_name(MemoryPhase p, int64_t block) {
   if (p == MemoryPhase::block_backward && block >= 0) return fmt::format("block {} backward", block);
   return to_string(p);
@@ -127,14 +140,15 @@ void add_model_states(Ledger& l, const StageInputs& in, MemoryPhase phase) {
   const MemoryComponents ms = stage_model_states(in.stage, s);
   const char* sharded = s.zero >= 3 ? "sharded" : "replicated";
   if (fp8_params_only(s)) {
-    // --fp8-param-gather (planner/fp8.hpp): the blocks' weights live only as FP8 with their transpose or column-wise
-    // copy; the embedding, LM head and whatever sits outside the blocks stay in the parameter dtype.
-    const double blocks = static_cast<double>(in.stage.blocks);
+    // --fp8-param-gather (planner/fp8.hpp): the blocks' weights live only as FP8 (fp8_block_weights); the embedding,
+    // LM head and whatever sits outside the blocks stay in the parameter dtype.
+    const Fp8BlockWeights w = fp8_block_weights(in.stage, s);
     l.add(&MemoryComponents::params, "params", [&] { return fmt::format("weights outside the blocks ({} B/param, {})", in.state.params, sharded); },
-          ms.params - blocks * in.state.params);
+          ms.params - w.replaced);
     l.add(&MemoryComponents::params, "params",
-          text("the blocks' weights in FP8 only, with their transpose or column-wise copy (--fp8-param-gather)"),
-          blocks * fp8_cached_weight_bytes_per_param(s));
+          text(s.zero >= 3 ? "the blocks' FP8 weight shards (Megatron-FSDP --fp8-param-gather; MXFP8: with a column-wise buffer)"
+                           : "the blocks' weights in FP8 only, with their transpose or column-wise copy (--fp8-param-gather)"),
+          w.fp8);
   } else {
     l.add(&MemoryComponents::params, "params", [&] { return fmt::format("weights ({} B/param, {})", in.state.params, sharded); },
           ms.params);
@@ -221,8 +235,11 @@ void add_zero3_working_set(Ledger& l, const StageInputs& in) {
           (block + ahead) * in.compute_bytes);
   } else {
     const double units = 1.0 + static_cast<double>(in.fw.zero3_prefetch_units);
-    l.add(&MemoryComponents::buffers, "buffers", [&] { return fmt::format("gathered block parameters ({} units: current + prefetch)", units); },
-          units * block * in.compute_bytes);
+    // Megatron-FSDP's FP8 parameters gather in FP8 and carry their transpose (tensorwise, made at use) or column-wise
+    // data (MXFP8, gathered for the backward): 2 B per gathered parameter, no bf16 copy and no separate cast.
+    const bool fp8 = fp8_params_only(in.strategy);
+    l.add(&MemoryComponents::buffers, "buffers", [&] { return fmt::format("gathered block parameters ({} units: current + prefetch{})", units, fp8 ? "; FP8 with transpose or column-wise data" : ""); },
+          units * block * (fp8 ? fp8_cached_weight_bytes_per_param(in.strategy) : in.compute_bytes));
     if (in.fw.zero3_root_stays_gathered)
       l.add(&MemoryComponents::buffers, "buffers", text("gathered root unit (embedding, final norm, LM head)"),
             root * in.compute_bytes);

@@ -113,6 +113,14 @@ MemoryComponents model_states(double params, const StateBytes& b, int zero, int6
 struct StageParams;
 MemoryComponents stage_model_states(const StageParams& st, const Strategy& s);
 
+// The blocks' weights on one rank under Megatron's FP8 parameters (fp8.hpp fp8_params_only): what they would take in
+// the parameter dtype (`replaced`, part of stage_model_states' params) and what they take as FP8 instead.
+struct Fp8BlockWeights {
+  double replaced = 0;
+  double fp8 = 0;
+};
+Fp8BlockWeights fp8_block_weights(const StageParams& st, const Strategy& s);
+
 // The components with their rounded byte counts, in CONTRACT.md order; they sum to the peak exactly.
 struct NamedBytes {
   const char* name;

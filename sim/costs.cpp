@@ -191,8 +191,7 @@ StepPlan plan_step(const ModelSpec& m, const Strategy& s, const ClusterSpec& c) 
       add_static(sc, MemKind::runtime, mem.stages[static_cast<size_t>(i)].peak.runtime);
     } else {
       // Megatron's FP8 parameters (fp8.hpp fp8_params_only): the blocks' only copy is the FP8 one (fp8_weights below).
-      add_static(sc, MemKind::params,
-                 ms.params - (fp8_params_only(s) ? static_cast<double>(sp.blocks) * sb.params : 0.0));
+      add_static(sc, MemKind::params, ms.params - fp8_block_weights(sp, s).replaced);
       if (!plan.keeps_unsharded_grads) add_static(sc, MemKind::grads, ms.grads);
       else if (plan.dp_mode == DpMode::units) sc.sharded_grads = ms.grads;
       else add_static(sc, MemKind::unsharded_grads, psi * grad_b);
@@ -219,7 +218,13 @@ StepPlan plan_step(const ModelSpec& m, const Strategy& s, const ClusterSpec& c) 
     if (s.cp > 1) add_static(sc, MemKind::cp_buffers, cp_kv_buffer_bytes(m, s));
     // The blocks' FP8 weight copies, from the first micro-batch to the step's end (memory.cpp forward_backward_phase),
     // or under FP8 parameters the weights themselves.
-    add_static(sc, MemKind::fp8_weights, fp8_cached_weight_bytes_per_param(s) * static_cast<double>(sp.blocks));
+    // Under ZeRO-3 only the gathered units' casts (current + prefetch) are alive (memory.cpp forward_backward_phase).
+    const double cast_params =
+        s.zero >= 3 && n > 1
+            ? std::min((1.0 + static_cast<double>(fw.zero3_prefetch_units)) * block, static_cast<double>(sp.blocks))
+            : static_cast<double>(sp.blocks);
+    add_static(sc, MemKind::fp8_weights,
+               fp8_params_only(s) ? fp8_block_weights(sp, s).fp8 : fp8_cached_weight_bytes_per_param(s) * cast_params);
     sc.activations_per_block = block_activation_bytes(m, s, fw);
     if (s.recompute == Recompute::full) sc.recompute_working_set = block_working_set_bytes(m, s, fw);
     if (sp.first) sc.first_extra = first_stage_extra_bytes(m, s);
@@ -230,7 +235,8 @@ StepPlan plan_step(const ModelSpec& m, const Strategy& s, const ClusterSpec& c) 
       if (sp.last) sc.last_extra = mp.last_extra, sc.logits = mp.logits_forward;
     } else if (plan.dp_mode == DpMode::units) {
       if (s.zero == 3) {
-        sc.gathered_block = block * param_b;
+        // Megatron-FSDP's FP8 parameters: gathered in FP8 with their transpose or column-wise data (memory.cpp).
+        sc.gathered_block = block * (fp8_params_only(s) ? fp8_cached_weight_bytes_per_param(s) : param_b);
         if (fw.zero3_root_stays_gathered) sc.gathered_root = root * param_b;
       }
       sc.unit_grads = block * grad_b;

@@ -91,6 +91,8 @@ check qwen3-30b-deepep 16 --preset qwen3-30b-a3b --cluster dgx-h100 --framework 
 check llama8b-act-offload 8 --preset llama3-8b --cluster dgx-h100 --framework megatron --pp 1 --recompute none \
   --offload-activations 16
 check llama8b-megatron-fsdp 8 --preset llama3-8b --cluster dgx-h100 --framework megatron --zero 3 --fp8 tensorwise
+check llama8b-megatron-fsdp-fp8-params 8 --preset llama3-8b --cluster dgx-h100 --framework megatron --zero 3 \
+  --fp8 tensorwise --fp8-all-gather
 check llama70b-megatron-hsdp 64 --preset llama3-70b --cluster dgx-h100 --framework megatron --zero 3 --hsdp 8 --tp 4
 check llama70b-fp8 64 --preset llama3-70b --cluster dgx-h100 --framework megatron --tp 8 --fp8 tensorwise --loss fused
 check llama70b-fp8-params 64 --preset llama3-70b --cluster dgx-h100 --framework megatron --tp 8 --fp8 tensorwise \

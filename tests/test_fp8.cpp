@@ -144,13 +144,52 @@ TEST_SUITE("fp8") {
                                    "--ep 8 --fp8 tensorwise --fp8-all-gather --format json");
     CAPTURE(moe.err);
     CHECK(moe.exit_code == 0);
-    // Megatron-Core refuses it without the distributed optimizer; Megatron-FSDP's is not priced; it needs --fp8.
+    // Megatron-Core refuses it without the distributed optimizer or Megatron-FSDP's sharded parameters (DDP, and
+    // Megatron-FSDP's optim_grads keep whole parameters); it needs --fp8.
     test::check_refused("predict --preset llama3-8b --gpus 8 --cluster dgx-h100 --framework megatron --zero 0 "
                         "--fp8 tensorwise --fp8-all-gather", "--fp8-all-gather");
-    test::check_refused("predict --preset llama3-8b --gpus 8 --cluster dgx-h100 --framework megatron --zero 3 "
+    test::check_refused("predict --preset llama3-8b --gpus 8 --cluster dgx-h100 --framework megatron --zero 2 "
                         "--fp8 tensorwise --fp8-all-gather", "--fp8-all-gather");
     test::check_refused("predict --preset llama3-8b --gpus 8 --cluster dgx-h100 --framework megatron --fp8-all-gather",
                         "--fp8-all-gather");
+  }
+
+  TEST_CASE("Megatron-FSDP's FP8 parameters: FP8 shards, FP8 gathers with their transpose, no cast beside them") {
+    const ModelSpec m = presets().model("llama3-8b");
+    const ClusterSpec c = presets().cluster("dgx-h100");
+    Strategy s = llama8b_on_64(Framework::megatron);
+    s.zero = 3;
+    const Prediction copies = predict(m, s, c);
+    s.fp8_all_gather = true;
+    const Prediction fp8_params = predict(m, s, c);
+    const MemoryComponents& on = fp8_params.memory.peak_stage().peak;
+    const MemoryComponents& off = copies.memory.peak_stage().peak;
+    const double blocks = 32.0 * 218'112'000, block = 218'112'000;
+    const double units = 1.0 + static_cast<double>(framework_traits(Framework::megatron).zero3_prefetch_units);
+    // The blocks' shards: 1 B of FP8 in place of 2 B of bf16, over 64 ranks.
+    CHECK(off.params - on.params == doctest::Approx(blocks * (2 - 1) / 64));
+    // The gathered units: FP8 with its transpose (2 B) in place of bf16 (2 B) plus Transformer Engine's cast and
+    // transpose of them (2 B).
+    CHECK(off.buffers - on.buffers == doctest::Approx(units * block * 2));
+    // Gathered in one byte: less traffic, and no faster-than-before nonsense the other way.
+    CHECK(fp8_params.time.dp_comm_total_s < copies.time.dp_comm_total_s);
+    CHECK(fp8_params.time.step_s <= copies.time.step_s);
+    // MXFP8 keeps a column-wise shard beside the row-wise one (param_and_grad_buffer.py transpose_weight_buffer).
+    Strategy mx = s;
+    mx.fp8 = Fp8Recipe::mxfp8;
+    const ClusterSpec b200 = presets().cluster("dgx-b200");
+    Strategy mx_off = mx;
+    mx_off.fp8_all_gather = false;
+    CHECK(predict(m, mx_off, b200).memory.peak_stage().peak.params ==
+          doctest::Approx(predict(m, mx, b200).memory.peak_stage().peak.params));
+    // The simulator saves what predict saves. (Its peak sits 3.4 % above predict's for Megatron-FSDP here, with or
+    // without FP8 parameters: at the loss's backward it holds the root unit's gradients, embedding and LM head, which
+    // predict's Megatron traits do not; a gap of its own.)
+    const sim::SimResult r = sim::simulate(m, s, c);
+    const sim::SimResult r_off = sim::simulate(m, copies.strategy, c);
+    const double sim_saved = r_off.peak_stage().peak_bytes - r.peak_stage().peak_bytes;
+    const double predicted_saved = static_cast<double>(copies.peak_bytes() - fp8_params.peak_bytes());
+    CHECK(sim_saved == doctest::Approx(predicted_saved).epsilon(0.05));
   }
 
   TEST_CASE("refused with one line: no FP8 on the GPU, MXFP8 before Blackwell, a recipe the runtime lacks") {
