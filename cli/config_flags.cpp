@@ -120,7 +120,8 @@ void add_config_flags(CLI::App& cmd, ConfigFlags& f) {
   cmd.add_flag("--fp8-all-gather", f.fp8_all_gather,
                "The linear weights are all-gathered in FP8: FSDP2's (torchao enable_fsdp_float8_all_gather; --fp8 "
                "tensorwise); under megatron Megatron-Core's --fp8-param-gather, where they are kept only in FP8 "
-               "(no bf16 copy) and the distributed optimizer gathers them in one byte (Megatron-Bridge's FP8 recipes)");
+               "(no bf16 copy) and the distributed optimizer (--zero 1) or Megatron-FSDP (--zero 3) gathers them in one byte "
+               "(Megatron-Bridge's FP8 recipes)");
   cmd.add_option("--attention-kernel", f.attention_kernel,
                  "Fused attention kernel: flash2 | cudnn | triton (llm-foundry's attn_impl triton); default: the "
                  "framework's (cudnn for megatron, flash2 otherwise)");
