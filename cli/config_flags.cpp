@@ -22,8 +22,8 @@ void add_config_flags(CLI::App& cmd, ConfigFlags& f) {
   cmd.add_option("--preset", f.preset, "Model preset name (see `shardplan presets models`)");
   cmd.add_option("--model", f.model_file, "Model YAML file (schema: presets/README.md)");
   cmd.add_option("--hf-config", f.hf_config,
-                 "Hugging Face config.json (model_type llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3, phi3, gpt_neox, gpt2, "
-                 "falcon; MoE: mixtral, qwen3_moe, deepseek_v2, deepseek_v3, gpt_oss, llama4)");
+                 "Hugging Face config.json (model_type llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3, phi3, "
+                 "gpt_neox, gpt2, falcon; MoE: mixtral, qwen3_moe, deepseek_v2, deepseek_v3, gpt_oss, llama4)");
   cmd.add_option("--cluster", f.cluster, "Cluster preset name or cluster YAML file");
   cmd.add_option("--gpu", f.gpu, "GPU preset, when no --cluster is given (8 per node, its usual interconnect)");
   cmd.add_option("--gpus-per-node", f.gpus_per_node, "Override the cluster's GPUs per node");
@@ -120,8 +120,8 @@ void add_config_flags(CLI::App& cmd, ConfigFlags& f) {
   cmd.add_flag("--fp8-all-gather", f.fp8_all_gather,
                "The linear weights are all-gathered in FP8: FSDP2's (torchao enable_fsdp_float8_all_gather; --fp8 "
                "tensorwise); under megatron Megatron-Core's --fp8-param-gather, where they are kept only in FP8 "
-               "(no bf16 copy) and the distributed optimizer (--zero 1) or Megatron-FSDP (--zero 3) gathers them in one byte "
-               "(Megatron-Bridge's FP8 recipes)");
+               "(no bf16 copy) and the distributed optimizer (--zero 1) or Megatron-FSDP (--zero 3) gathers them in "
+               "one byte (Megatron-Bridge's FP8 recipes)");
   cmd.add_option("--attention-kernel", f.attention_kernel,
                  "Fused attention kernel: flash2 | cudnn | triton (llm-foundry's attn_impl triton); default: the "
                  "framework's (cudnn for megatron, flash2 otherwise)");

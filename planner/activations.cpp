@@ -333,13 +333,15 @@ double in_flight_microbatches(const Strategy& s, int64_t stage) {
   return 1;
 }
 
+double stage_boundary_bytes(const ModelSpec& m, const Strategy& s) {
+  return static_cast<double>(dtype_bytes(precision_compute_dtype(s.precision))) * tokens_per_microbatch(s) *
+         static_cast<double>(m.hidden) / static_cast<double>(s.sp ? s.tp : 1);
+}
+
 double pipeline_buffer_bytes(const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw, int64_t stage,
                              bool first, bool last) {
   if (s.pp <= 1) return 0;
-  // One boundary tensor: the stage's output [b, s/t, h] (sequence-scattered under SP) in the compute dtype.
-  const double boundary = static_cast<double>(dtype_bytes(precision_compute_dtype(s.precision))) *
-                          tokens_per_microbatch(s) * static_cast<double>(m.hidden) /
-                          static_cast<double>(s.sp ? s.tp : 1);
+  const double boundary = stage_boundary_bytes(m, s);
   if (!fw.pp_buffers_per_microbatch) return 2 * boundary;
   const double chunks = static_cast<double>(std::max<int64_t>(s.vpp, 1));
   const double micro = static_cast<double>(grad_accum_steps(s));

@@ -60,6 +60,10 @@ double in_flight_microbatches(const Strategy& s, int64_t stage);
 // input, LM head input), per micro-batch on one rank.
 double first_stage_extra_bytes(const ModelSpec& m, const Strategy& s);
 
+// One tensor passed between pipeline stages, per micro-batch on one rank: the stage's output [b, s/cp, h] in the
+// compute dtype, sequence-scattered under SP (Korthikanti §4.2.2). Also SP's all-gather unit (× tp).
+double stage_boundary_bytes(const ModelSpec& m, const Strategy& s);
+
 // What a pipeline stage's rank holds for the transfers between stages, beyond the saved activations: under
 // torch.distributed.pipelining (FrameworkTraits::pp_buffers_per_microbatch) a receive buffer per micro-batch and
 // model chunk for the input and for the output's gradient, and the in-flight micro-batches' outputs; elsewhere one

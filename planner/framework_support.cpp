@@ -429,7 +429,7 @@ std::optional<std::string> framework_refusal(const Strategy& s) {
     return refusal(s, "--fp8-all-gather",
                    "FP8 all-gather is torchao's for FSDP2 with tensorwise scaling (Float8LinearConfig."
                    "enable_fsdp_float8_all_gather) and Megatron-Core's --fp8-param-gather; use --framework fsdp or "
-                   "torchtitan with --fp8 tensorwise and --zero 2 or 3, or --framework megatron with --fp8 and --zero 1");
+                   "torchtitan with --fp8 tensorwise and --zero 2 or 3, or --framework megatron with --fp8 and --zero 1 or 3");
   }
   return std::nullopt;
 }

@@ -56,7 +56,8 @@ std::optional<std::string> tp_comm_overlap_refusal(const Strategy& s);
 // The same test without the message, allocation-free: for the search's inner loop.
 bool framework_runs(const Strategy& s);
 // Whether --fp8-all-gather means something the runtime runs: torchao's FSDP2 FP8 all-gather (fsdp, torchtitan:
-// tensorwise, ZeRO-2/3) or Megatron-Core's --fp8-param-gather (megatron: any FP8 recipe, the distributed optimizer).
+// tensorwise, ZeRO-2/3) or Megatron-Core's --fp8-param-gather (megatron: any FP8 recipe, the distributed optimizer or
+// Megatron-FSDP: ZeRO-1 or 3).
 bool fp8_all_gather_runs(const Strategy& s);
 // The FP8 recipes a runtime runs (bits of Fp8Recipe), and why the others are not: framework_support.cpp.
 struct Fp8Support {

@@ -81,6 +81,13 @@ Fp8BlockWeights fp8_block_weights(const StageParams& st, const Strategy& s) {
   return {shards * params_b, shards * fp8_sharded_weight_bytes_per_param(s)};
 }
 
+double fp8_cast_params(const StageParams& st, const Strategy& s, const FrameworkTraits& fw) {
+  const double blocks = static_cast<double>(st.blocks);
+  if (s.zero < 3 || shard_degree(s) <= 1) return blocks;
+  const double gathered_units = 1.0 + static_cast<double>(fw.zero3_prefetch_units);
+  return std::min(gathered_units * static_cast<double>(st.block_params), blocks);
+}
+
 std::string moment_name(MemoryPhase p, int64_t block) {
   if (p == MemoryPhase::block_backward && block >= 0) return fmt::format("block {} backward", block);
   return to_string(p);
@@ -279,8 +286,7 @@ namespace memory_detail {
 
 void add_parallel_buffers(Ledger& l, const StageInputs& in) {
   const Strategy& s = in.strategy;
-  const double a = static_cast<double>(dtype_bytes(precision_compute_dtype(s.precision)));
-  const double boundary = a * static_cast<double>(seq_per_rank(s) * s.micro_batch * in.model.hidden) / (s.sp ? s.tp : 1);
+  const double boundary = stage_boundary_bytes(in.model, s);
   if (s.pp > 1)
     l.add(&MemoryComponents::buffers, "buffers",
           text(in.fw.pp_buffers_per_microbatch
@@ -341,13 +347,9 @@ Ledger forward_backward_phase(const StageInputs& in, bool record) {
   if (in.strategy.zero == 3 && in.shard > 1) add_zero3_working_set(l, in);
   if (in.shard > 1 || grad_reduce_degree(in.strategy) > 1) add_reduction_buffers(l, in);
   // Transformer Engine keeps each linear weight's FP8 cast (and its transpose) from the first micro-batch of a step
-  // (planner/fp8.cpp): the blocks' weights on this rank. Under ZeRO-3 (Megatron-FSDP) the gathered weights are
-  // freed after each unit and their casts with them: only the gathered units' (current + prefetch) are alive.
+  // (planner/fp8.cpp); under ZeRO-3 (Megatron-FSDP) only the gathered units' (fp8_cast_params).
   const bool sharded_params = in.strategy.zero >= 3 && in.shard > 1;
-  const double gathered_units = 1.0 + static_cast<double>(in.fw.zero3_prefetch_units);
-  const double cast_params = sharded_params ? std::min(gathered_units * static_cast<double>(in.stage.block_params),
-                                                       static_cast<double>(in.stage.blocks))
-                                            : static_cast<double>(in.stage.blocks);
+  const double cast_params = fp8_cast_params(in.stage, in.strategy, in.fw);
   if (!fp8_params_only(in.strategy)) {  // otherwise they are the parameters (add_model_states)
     l.add(&MemoryComponents::buffers, "buffers",
           text(sharded_params ? "FP8 weight copies of the gathered units (Transformer Engine: cast and transposed)"

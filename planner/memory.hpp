@@ -120,6 +120,10 @@ struct Fp8BlockWeights {
   double fp8 = 0;
 };
 Fp8BlockWeights fp8_block_weights(const StageParams& st, const Strategy& s);
+// The block parameters whose Transformer Engine FP8 cast (with its transpose) is alive: every block's, kept from the
+// first micro-batch of the step; under ZeRO-3 only the gathered units' (current + prefetch), freed with them.
+struct FrameworkTraits;
+double fp8_cast_params(const StageParams& st, const Strategy& s, const FrameworkTraits& fw);
 
 // The components with their rounded byte counts, in CONTRACT.md order; they sum to the peak exactly.
 struct NamedBytes {

@@ -48,7 +48,7 @@ Sizes sizes_of(const StageInputs& in) {
   // torchao's FP8 all-gather keeps the gathered linear weights in FP8: fsdp_post_all_gather wraps the all-gather
   // output (1 B/param) in a Float8Tensor that is the unsharded parameter until reshard (torchao/float8/fsdp_utils.py
   // WeightWithDynamicFloat8CastTensor.fsdp_post_all_gather); the root unit (embedding, LM head) is not converted.
-  z.block_gather_b = s.fp8_all_gather ? gathered_block_param_bytes(s) : z.a;
+  z.block_gather_b = gathered_block_param_bytes(s);
   // FSDP2 keeps no low-precision shard: the sharded parameter is the original (fp32 under amp), cast to param_dtype
   // only inside the all-gather (_fsdp_param.py FSDPParam._init_sharded_param, all_gather_inputs); FSDP1's bf16
   // _mp_shard lives only around the all-gather (_flat_param.py _use_low_precision_shard /

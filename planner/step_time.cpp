@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "planner/activations.hpp"
 #include "planner/comm_cost.hpp"
 #include "planner/compute_cost.hpp"
 #include "planner/fp8.hpp"
@@ -258,9 +259,7 @@ double optimizer_time(const Strategy& s, const ClusterSpec& c, const StageComput
 double pipeline_send_s(const ModelSpec& m, const Strategy& s, const ClusterSpec& c) {
   if (s.pp <= 1) return 0;
   // Megatron sends the sequence-scattered activation under SP (Korthikanti §4.2.2).
-  const double a = static_cast<double>(dtype_bytes(precision_compute_dtype(s.precision)));
-  const double bytes = static_cast<double>(s.micro_batch * seq_per_rank(s) * m.hidden) * a / (s.sp ? static_cast<double>(s.tp) : 1.0);
-  return collective_time_s(c, Collective::send_recv, bytes, pp_link(s, c));
+  return collective_time_s(c, Collective::send_recv, stage_boundary_bytes(m, s), pp_link(s, c));
 }
 
 StepTime step_time_from_costs(const ModelSpec& m, const Strategy& s, const ClusterSpec& c, const FrameworkTraits& fw,

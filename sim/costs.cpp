@@ -211,20 +211,14 @@ StepPlan plan_step(const ModelSpec& m, const Strategy& s, const ClusterSpec& c) 
           add_static(sc, MemKind::reduce_buffers, memory_detail::stage_inputs(m, s, fw, sp).local_psi * sb.params);
       }
     }
-    const double boundary = param_b * static_cast<double>(seq_per_rank(s) * s.micro_batch * m.hidden) / static_cast<double>(s.sp ? s.tp : 1);
+    const double boundary = stage_boundary_bytes(m, s);
     add_static(sc, MemKind::pipeline_buffers, pipeline_buffer_bytes(m, s, fw, sp.stage, sp.first, sp.last));
     if (s.sp) add_static(sc, MemKind::sp_buffer, boundary * static_cast<double>(s.tp));
     if (s.ep > 1 && sp.moe_layers > 0) add_static(sc, MemKind::ep_buffers, moe_all_to_all_bytes(m, s));  // memory.cpp
     if (s.cp > 1) add_static(sc, MemKind::cp_buffers, cp_kv_buffer_bytes(m, s));
-    // The blocks' FP8 weight copies, from the first micro-batch to the step's end (memory.cpp forward_backward_phase),
-    // or under FP8 parameters the weights themselves.
-    // Under ZeRO-3 only the gathered units' casts (current + prefetch) are alive (memory.cpp forward_backward_phase).
-    const double cast_params =
-        s.zero >= 3 && n > 1
-            ? std::min((1.0 + static_cast<double>(fw.zero3_prefetch_units)) * block, static_cast<double>(sp.blocks))
-            : static_cast<double>(sp.blocks);
-    add_static(sc, MemKind::fp8_weights,
-               fp8_params_only(s) ? fp8_block_weights(sp, s).fp8 : fp8_cached_weight_bytes_per_param(s) * cast_params);
+    // The blocks' FP8 weight copies (memory.cpp fp8_cast_params), or under FP8 parameters the weights themselves.
+    add_static(sc, MemKind::fp8_weights, fp8_params_only(s) ? fp8_block_weights(sp, s).fp8
+                                                            : fp8_cached_weight_bytes_per_param(s) * fp8_cast_params(sp, s, fw));
     sc.activations_per_block = block_activation_bytes(m, s, fw);
     if (s.recompute == Recompute::full) sc.recompute_working_set = block_working_set_bytes(m, s, fw);
     if (sp.first) sc.first_extra = first_stage_extra_bytes(m, s);
