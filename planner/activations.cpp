@@ -115,7 +115,11 @@ void add_attention_terms(TermList& out, const ModelSpec& m, const Strategy& s, c
       out.push_back({"attention dropout output", a * heads * seq, ActSplit::tensor, true});
     }
   }
-  out.push_back({"attention output (out-proj input)", li * q, ActSplit::tensor, false});
+  // The out-projection's input: the attention output, which a flash kernel also keeps for its own backward (Dao et
+  // al. 2022 Alg. 2 reads O); where the linear keeps an FP8 cast instead, both are saved (Transformer Engine's
+  // FusedAttnFunc saves out beside q, k, v).
+  const double out_bytes = s.flash_attn && li < a ? a + li : li;
+  out.push_back({"attention output (out-proj input)", out_bytes * q, ActSplit::tensor, false, out_bytes > li ? 2 : 1});
   if (m.dropout) out.push_back({"attention residual dropout mask", kMaskBytes * h, ActSplit::sequence, false});
 }
 

@@ -227,6 +227,17 @@ FrameworkTraits megatron_traits() {
   t.attention_kernel = AttentionKernel::cudnn;
   // Fused bias-SwiGLU saves the fc1 output (gate and up) and the down-projection input: 3 tensors.
   t.swiglu_saved_intermediates = 3;
+  // Transformer Engine's norms save their input in the compute dtype and the fp32 rsigma per row, not an fp32 copy:
+  // the pre-attention and dense pre-MLP norms inside TELayerNormColumnParallelLinear (transformer_engine/pytorch/
+  // module/layernorm_linear.py _LayerNormLinear.forward: inputmat, rsigma; ln_out is the GEMM's own saved input), an
+  // MoE layer's TENorm alike.
+  t.norm_impl = NormImpl::fused;
+  // Megatron-FSDP (--zero 3): only the blocks are FSDP units (mcore_fsdp_adapter.py: TransformerLayer,
+  // MoETransformerLayer); the embedding, final norm and output layer are gathered once and kept ("Non-unit modules
+  // should remain persistently allocated", megatron_fsdp/param_and_grad_buffer.py AllGatherPipeline.release_bucket),
+  // and their gradients are one bucket (bucket_size unset: _get_parameter_groups groups the non-unit parameters
+  // together), allocated at the output layer's backward and reduce-scattered once the embedding's gradient is ready.
+  t.zero3_root_stays_gathered = true;
   // Megatron fuses LayerNorm, bias-GELU and bias-dropout-add (apex/TE kernels); the rest (residual copies,
   // dropout masks, layout transposes for attention without flash) is about 1.5× the fused minimum.
   t.elementwise_traffic_factor = 1.5;

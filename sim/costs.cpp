@@ -220,6 +220,7 @@ StepPlan plan_step(const ModelSpec& m, const Strategy& s, const ClusterSpec& c) 
     add_static(sc, MemKind::fp8_weights, fp8_params_only(s) ? fp8_block_weights(sp, s).fp8
                                                             : fp8_cached_weight_bytes_per_param(s) * fp8_cast_params(sp, s, fw));
     sc.activations_per_block = block_activation_bytes(m, s, fw);
+    sc.offloaded_blocks = std::min(s.offload_activation_layers, sp.layers);  // memory.cpp add_activations
     if (s.recompute == Recompute::full) sc.recompute_working_set = block_working_set_bytes(m, s, fw);
     if (sp.first) sc.first_extra = first_stage_extra_bytes(m, s);
     if (sp.last) sc.last_extra = last_stage_extra_bytes(m, s), sc.logits = logits_bytes(m, s, fw);
@@ -232,9 +233,17 @@ StepPlan plan_step(const ModelSpec& m, const Strategy& s, const ClusterSpec& c) 
         // Megatron-FSDP's FP8 parameters: gathered in FP8 with their transpose or column-wise data (memory.cpp).
         sc.gathered_block = block * (fp8_params_only(s) ? fp8_cached_weight_bytes_per_param(s) : param_b);
         if (fw.zero3_root_stays_gathered) sc.gathered_root = root * param_b;
+        // DeepSpeed fetches each module's partitions for its forward and again for its backward and releases them
+        // after (runtime/zero/partitioned_param_coordinator.py fetch_sub_module / release_sub_module): the
+        // embedding and the LM head are such modules (memory.cpp add_zero3_working_set).
+        if (fw.zero3_prefetch_elements > 0)
+          sc.gathered_embed = sc.embed_params * param_b, sc.gathered_head = sc.head_params * param_b;
       }
-      sc.unit_grads = block * grad_b;
-      sc.root_grads = root * grad_b;
+      // DeepSpeed copies each gradient into its reduce bucket as it is produced (the bucket is a static buffer,
+      // memory.cpp add_reduction_buffers), so no unit's or root's unsharded gradients wait for their reduce-scatter.
+      const bool through_bucket = fw.reduce_bucket_elements > 0;
+      sc.unit_grads = through_bucket ? 0 : block * grad_b;
+      sc.root_grads = through_bucket ? 0 : root * grad_b;
     }
     plan.stages.push_back(std::move(sc));
   }

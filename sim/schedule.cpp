@@ -92,6 +92,22 @@ class StageBuilder {
   bool has_root() const { return c_.gather_root > 0 || c_.gathered_root > 0 || c_.reduce_root > 0 || c_.root_grads > 0; }
   bool units() const { return plan_.dp_mode == DpMode::units; }
   // FSDP moments count gathered units as parameters (planner/memory_moments.hpp), the others as buffers.
+  // Megatron's CPU activation offloading (Transformer Engine cpu_offload.py, TE 2.10+; docs/features/cpu_offloading):
+  // the first N blocks' saved tensors leave the GPU as they are saved, and at most L − N blocks' sets are on the GPU
+  // at any time. Here a block's set is freed at the end of the next block's forward (its copy ran beside it) and
+  // reloaded at the start of the next block's backward, or at the end of its own forward and the start of its own
+  // backward when only one set may stay (N = L − 1).
+  bool offloaded(int64_t layer) const { return layer >= 0 && layer < c_.offloaded_blocks; }
+  int64_t offload_lag() const { return c_.layers() - c_.offloaded_blocks >= 2 ? 1 : 0; }
+
+  // A module gathered only while its pass runs (DeepSpeed's embedding and LM head), from op `first` to op `last`.
+  void module_gathered(int32_t first, int32_t last, double bytes) {
+    if (bytes <= 0) return;
+    e_.alloc_at_start(first, MemKind::gathered_block, bytes);
+    e_.free_at_end(last, MemKind::gathered_block, bytes);
+  }
+  void module_gathered(int32_t op, double bytes) { module_gathered(op, op, bytes); }
+
   MemKind block_kind() const { return c_.moments ? MemKind::gathered_weights : MemKind::gathered_block; }
   MemKind root_kind() const { return c_.moments ? MemKind::gathered_weights : MemKind::gathered_root; }
   // Whether this micro-batch's forward gathers the units, and whether its backward frees them again.
@@ -232,6 +248,7 @@ class StageBuilder {
       if (units()) e_.add_dep(entry, root_gather_);
       if (mb == 0) e_.add_dep(entry, param_gather_for(0));
       e_.alloc_at_start(entry, MemKind::boundary_activations, c_.first_extra);
+      module_gathered(entry, c_.gathered_embed);
     }
     int32_t out = entry;
     for (int64_t l = chunk_offset_[static_cast<size_t>(chunk)]; l < chunk_offset_[static_cast<size_t>(chunk) + 1]; ++l) {
@@ -250,6 +267,7 @@ class StageBuilder {
         if (!plan_.gathers_once && c_.reshard_after_forward) e_.free_at_end(op, block_kind(), c_.gathered_block);
       }
       e_.alloc_at_start(op, MemKind::activations, c_.activations_per_block);
+      if (offloaded(l - offload_lag())) e_.free_at_end(op, MemKind::activations, c_.activations_per_block);
       out = op;
       if (c_.cp_fwd.steps > 1) out = ring(c_.cp_fwd, OpKind::cp_fwd, mb, chunk, layer);
       if (c_.tp_fwd > 0) out = critical_comm(out, st_.tp, OpKind::tp_fwd, c_.tp_fwd, mb, chunk, layer);
@@ -263,6 +281,7 @@ class StageBuilder {
       if (mb == 0) e_.add_dep(op, param_gather_for(c_.embed_params + static_cast<double>(c_.layers()) * c_.block_params));
       e_.alloc_at_start(op, MemKind::boundary_activations, c_.last_extra);
       e_.alloc_at_start(op, MemKind::logits, c_.logits);
+      module_gathered(op, c_.gathered_head);
       out = op;
     }
     ops_.fwd_entry[pass_index(mb, chunk)] = entry;
@@ -287,6 +306,7 @@ class StageBuilder {
       e_.alloc_at_start(a, MemKind::cached_free, c_.logits_cached);
       e_.free_at_end(b, MemKind::cached_free, c_.logits_cached);
       alloc_root_grads(a);
+      module_gathered(a, b, c_.gathered_head);
     }
     int32_t issued_after = kNone;  // moments: the compute op the previous block's backward began after
     for (int64_t l = chunk_offset_[static_cast<size_t>(chunk) + 1] - 1; l >= chunk_offset_[static_cast<size_t>(chunk)]; --l) {
@@ -321,6 +341,7 @@ class StageBuilder {
         e_.free_at_end(b, block_kind(), c_.gathered_block);
       else if (units() && !c_.reshard_after_forward && !plan_.gathers_once)
         e_.free_at_end(b, block_kind(), c_.gathered_block);  // SHARD_GRAD_OP: resharded at the unit's post-backward
+      if (offloaded(l - offload_lag())) e_.alloc_at_start(a, MemKind::activations, c_.activations_per_block);
       if (!input_only) e_.free_at_end(b, MemKind::activations, c_.activations_per_block);
       e_.alloc_at_start(a, MemKind::recompute_working_set, c_.recompute_working_set);
       if (c_.moments && !input_only) fsdp_.block_backward(a, b);
@@ -336,6 +357,7 @@ class StageBuilder {
       if (entry == kNone) entry = a;
       e_.free_at_end(b, MemKind::boundary_activations, c_.first_extra);
       if (!c_.last) alloc_root_grads(a);
+      module_gathered(a, b, c_.gathered_embed);
       if (c_.moments) fsdp_.embed_backward(a);
       out = b;
     }

@@ -48,9 +48,11 @@ struct StageCosts {
   // Memory, bytes.
   std::vector<std::pair<MemKind, double>> static_bytes;  // alive all step: model states, runtime, fixed buffers
   double activations_per_block = 0;    // saved by one block for one micro-batch
+  int64_t offloaded_blocks = 0;        // Megatron's CPU activation offloading: the first N blocks' sets go to the host
   double recompute_working_set = 0;    // one block's full working set while it is recomputed (full recompute)
   double first_extra = 0, last_extra = 0, logits = 0;  // per micro-batch
   double gathered_block = 0, gathered_root = 0;  // DpMode::units with ZeRO-3: compute-dtype copies
+  double gathered_embed = 0, gathered_head = 0;  // DeepSpeed ZeRO-3: a module gathered for its pass and then freed
   double unit_grads = 0, root_grads = 0;         // unsharded gradients of one unit / the root before reduction
   double sharded_grads = 0;                      // no_sync: the sharded gradients appear at the first reduction
   double optimizer_temps = 0;

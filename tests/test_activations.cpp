@@ -16,6 +16,7 @@ struct Korthikanti {
   FrameworkTraits fw = framework_traits(Framework::megatron);
   double sbh, as_over_h;
   Korthikanti(int64_t t, bool sp, Recompute r) {
+    fw.norm_impl = NormImpl::legacy;  // their count: a LayerNorm keeps its input, not its fp32 mean and rstd too
     s.precision = Precision::megatron_fp16;
     s.flash_attn = false;
     s.seq = 2048;
@@ -90,10 +91,19 @@ TEST_SUITE("activations") {
     // torchtitan's fused RMSNorm keeps its bf16 input and the fp32 rstd: 2·(2h + 4), 8h less: 168,072 B/token.
     const FrameworkTraits titan = framework_traits(Framework::torchtitan);
     CHECK(block_activation_bytes(m, s, titan) == doctest::Approx(tokens * 168072).epsilon(1e-12));
-    // The legacy figure (one fp32 copy per norm) where the framework does not say: Megatron's traits.
+    // Megatron: Transformer Engine's norms keep their bf16 input and the fp32 rsigma, 2·(2h + 4), and its fused
+    // bias-SwiGLU 3 tensors of width f.
     const FrameworkTraits megatron = framework_traits(Framework::megatron);
     CHECK(block_activation_bytes(m, s, megatron) ==
-          doctest::Approx(tokens * (8 * h + 4 * h + 2 * (h + kv) + 2 * kv + 4 * 32 + 2 * h + 3 * 2 * f)).epsilon(1e-12));
+          doctest::Approx(tokens * (2 * (2 * h + 4) + 4 * h + 2 * (h + kv) + 2 * kv + 4 * 32 + 2 * h + 3 * 2 * f))
+              .epsilon(1e-12));
+    // Under FP8 its linears keep FP8 casts of their inputs (1 B), and the attention kernel still keeps its bf16
+    // output beside the out-projection's FP8 cast: norms 2·(2h + 4), qkv and fc1 inputs h each, q k v as before,
+    // attention output 2h + h, fc1 output 2·2f and fc2 input f.
+    s.fp8 = Fp8Recipe::tensorwise;
+    CHECK(block_activation_bytes(m, s, megatron) ==
+          doctest::Approx(tokens * (2 * (2 * h + 4) + 2 * h + 2 * (h + kv) + 2 * kv + 4 * 32 + 3 * h + 5 * f))
+              .epsilon(1e-12));
   }
   TEST_CASE("op-level selective checkpointing saves the 1st, 3rd, ... matmul of each block") {
     ModelSpec m = PresetStore::builtin().model("llama3-8b");

@@ -165,7 +165,7 @@ TEST_SUITE("emit") {
     plan_and_emit("--preset llama3-8b --gpus 8 --zero 2", zero2);
     CHECK(read_all(zero2 / "megatron_args.sh").find("--data-parallel-sharding-strategy optim_grads\n") != std::string::npos);
     const fs::path zero1 = fresh_dir("mfsdp-zero1");
-    plan_and_emit("--preset llama3-8b --gpus 8 --framework megatron --tp 2", zero1);
+    plan_and_emit("--preset llama3-8b --gpus 8 --framework megatron --tp 2 --zero 1", zero1);
     const std::string own = read_all(zero1 / "megatron_args.sh");
     CHECK(own.find("--use-megatron-fsdp") == std::string::npos);
     CHECK(own.find("export CUDA_DEVICE_MAX_CONNECTIONS=1\n") != std::string::npos);
