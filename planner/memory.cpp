@@ -417,6 +417,10 @@ Ledger optimizer_step_phase(const StageInputs& in, bool record) {
   if (s.zero <= 1 && in.fw.ddp_bucket_copy && grad_reduce_degree(s) > 1)
     l.add(&MemoryComponents::buffers, "buffers", text("DDP gradient buckets (a second copy of the gradients)"),
           in.psi * in.state.grads);
+  // torch.distributed.pipelining keeps its per-micro-batch receive buffers from one step to the next (stage.py).
+  if (s.pp > 1 && in.fw.pp_buffers_per_microbatch)
+    l.add(&MemoryComponents::buffers, "buffers", text("pipeline receive buffers (one per micro-batch), kept across steps"),
+          pipeline_buffer_bytes(in.model, s, in.fw, in.stage.stage, in.stage.first, in.stage.last));
   add_runtime(l, in);
   add_fragmentation(l, in);
   return l;

@@ -203,8 +203,8 @@ StepPlan plan_step(const ModelSpec& m, const Strategy& s, const ClusterSpec& c) 
       }
       add_static(sc, MemKind::runtime, mem.stages[static_cast<size_t>(i)].peak.runtime);
       if (n > 1 || grad_reduce_degree(s) > 1) {
-        if (fw.reduce_bucket_elements > 0)
-          add_static(sc, MemKind::reduce_buffers, std::min(static_cast<double>(fw.reduce_bucket_elements), psi) * grad_b);
+        if (fw.reduce_bucket_elements > 0)  // DeepSpeed's IPG bucket: made in backward, freed by its epilogue
+          sc.backward_bucket = std::min(static_cast<double>(fw.reduce_bucket_elements), psi) * grad_b;
         else if (s.zero <= 1 && fw.ddp_bucket_copy && grad_reduce_degree(s) > 1)
           add_static(sc, MemKind::reduce_buffers, psi * grad_b);  // DDP buckets: a second copy of the gradients
         if (fw.reduce_bucket_elements == 0 && s.zero == 2 && fw.zero2_keeps_shard_copy)
@@ -239,12 +239,21 @@ StepPlan plan_step(const ModelSpec& m, const Strategy& s, const ClusterSpec& c) 
         if (fw.zero3_prefetch_elements > 0)
           sc.gathered_embed = sc.embed_params * param_b, sc.gathered_head = sc.head_params * param_b;
       }
-      // DeepSpeed copies each gradient into its reduce bucket as it is produced (the bucket is a static buffer,
-      // memory.cpp add_reduction_buffers), so no unit's or root's unsharded gradients wait for their reduce-scatter.
+      // DeepSpeed copies each gradient into its reduce bucket as it is produced (the bucket lives through each
+      // backward, memory.cpp add_reduction_buffers), so no unit's or root's unsharded gradients wait for their
+      // reduce-scatter.
       const bool through_bucket = fw.reduce_bucket_elements > 0;
       sc.unit_grads = through_bucket ? 0 : block * grad_b;
       sc.root_grads = through_bucket ? 0 : root * grad_b;
     }
+    // An MoE model's dense blocks are smaller than its MoE blocks, and block_params is the largest unit: where every
+    // unit of the stage stays gathered, or keeps its gradients across micro-batches, the per-unit bytes are the
+    // stage's mean, so that what is kept totals the stage's own parameters (as predict's).
+    const double mean_scale = sp.layers > 0 && sp.block_params > 0
+                                  ? static_cast<double>(sp.blocks) / (static_cast<double>(sp.layers) * static_cast<double>(sp.block_params))
+                                  : 1.0;
+    if (plan.gathers_once) sc.gathered_block *= mean_scale;
+    if (plan.keeps_unsharded_grads) sc.unit_grads *= mean_scale;
     plan.stages.push_back(std::move(sc));
   }
   return plan;

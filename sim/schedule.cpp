@@ -234,9 +234,14 @@ class StageBuilder {
     const bool last_chunk = c_.last && chunk == plan_.vpp - 1;
     const bool gathering = units() && gathers_in(mb);
     const bool root_gathered = gathering && chunk == 0 && has_root();
+    // The pass's first all-gather is issued by its first pre-forward hook, after the host has issued what came before
+    // it on this rank (the previous pass's backward): its buffer is allocated in that order, so a ZeRO-2 unit kept
+    // from the previous forward is not gathered again before its backward has freed it.
+    const int32_t issued_after = last_compute_;
     if (root_gathered) {
       // FSDP's root unit is gathered as the forward starts and stays gathered until the backward ends.
       root_gather_ = e_.add_op(st_.gather, OpKind::gather_root, c_.gather_root, mb);
+      e_.add_dep(root_gather_, issued_after);
       e_.alloc_at_start(root_gather_, root_kind(), c_.gathered_root);
     }
     // FSDP2 copies a gathered unit out into its parameters on the compute stream before using it.
@@ -255,6 +260,7 @@ class StageBuilder {
       const auto layer = static_cast<int32_t>(l);
       int32_t ag = kNone;
       if (gathering) ag = gather(OpKind::gather_fwd, c_.gather_block, c_.gathered_block, mb, chunk, layer);
+      if (l == chunk_offset_[static_cast<size_t>(chunk)] && !root_gathered) e_.add_dep(ag, issued_after);
       const double copy = (gathering ? c_.copy_block : 0) + root_copy;
       root_copy = 0;
       const int32_t op = compute(OpKind::forward, c_.block_fwd - ring_slices(c_.cp_fwd) + copy, mb, chunk, layer);
@@ -362,6 +368,12 @@ class StageBuilder {
       out = b;
     }
     ops_.bwd_entry[pass_index(mb, chunk)] = entry;
+    // DeepSpeed allocates its IPG bucket at the pass's first gradient and frees it in the pass's epilogue
+    // (stage_1_and_2.py / stage3.py independent_gradient_partition_epilogue → _release_ipg_buffers).
+    if (c_.backward_bucket > 0) {
+      e_.alloc_at_start(entry, MemKind::reduce_buffers, c_.backward_bucket);
+      e_.free_at_end(out, MemKind::reduce_buffers, c_.backward_bucket);
+    }
     if (!input_only) gradients_complete(mb, out, sync);
     if (!first_chunk) send(false, mb, chunk, out);
   }

@@ -56,6 +56,7 @@ struct StageCosts {
   double unit_grads = 0, root_grads = 0;         // unsharded gradients of one unit / the root before reduction
   double sharded_grads = 0;                      // no_sync: the sharded gradients appear at the first reduction
   double optimizer_temps = 0;
+  double backward_bucket = 0;                    // a reduce bucket alive through each backward pass (DeepSpeed IPG)
   // FSDP-family moments (planner/memory_moments.hpp MomentParts): the runtime's allocations at the ops that make them.
   // gathered_block/gathered_root are then the gathered units (params), unit_grads/root_grads the no_sync gradients.
   bool moments = false;
