@@ -55,6 +55,10 @@ double block_backward_scratch_bytes(const ModelSpec& m, const Strategy& s);
 //   interleaved: rank 0 holds p·(1 + (p − 1)/(p·v)) (ibid. §2.2.2; Korthikanti §4.2.3), others fewer;
 //   GPipe: m (Huang et al. 2019).
 double in_flight_microbatches(const Strategy& s, int64_t stage);
+// The same counted in the stage's own blocks: under the interleaved schedule the chunks of a rank can differ in
+// size (uneven splits, the embedding and loss counted as layers), and the in-flight chunks are the schedule's,
+// so the most blocks held at once over the steady state, divided by the stage's blocks. Otherwise as above.
+double in_flight_stage_microbatches(const ModelSpec& m, const Strategy& s, int64_t stage);
 
 // Saved tensors outside the blocks on the first stage (embedding dropout mask) and the last stage (final norm
 // input, LM head input), per micro-batch on one rank.

@@ -44,7 +44,7 @@ int64_t state_segments(const ModelSpec& m, const Strategy& s, const FrameworkTra
 AllocatorReserve caching_allocator_reserve(const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw,
                                            const StageParams& st) {
   AllocatorReserve r;
-  const double in_flight = in_flight_microbatches(s, st.stage);
+  const double in_flight = in_flight_stage_microbatches(m, s, st.stage);
   // Saved activations: every tensor of every block held (full recompute: each block's input only).
   const int64_t per_block = block_saved_tensors_of_at_least(m, s, fw, kAllocatorMinLargeAlloc);
   const auto saved = static_cast<int64_t>(static_cast<double>(per_block * st.layers) * in_flight);

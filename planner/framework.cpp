@@ -59,6 +59,11 @@ FrameworkTraits fsdp2_traits() {
   // for backward" (torch/distributed/fsdp/_fully_shard/_fully_shard.py docstring). The root unit holds embedding,
   // final norm and LM head when blocks are wrapped (transformer_auto_wrap_policy; torchtitan's apply_fsdp).
   t.zero3_root_stays_gathered = true;
+  // The root's post-backward callback makes the compute stream wait for every unit's reduce-scatter: FSDP2
+  // _fsdp_state.py _root_post_backward_final_callback → _fsdp_param_group.py FSDPParamGroup.finalize_backward →
+  // _wait_for_post_backward (current_stream().wait_event(_post_reduce_event)); FSDP1 _runtime_utils.py
+  // _post_backward_final_callback (current_stream().wait_stream(_post_backward_stream)).
+  t.backward_end_waits_for_reduce = true;
   // The unit being reduced and the one whose backward is producing gradients.
   t.unsharded_grad_units = 2;
   // torch DDP: gradient_as_bucket_view=False by default, so buckets copy every gradient.

@@ -44,6 +44,9 @@ struct FrameworkTraits {
   // ZeRO-2/3: beside unsharded_grad_units blocks, the head unit's (final norm + LM head, or the tied embedding)
   // gradients are still being reduced at the peak, which is in the first block's backward.
   bool head_grads_in_flight = false;
+  // A backward that reduce-scatters ends with the compute stream waiting for its last reduce-scatter (the root's), so
+  // the next micro-batch's forward starts after it and its reduce-scatter input is freed first.
+  bool backward_end_waits_for_reduce = false;
   // Attention that scores one (sequence, head) at a time keeps this many T×T fp32 matrices (0: flash kernels).
   int64_t attention_score_matrices = 0;
 

@@ -215,7 +215,7 @@ void add_unit_grads_awaiting_reduce(Ledger& l, const StageInputs& in) {
 void add_activations(Ledger& l, const StageInputs& in) {
   const ModelSpec& m = in.model;
   const Strategy& s = in.strategy;
-  const double in_flight = in_flight_microbatches(s, in.stage.stage);
+  const double in_flight = in_flight_stage_microbatches(m, s, in.stage.stage);
   const double per_block = block_activation_bytes(m, s, in.fw);
   // Megatron's CPU activation offloading (strategy.hpp offload_activation_layers; no PP): Transformer Engine keeps the
   // other layers' saved tensors on the GPU, the window its offload and reload run ahead in (cpu_offload.py).
@@ -317,6 +317,11 @@ void add_reduction_buffers(Ledger& l, const StageInputs& in) {
   if (s.zero == 2 && !in.keeps_unsharded_grads) {
     add_unit_grads_awaiting_reduce(l, in);
     add_head_grads_in_flight(l, in);
+    // Megatron-FSDP's non-unit gradient bucket (framework.cpp zero3_root_stays_gathered), on the last stage from the
+    // output layer's backward to the pass's end.
+    if (in.fw.zero3_root_stays_gathered && in.stage.last)
+      l.add(&MemoryComponents::buffers, "buffers", text("unsharded root-unit gradients (reduced last)"),
+            static_cast<double>(in.stage.root_unit()) * in.state.grads);
   }
 }
 

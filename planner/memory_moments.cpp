@@ -25,6 +25,9 @@ struct Sizes {
   double reduce_b = 0;     // reduce-scatter input: the reduce dtype (MixedPrecisionPolicy.reduce_dtype)
   double accum = 1;        // micro-batches per step
   double in_flight = 1;    // micro-batches whose activations the stage holds (pipeline schedules)
+  // no_sync under a pipeline whose first stage holds every micro-batch: the first backward's moments (all in flight,
+  // the gradients not yet accumulated) apart from the later ones (one fewer in flight, every gradient kept).
+  bool first_pass = false;
   double head_grad_params = 0;  // the LM head (or the tied embedding) on the last stage
   double down_params = 0;  // the MLP's output projection: the first weight gradient of a block's backward
   bool zero3 = false;
@@ -57,7 +60,11 @@ Sizes sizes_of(const StageInputs& in) {
   z.grad_shard_b = std::max(in.state.grads, z.shard_b);
   z.reduce_b = static_cast<double>(dtype_bytes(precision_grad_reduce_dtype(s.precision, in.fw.amp_grads_reduced_in_fp32)));
   z.accum = static_cast<double>(grad_accum_steps(s));
-  z.in_flight = in_flight_microbatches(s, st.stage);
+  z.in_flight = in_flight_stage_microbatches(in.model, s, st.stage);
+  // no_sync: the unsharded gradients are whole from the second micro-batch's backward on, when at most accum − 1
+  // micro-batches still hold activations (1F1B: min(p − i, m − j) at backward j); the first backward is its own
+  // candidate (peak_moment).
+  if (in.keeps_unsharded_grads) z.in_flight = std::min(z.in_flight, std::max(1.0, z.accum - 1));
   if (st.last) z.head_grad_params = static_cast<double>(st.lm_head > 0 ? st.lm_head : st.embedding);
   z.down_params = static_cast<double>(in.model.ffn_hidden * in.model.hidden / s.tp) + (in.model.out_bias ? static_cast<double>(in.model.hidden) : 0);
   z.zero3 = s.zero >= 3;
@@ -116,8 +123,12 @@ void add_states(Ledger& l, const StageInputs& in, const Sizes& z, bool step) {
     // no_sync (set_requires_gradient_sync(False)): the unsharded gradients accumulate; FSDP2 upcasts them to the reduce
     // dtype (_fsdp_param.py FSDPParam.to_accumulated_grad_if_needed), FSDP1 keeps the parameter dtype.
     const double b = in.fw.framework == Framework::fsdp1 ? in.state.grads : z.reduce_b;
-    l.add(&MemoryComponents::grads, "grads", [&] { return fmt::format("unsharded gradients accumulated across micro-batches (no_sync, {} B/param)", b); },
-          z.psi * b);
+    if (z.first_pass)  // the first backward's last block in forward order: its own and the LM head's so far
+      l.add(&MemoryComponents::grads, "grads", [&] { return fmt::format("unsharded gradients of the first backward so far (no_sync, {} B/param)", b); },
+            (z.block + z.head_grad_params) * b);
+    else
+      l.add(&MemoryComponents::grads, "grads", [&] { return fmt::format("unsharded gradients accumulated across micro-batches (no_sync, {} B/param)", b); },
+            z.psi * b);
   } else if (step || z.accum > 1) {
     // zero_grad(set_to_none=True) (torch/optim/optimizer.py, the default) frees them after each step: during the first
     // micro-batch none exists; later micro-batches and the step hold every unit's.
@@ -302,7 +313,7 @@ MomentLedger peak_moment(const StageInputs& in, bool record) {
     int64_t block;
     int sub;
   };
-  Candidate cands[12];
+  Candidate cands[14];
   int n = 0;
   if (in.stage.last) cands[n++] = {MemoryPhase::loss_backward, -1, 0};
   // Within the blocks every term is linear in k, so the ends and their neighbours (where the prefetch and the
@@ -319,14 +330,24 @@ MomentLedger peak_moment(const StageInputs& in, bool record) {
   if (in.stage.root_unit() > 0) cands[n++] = {MemoryPhase::root_post_backward, -1, 0};
   cands[n++] = {MemoryPhase::optimizer_step, -1, 0};
   const Sizes z = sizes_of(in);
+  // no_sync where the stage holds every micro-batch at its first backward: that backward's first block.
+  Sizes first = z;
+  first.first_pass = true;
+  first.in_flight = in_flight_stage_microbatches(in.model, in.strategy, in.stage.stage);
+  const int firsts = n;
+  if (in.keeps_unsharded_grads && first.in_flight > z.in_flight && layers > 0) {
+    cands[n++] = {MemoryPhase::block_backward, layers - 1, 0};
+    cands[n++] = {MemoryPhase::block_backward, layers - 1, 1};
+  }
+  auto sizes_for = [&](int i) -> const Sizes& { return i >= firsts ? first : z; };
   int best = 0;
-  MomentLedger peak = moment_with(in, z, cands[0].phase, cands[0].block, cands[0].sub, false);
+  MomentLedger peak = moment_with(in, sizes_for(0), cands[0].phase, cands[0].block, cands[0].sub, false);
   for (int i = 1; i < n; ++i) {
-    MomentLedger m = moment_with(in, z, cands[i].phase, cands[i].block, cands[i].sub, false);
+    MomentLedger m = moment_with(in, sizes_for(i), cands[i].phase, cands[i].block, cands[i].sub, false);
     if (m.ledger.parts_.total() > peak.ledger.parts_.total()) peak = std::move(m), best = i;
   }
   if (!record) return peak;
-  return moment_with(in, z, cands[best].phase, cands[best].block, cands[best].sub, true);
+  return moment_with(in, sizes_for(best), cands[best].phase, cands[best].block, cands[best].sub, true);
 }
 
 }  // namespace shardplan::memory_detail

@@ -95,6 +95,7 @@ StepPlan plan_step(const ModelSpec& m, const Strategy& s, const ClusterSpec& c) 
   plan.gathers_once = (s.pp > 1 && fw.pp_keeps_params_gathered) || (s.zero == 2 && per_step && fw.zero2_keeps_params_under_no_sync);
   plan.reduce_after_last_backward = s.pp > 1 && fw.pp_reduces_after_last_backward;
   plan.prefetch_before_loss = fw.loss_inside_root_forward;
+  plan.waits_for_root_reduce = fw.backward_end_waits_for_reduce;
 
   const GroupLayout repl = replicate_group(s, c);
   const StateBytes sb = strategy_state_bytes(s);
@@ -207,6 +208,10 @@ StepPlan plan_step(const ModelSpec& m, const Strategy& s, const ClusterSpec& c) 
           sc.backward_bucket = std::min(static_cast<double>(fw.reduce_bucket_elements), psi) * grad_b;
         else if (s.zero <= 1 && fw.ddp_bucket_copy && grad_reduce_degree(s) > 1)
           add_static(sc, MemKind::reduce_buffers, psi * grad_b);  // DDP buckets: a second copy of the gradients
+        if (s.zero == 2 && plan.dp_mode == DpMode::buckets && fw.reduce_bucket_elements == 0 && !plan.keeps_unsharded_grads) {
+          sc.transient_unit_grads = static_cast<double>(sp.block_params) * grad_b;  // memory.cpp unit_grads_awaiting_reduce
+          if (fw.zero3_root_stays_gathered) sc.transient_root_grads = static_cast<double>(sp.root_unit()) * grad_b;
+        }
         if (fw.reduce_bucket_elements == 0 && s.zero == 2 && fw.zero2_keeps_shard_copy)
           add_static(sc, MemKind::reduce_buffers, memory_detail::stage_inputs(m, s, fw, sp).local_psi * sb.params);
       }

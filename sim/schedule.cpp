@@ -4,6 +4,7 @@
 // accumulation, the grad-norm all-reduce and the optimizer.
 #include <algorithm>
 #include <stdexcept>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -238,10 +239,14 @@ class StageBuilder {
     // it on this rank (the previous pass's backward): its buffer is allocated in that order, so a ZeRO-2 unit kept
     // from the previous forward is not gathered again before its backward has freed it.
     const int32_t issued_after = last_compute_;
+    // ... and after the previous backward's wait for its reductions, which freed their inputs (framework.hpp
+    // backward_end_waits_for_reduce).
+    const int32_t waited = std::exchange(reduce_waited_, kNone);
     if (root_gathered) {
       // FSDP's root unit is gathered as the forward starts and stays gathered until the backward ends.
       root_gather_ = e_.add_op(st_.gather, OpKind::gather_root, c_.gather_root, mb);
       e_.add_dep(root_gather_, issued_after);
+      e_.add_dep(root_gather_, waited);
       e_.alloc_at_start(root_gather_, root_kind(), c_.gathered_root);
     }
     // FSDP2 copies a gathered unit out into its parameters on the compute stream before using it.
@@ -260,7 +265,8 @@ class StageBuilder {
       const auto layer = static_cast<int32_t>(l);
       int32_t ag = kNone;
       if (gathering) ag = gather(OpKind::gather_fwd, c_.gather_block, c_.gathered_block, mb, chunk, layer);
-      if (l == chunk_offset_[static_cast<size_t>(chunk)] && !root_gathered) e_.add_dep(ag, issued_after);
+      if (l == chunk_offset_[static_cast<size_t>(chunk)] && !root_gathered)
+        e_.add_dep(ag, issued_after), e_.add_dep(ag, waited);
       const double copy = (gathering ? c_.copy_block : 0) + root_copy;
       root_copy = 0;
       const int32_t op = compute(OpKind::forward, c_.block_fwd - ring_slices(c_.cp_fwd) + copy, mb, chunk, layer);
@@ -313,7 +319,9 @@ class StageBuilder {
       e_.free_at_end(b, MemKind::cached_free, c_.logits_cached);
       alloc_root_grads(a);
       module_gathered(a, b, c_.gathered_head);
+      if (c_.transient_root_grads > 0) e_.alloc_at_start(a, MemKind::root_grads, c_.transient_root_grads);
     }
+    int32_t unit_grads_before = kNone;  // transient_unit_grads: the previous block's bucket, freed with this block
     int32_t issued_after = kNone;  // moments: the compute op the previous block's backward began after
     for (int64_t l = chunk_offset_[static_cast<size_t>(chunk) + 1] - 1; l >= chunk_offset_[static_cast<size_t>(chunk)]; --l) {
       const auto layer = static_cast<int32_t>(l);
@@ -349,6 +357,11 @@ class StageBuilder {
         e_.free_at_end(b, block_kind(), c_.gathered_block);  // SHARD_GRAD_OP: resharded at the unit's post-backward
       if (offloaded(l - offload_lag())) e_.alloc_at_start(a, MemKind::activations, c_.activations_per_block);
       if (!input_only) e_.free_at_end(b, MemKind::activations, c_.activations_per_block);
+      if (c_.transient_unit_grads > 0) {
+        e_.alloc_at_start(a, MemKind::unit_grads, c_.transient_unit_grads);
+        if (unit_grads_before != kNone) e_.free_at_end(b, MemKind::unit_grads, c_.transient_unit_grads);
+        unit_grads_before = b;
+      }
       e_.alloc_at_start(a, MemKind::recompute_working_set, c_.recompute_working_set);
       if (c_.moments && !input_only) fsdp_.block_backward(a, b);
       e_.free_at_end(b, MemKind::recompute_working_set, c_.recompute_working_set);
@@ -367,6 +380,8 @@ class StageBuilder {
       if (c_.moments) fsdp_.embed_backward(a);
       out = b;
     }
+    if (unit_grads_before != kNone) e_.free_at_end(out, MemKind::unit_grads, c_.transient_unit_grads);
+    if (c_.transient_root_grads > 0 && last_chunk) e_.free_at_end(out, MemKind::root_grads, c_.transient_root_grads);
     ops_.bwd_entry[pass_index(mb, chunk)] = entry;
     // DeepSpeed allocates its IPG bucket at the pass's first gradient and frees it in the pass's epilogue
     // (stage_1_and_2.py / stage3.py independent_gradient_partition_epilogue → _release_ipg_buffers).
@@ -461,6 +476,7 @@ class StageBuilder {
           e_.free_at_end(rs, plan_.keeps_unsharded_grads ? MemKind::unsharded_grads : MemKind::root_grads, c_.root_grads);
         grads_alive_.back() = false;
         last_reduce_ = rs;
+        if (plan_.waits_for_root_reduce) gate_ = rs, reduce_waited_ = rs;
       }
     }
     if (plan_.dp_mode == DpMode::buckets && sync && c_.buckets > 0) {
@@ -492,6 +508,7 @@ class StageBuilder {
   FsdpMemory fsdp_;                        // moments: the FSDP family's allocations (sim/fsdp_memory.hpp)
   int32_t gate_ = kNone, root_gather_ = kNone;
   int32_t last_compute_ = kNone, last_reduce_ = kNone, last_gather_ = kNone;
+  int32_t reduce_waited_ = kNone;  // the root reduce-scatter the next pass's compute waits for
   double bucket_params_ = 0, bucket_fill_ = 0;
 };
 

@@ -57,6 +57,10 @@ struct StageCosts {
   double sharded_grads = 0;                      // no_sync: the sharded gradients appear at the first reduction
   double optimizer_temps = 0;
   double backward_bucket = 0;                    // a reduce bucket alive through each backward pass (DeepSpeed IPG)
+  // Megatron-FSDP's optim_grads (ZeRO-2, parameters replicated): each unit's unsharded gradient bucket from its
+  // backward until its reduce-scatter (freed as the next unit's backward ends), and the non-unit bucket from the
+  // output layer's backward to the pass's end.
+  double transient_unit_grads = 0, transient_root_grads = 0;
   // FSDP-family moments (planner/memory_moments.hpp MomentParts): the runtime's allocations at the ops that make them.
   // gathered_block/gathered_root are then the gathered units (params), unit_grads/root_grads the no_sync gradients.
   bool moments = false;
@@ -90,6 +94,7 @@ struct StepPlan {
                                             // backward, not behind it (torch.distributed.pipelining with FSDP)
   bool overlap_param_gather = false; // DpMode::buckets: the updated parameters' all-gather is waited for by the
                                      // next forward, bucket by bucket (played at this step's start)
+  bool waits_for_root_reduce = false;  // the next pass's compute waits for the root's reduce-scatter (framework.hpp)
   bool prefetch_before_loss = false; // moments: the last block's backward all-gather is issued before the loss's
                                      // backward (the loss runs inside the root's forward)
   double send = 0;                   // one activation (or gradient) between consecutive stages
