@@ -192,15 +192,29 @@ double unit_grads_awaiting_reduce(const StageInputs& in) {
 // temporaries, its working set under full recomputation and the unit gradients awaiting reduce-scatter appear: the
 // peak holds one side or the other.
 struct LossOrBackward {
-  double logits = 0, scratch = 0, working_set = 0, unit_grads = 0;
-  bool loss_peaks() const { return logits > 0 && logits >= scratch + working_set + unit_grads; }
+  double logits = 0, scratch = 0, working_set = 0, unit_grads = 0, gathered_units = 0;
+  bool loss_peaks() const { return logits > 0 && logits >= scratch + working_set + unit_grads + gathered_units; }
 };
+
+// ZeRO-3's gathered block units (current + prefetch): resharded after each forward, gathered again from the first
+// block's backward on, after the loss (its pre-backward hook fires on that block's output gradient). DeepSpeed's
+// module-by-module fetch holds the LM head at the loss instead (add_zero3_working_set), and torchtitan under PP keeps
+// every unit: both are held at either moment.
+double gathered_units_for_backward(const StageInputs& in) {
+  const Strategy& s = in.strategy;
+  if (s.zero != 3 || in.shard <= 1 || (s.pp > 1 && in.fw.pp_keeps_params_gathered) || in.fw.zero3_prefetch_elements > 0)
+    return 0;
+  const double units = 1.0 + static_cast<double>(in.fw.zero3_prefetch_units);
+  return units * static_cast<double>(in.stage.block_params) *
+         (fp8_params_only(s) ? fp8_cached_weight_bytes_per_param(s) : in.compute_bytes);
+}
 
 LossOrBackward loss_or_backward(const StageInputs& in) {
   LossOrBackward out;
   out.logits = in.stage.last ? logits_bytes(in.model, in.strategy, in.fw) : 0;
   out.scratch = in.fw.block_backward_scratch ? block_backward_scratch_bytes(in.model, in.strategy) : 0;
   out.unit_grads = unit_grads_awaiting_reduce(in);
+  out.gathered_units = gathered_units_for_backward(in);
   if (in.strategy.recompute == Recompute::full)
     out.working_set = block_working_set_bytes(in.model, in.strategy, in.fw);
   return out;
@@ -235,9 +249,13 @@ void add_activations(Ledger& l, const StageInputs& in) {
     l.add(&MemoryComponents::activations, "activations", text("embedding dropout mask"),
           first_stage_extra_bytes(m, s) * in_flight);
   const double logits = peak.logits;
+  // Interleaved, the last rank runs each forward of its last chunk right before that micro-batch's backward
+  // (sim/pass_order.cpp; Megatron schedules.py forward_backward_pipelining_with_interleaving): one micro-batch's head
+  // inputs at a time, as under 1F1B.
+  const double head_in_flight = s.schedule == Schedule::interleaved ? 1.0 : in_flight;
   if (in.stage.last)
     l.add(&MemoryComponents::activations, "activations", text("final norm and LM head inputs"),
-          last_stage_extra_bytes(m, s) * in_flight);
+          last_stage_extra_bytes(m, s) * head_in_flight);
   if (!peak.loss_peaks()) {
     if (peak.scratch > 0)
       l.add(&MemoryComponents::activations, "activations",
@@ -286,8 +304,9 @@ void add_zero3_working_set(Ledger& l, const StageInputs& in) {
     // Megatron-FSDP's FP8 parameters gather in FP8 and carry their transpose (tensorwise, made at use) or column-wise
     // data (MXFP8, gathered for the backward): 2 B per gathered parameter, no bf16 copy and no separate cast.
     const bool fp8 = fp8_params_only(in.strategy);
-    l.add(&MemoryComponents::buffers, "buffers", [&] { return fmt::format("gathered block parameters ({} units: current + prefetch{})", units, fp8 ? "; FP8 with transpose or column-wise data" : ""); },
-          units * block * (fp8 ? fp8_cached_weight_bytes_per_param(in.strategy) : in.compute_bytes));
+    if (!loss_or_backward(in).loss_peaks())
+      l.add(&MemoryComponents::buffers, "buffers", [&] { return fmt::format("gathered block parameters ({} units: current + prefetch{})", units, fp8 ? "; FP8 with transpose or column-wise data" : ""); },
+            gathered_units_for_backward(in));
     if (in.fw.zero3_root_stays_gathered)
       l.add(&MemoryComponents::buffers, "buffers", text("gathered root unit (embedding, final norm, LM head)"),
             root * in.compute_bytes);

@@ -8,6 +8,7 @@
 #include "planner/allocator_reserve.hpp"
 #include "planner/attention_linears.hpp"
 #include "planner/fp8.hpp"
+#include "planner/pipeline_layout.hpp"
 
 namespace shardplan::memory_detail {
 
@@ -28,6 +29,11 @@ struct Sizes {
   // no_sync under a pipeline whose first stage holds every micro-batch: the first backward's moments (all in flight,
   // the gradients not yet accumulated) apart from the later ones (one fewer in flight, every gradient kept).
   bool first_pass = false;
+  // torchtitan's interleaved pipeline (keep_all_gathered, reduce_after_last): each chunk is reduced and resharded
+  // right after its own last backward, so the stage's worst backward holds only some chunks' gathered parameters and
+  // unsharded gradients (interleaved_hold); 1 = all of them.
+  double gathered_share = 1, grad_share = 1;
+  bool interleaved_hold = false;
   double head_grad_params = 0;  // the LM head (or the tied embedding) on the last stage
   double down_params = 0;  // the MLP's output projection: the first weight gradient of a block's backward
   bool zero3 = false;
@@ -35,6 +41,62 @@ struct Sizes {
   bool reduce_after_last = false;  // ... and every unit reduced after the stage's last backward, none during it
   AllocatorReserve reserve;        // the caching allocator's, the same at every moment (allocator_reserve.hpp)
 };
+
+// torch.distributed.pipelining's interleaved order (sim/pass_order.cpp, as Megatron's): backward k runs chunk
+// v − 1 − (k mod p·v) / p of micro-batch (k / p·v)·p + k mod p. A chunk's parameters stay gathered and its gradients
+// unsharded from its first backward to its last, after which REDUCE_GRAD reshards both (schedules.py
+// _add_reduce_grad, stage.py perform_reduce_grad). At each backward's start: the blocks held for activations (as
+// in_flight_stage_microbatches), gathered and with unsharded gradients; the worst backward sets the shares.
+void interleaved_hold(const StageInputs& in, Sizes& z) {
+  const Strategy& s = in.strategy;
+  constexpr int64_t kMaxChunks = 64;
+  if (s.schedule != Schedule::interleaved || s.vpp < 2 || s.vpp > kMaxChunks || z.layers <= 0) return;
+  const int64_t p = s.pp, v = s.vpp, m = static_cast<int64_t>(z.accum), total = m * v;
+  int64_t size[kMaxChunks], first_b[kMaxChunks], last_b[kMaxChunks];
+  for (int64_t c = 0; c < v; ++c) size[c] = chunk_layers(in.model, s, in.stage.stage, c), first_b[c] = total, last_b[c] = -1;
+  auto fwd_chunk = [&](int64_t k) { return (k % (p * v)) / p; };
+  auto bwd_chunk = [&](int64_t k) { return v - 1 - (k % (p * v)) / p; };
+  for (int64_t k = 0; k < total; ++k) {
+    const int64_t c = bwd_chunk(k);
+    first_b[c] = std::min(first_b[c], k), last_b[c] = std::max(last_b[c], k);
+  }
+  const double per_block = (z.psi - z.root) / z.layers;
+  const double act_b = block_activation_bytes(in.model, s, in.fw);
+  const double gather_b = per_block * z.block_gather_b;
+  const double grad_b = per_block * (in.fw.framework == Framework::fsdp1 ? in.state.grads : z.reduce_b);
+  const int64_t warmup = std::min((p - in.stage.stage - 1) * 2 + (v - 1) * p, total - 1);
+  int64_t held = 0;
+  for (int64_t k = 0; k <= warmup; ++k) held += size[fwd_chunk(k)];
+  double best = -1, best_acts = 0, best_gathered = 0, best_grads = 0;
+  auto consider = [&](int64_t acts, int64_t gathered, int64_t grads) {
+    const double bytes = static_cast<double>(acts) * act_b + static_cast<double>(gathered) * gather_b +
+                         static_cast<double>(grads) * grad_b;
+    if (bytes > best)
+      best = bytes, best_acts = static_cast<double>(acts), best_gathered = static_cast<double>(gathered),
+      best_grads = static_cast<double>(grads);
+  };
+  for (int64_t k = 0; k < total; ++k) {
+    if (k > 0) {
+      if (warmup + k < total) held += size[fwd_chunk(warmup + k)];
+      held -= size[bwd_chunk(k - 1)];
+    }
+    // Backward k frees its chunk's activations as it writes the chunk's gradients (on its first backward, from
+    // none): the two ends of the pass bound it.
+    const int64_t now = bwd_chunk(k);
+    int64_t gathered = 0, grads_before = 0;
+    for (int64_t c = 0; c < v; ++c) {
+      if (last_b[c] >= k) gathered += size[c];
+      if (first_b[c] < k && k <= last_b[c]) grads_before += size[c];
+    }
+    const int64_t grads_after = grads_before + (first_b[now] == k ? size[now] : 0);
+    consider(held, gathered, grads_before);
+    consider(held - size[now], gathered, grads_after);
+  }
+  z.in_flight = best_acts / z.layers;
+  z.gathered_share = best_gathered / z.layers;
+  z.grad_share = best_grads / z.layers;
+  z.interleaved_hold = true;
+}
 
 Sizes sizes_of(const StageInputs& in) {
   const Strategy& s = in.strategy;
@@ -73,6 +135,7 @@ Sizes sizes_of(const StageInputs& in) {
   z.keep_all_gathered = (s.pp > 1 && in.fw.pp_keeps_params_gathered) ||
                         (s.zero == 2 && in.keeps_unsharded_grads && in.fw.zero2_keeps_params_under_no_sync);
   z.reduce_after_last = s.pp > 1 && in.fw.pp_reduces_after_last_backward;
+  if (z.keep_all_gathered && z.reduce_after_last && in.keeps_unsharded_grads) interleaved_hold(in, z);
   z.reserve = caching_allocator_reserve(in.model, s, in.fw, st);
   return z;
 }
@@ -126,6 +189,9 @@ void add_states(Ledger& l, const StageInputs& in, const Sizes& z, bool step) {
     if (z.first_pass)  // the first backward's last block in forward order: its own and the LM head's so far
       l.add(&MemoryComponents::grads, "grads", [&] { return fmt::format("unsharded gradients of the first backward so far (no_sync, {} B/param)", b); },
             (z.block + z.head_grad_params) * b);
+    else if (z.grad_share < 1)
+      l.add(&MemoryComponents::grads, "grads", [&] { return fmt::format("unsharded gradients of the chunks between their first and last backward (no_sync, {} B/param)", b); },
+            (z.root + (z.psi - z.root) * z.grad_share) * b);
     else
       l.add(&MemoryComponents::grads, "grads", [&] { return fmt::format("unsharded gradients accumulated across micro-batches (no_sync, {} B/param)", b); },
             z.psi * b);
@@ -142,7 +208,7 @@ void add_states(Ledger& l, const StageInputs& in, const Sizes& z, bool step) {
 void add_gathered(Ledger& l, const StageInputs& in, const Sizes& z, double blocks, bool root) {
   if (z.keep_all_gathered) {
     l.add(&MemoryComponents::params, "params", [&] { return fmt::format("gathered stage parameters, kept from the first forward to the last backward{}", z.block_gather_b < z.a ? " (blocks in FP8)" : ""); },
-          z.root * z.a + (z.psi - z.root) * z.block_gather_b);
+          z.root * z.a + (z.psi - z.root) * z.gathered_share * z.block_gather_b);
     return;
   }
   if (root && in.fw.zero3_root_stays_gathered)
@@ -335,7 +401,7 @@ MomentLedger peak_moment(const StageInputs& in, bool record) {
   first.first_pass = true;
   first.in_flight = in_flight_stage_microbatches(in.model, in.strategy, in.stage.stage);
   const int firsts = n;
-  if (in.keeps_unsharded_grads && first.in_flight > z.in_flight && layers > 0) {
+  if (in.keeps_unsharded_grads && !z.interleaved_hold && first.in_flight > z.in_flight && layers > 0) {
     cands[n++] = {MemoryPhase::block_backward, layers - 1, 0};
     cands[n++] = {MemoryPhase::block_backward, layers - 1, 1};
   }

@@ -411,6 +411,13 @@ class StageBuilder {
 
   // After every chunk of a micro-batch has its gradients on this stage (its last backward or W pass).
   void gradients_complete(int32_t mb, int32_t last, bool sync) {
+    // torch.distributed.pipelining reduces each virtual stage right after its last backward (schedules.py
+    // _add_reduce_grad: REDUCE_GRAD once a stage index has seen n_microbatches backwards; stage.py
+    // perform_reduce_grad), not after the rank's last: under interleaving the earlier chunks' gradients go first.
+    if (sync && plan_.reduce_after_last_backward && units()) {
+      for (const auto& [chunk, layer] : pending_reduce_) reduce_unit(last, mb, chunk, layer);
+      pending_reduce_.clear();
+    }
     if (++grads_done_[static_cast<size_t>(mb)] == plan_.vpp) end_of_micro_batch(mb, last, sync);
   }
 
