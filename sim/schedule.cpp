@@ -492,10 +492,14 @@ class StageBuilder {
                                      c_.reduce_bucket * static_cast<double>(c_.buckets), mb);
         e_.add_dep(op, last);
         last_reduce_ = op;
+        gate_ = op;  // not overlapped: the rank's compute waits for it (DeepSpeed without overlap_comm reduces in-stream)
       } else if (bucket_fill_ > 0) {
         reduce_bucket(last, mb);  // the partly filled last bucket
         bucket_fill_ = 0;
       }
+      // torch DDP's reducer waits for every bucket's all-reduce as the backward ends (reducer.cpp finalize_backward:
+      // future_work->wait() on the current stream), as FSDP's root post-backward does (framework.hpp).
+      if (plan_.waits_for_root_reduce) gate_ = last_reduce_;
     }
   }
 

@@ -94,7 +94,7 @@ struct StepPlan {
                                             // backward, not behind it (torch.distributed.pipelining with FSDP)
   bool overlap_param_gather = false; // DpMode::buckets: the updated parameters' all-gather is waited for by the
                                      // next forward, bucket by bucket (played at this step's start)
-  bool waits_for_root_reduce = false;  // the next pass's compute waits for the root's reduce-scatter (framework.hpp)
+  bool waits_for_root_reduce = false;  // the next pass waits for this one's reductions (framework.hpp backward_end_waits_for_reduce)
   bool prefetch_before_loss = false; // moments: the last block's backward all-gather is issued before the loss's
                                      // backward (the loss runs inside the root's forward)
   double send = 0;                   // one activation (or gradient) between consecutive stages

@@ -1,0 +1,83 @@
+#!/usr/bin/env python3
+"""simulate against predict over random layouts: how often the played step's memory peak (or step time) and the
+analytic one differ by more than a tolerance (issue 15: "simulate's memory over time and predict's peak agree within
+3 %"). Standard library only; runs the shardplan binary.
+
+    python3 bench/sim_agreement.py build/shardplan --layouts 3000 --seeds 7 11 23            # memory peaks
+    python3 bench/sim_agreement.py build/shardplan --layouts 3000 --seeds 7 --metric step_s  # step times
+
+Layouts are drawn per seed from a fixed menu (models, runtimes, ZeRO, recomputation, TP/SP, PP/VPP, CP, EP, FP8, the
+fused loss, micro-batch, sequence); those a runtime refuses (exit 2) are skipped and counted apart. Prints each layout
+beyond the tolerance and a summary line per seed.
+"""
+import argparse
+import json
+import random
+import subprocess
+import sys
+
+MODELS = [  # preset, cluster, GPUs
+    ("llama3-8b", "dgx-h100", 16), ("llama3-70b", "dgx-h100", 64), ("mixtral-8x7b", "dgx-h100", 64),
+    ("qwen3-30b-a3b", "dgx-h100", 16), ("gpt-1.7b", "dgx-a100-80g", 32), ("llama3-70b", "gb200-nvl72", 64),
+    ("deepseek-v3", "gb200-nvl72-superpod", 256), ("gpt-oss-120b", "dgx-b200", 64), ("llama3-405b", "dgx-h100", 512),
+]
+MOE = ("mixtral", "qwen3", "deepseek", "oss")
+FRAMEWORKS = ["megatron", "fsdp", "torchtitan", "fsdp1", "deepspeed"]
+
+
+def draw(rng):
+    model, cluster, gpus = rng.choice(MODELS)
+    tp, pp, cp = rng.choice([1, 2, 4, 8]), rng.choice([1, 2, 4, 8]), rng.choice([1, 1, 1, 2])
+    if gpus % (tp * pp * cp):
+        return None
+    args = ["--preset", model, "--cluster", cluster, "--gpus", str(gpus), "--framework", rng.choice(FRAMEWORKS),
+            "--zero", str(rng.choice([0, 1, 2, 3])), "--recompute", rng.choice(["none", "selective", "full"]),
+            "--tp", str(tp), "--pp", str(pp), "--cp", str(cp), "--micro-batch", str(rng.choice([1, 2, 4])),
+            "--seq", str(rng.choice([2048, 4096, 8192]))]
+    if tp > 1 and rng.random() < 0.8:
+        args.append("--sp")
+    if pp > 1 and rng.random() < 0.5:
+        args += ["--vpp", "2", "--schedule", "interleaved"]
+    if any(k in model for k in MOE):
+        args += ["--ep", str(rng.choice([4, 8]))]
+    if rng.random() < 0.2:
+        args += ["--fp8", "tensorwise"]
+    if rng.random() < 0.3:
+        args += ["--loss", "fused"]
+    return args
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("binary")
+    ap.add_argument("--layouts", type=int, default=3000, help="draws per seed (refused and unschedulable ones skipped)")
+    ap.add_argument("--seeds", type=int, nargs="+", default=[7, 11, 23])
+    ap.add_argument("--metric", choices=["peak_bytes", "step_s"], default="peak_bytes")
+    ap.add_argument("--tolerance", type=float, default=3.0, help="percent")
+    a = ap.parse_args()
+    total_ran = total_beyond = 0
+    for seed in a.seeds:
+        rng = random.Random(seed)
+        ran = beyond = refused = 0
+        for _ in range(a.layouts):
+            args = draw(rng)
+            if args is None:
+                continue
+            r = subprocess.run([a.binary, "simulate", "--format", "json"] + args, capture_output=True, text=True)
+            if r.returncode != 0:
+                refused += 1
+                continue
+            diff = json.loads(r.stdout)["difference_pct"][a.metric]
+            ran += 1
+            if abs(diff) > a.tolerance:
+                beyond += 1
+                print(f"{diff:+6.1f} %  {' '.join(args)}")
+        print(f"seed {seed}: {ran} layouts simulated ({refused} refused), {beyond} beyond {a.tolerance:g} % on {a.metric}")
+        total_ran += ran
+        total_beyond += beyond
+    print(f"all seeds: {total_beyond} of {total_ran} beyond {a.tolerance:g} %")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
