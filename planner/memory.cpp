@@ -492,6 +492,22 @@ StageMemory estimate_stage(const ModelSpec& m, const Strategy& s, const Framewor
   out.stage = st.stage;
   out.params_per_rank = st.total();
   out.peak_phase = step_wins ? MemoryPhase::optimizer_step : MemoryPhase::forward_backward;
+  if (!step_wins) {
+    // The moment the ledger describes: the loss's backward where its logits outweigh the blocks' backward-only
+    // buffers, else the stage's first backward (its last block in forward order), where they appear with every
+    // in-flight activation still saved (the simulator names the same ops).
+    // DeepSpeed's IPG bucket appears with the first gradient too. With unit gradients awaiting their reduce-scatter,
+    // the moment is the backward that holds all of them (the unsharded_grad_units-th).
+    const LossOrBackward lb = loss_or_backward(in);
+    const bool bucket = in.fw.reduce_bucket_elements > 0 && (in.shard > 1 || grad_reduce_degree(s) > 1);
+    if (lb.loss_peaks()) {
+      out.peak_phase = MemoryPhase::loss_backward;
+    } else if ((lb.scratch + lb.working_set + lb.unit_grads + lb.gathered_units > 0 || bucket) && st.layers > 0) {
+      out.peak_phase = MemoryPhase::block_backward;
+      const int64_t units = lb.unit_grads > 0 ? std::max<int64_t>(fw.unsharded_grad_units, 1) : 1;
+      out.peak_block = std::max<int64_t>(st.layers - units, 0);
+    }
+  }
   out.peak = step_wins ? step.parts_ : fb.parts_;
   out.items = std::move(step_wins ? step.items_ : fb.items_);
   return out;

@@ -34,6 +34,7 @@ struct Sizes {
   // unsharded gradients (interleaved_hold); 1 = all of them.
   double gathered_share = 1, grad_share = 1;
   bool interleaved_hold = false;
+  int64_t hold_block = -1;  // the stage's block (forward order) whose backward starts the worst moment
   double head_grad_params = 0;  // the LM head (or the tied embedding) on the last stage
   double down_params = 0;  // the MLP's output projection: the first weight gradient of a block's backward
   bool zero3 = false;
@@ -68,12 +69,15 @@ void interleaved_hold(const StageInputs& in, Sizes& z) {
   int64_t held = 0;
   for (int64_t k = 0; k <= warmup; ++k) held += size[fwd_chunk(k)];
   double best = -1, best_acts = 0, best_gathered = 0, best_grads = 0;
-  auto consider = [&](int64_t acts, int64_t gathered, int64_t grads) {
+  int64_t best_block = -1;
+  auto consider = [&](int64_t acts, int64_t gathered, int64_t grads, int64_t chunk) {
     const double bytes = static_cast<double>(acts) * act_b + static_cast<double>(gathered) * gather_b +
                          static_cast<double>(grads) * grad_b;
-    if (bytes > best)
-      best = bytes, best_acts = static_cast<double>(acts), best_gathered = static_cast<double>(gathered),
-      best_grads = static_cast<double>(grads);
+    if (bytes <= best) return;
+    best = bytes, best_acts = static_cast<double>(acts), best_gathered = static_cast<double>(gathered),
+    best_grads = static_cast<double>(grads);
+    best_block = -1;  // the chunk's last block in the stage's forward order: its backward starts first
+    for (int64_t c = 0; c <= chunk; ++c) best_block += size[c];
   };
   for (int64_t k = 0; k < total; ++k) {
     if (k > 0) {
@@ -89,13 +93,14 @@ void interleaved_hold(const StageInputs& in, Sizes& z) {
       if (first_b[c] < k && k <= last_b[c]) grads_before += size[c];
     }
     const int64_t grads_after = grads_before + (first_b[now] == k ? size[now] : 0);
-    consider(held, gathered, grads_before);
-    consider(held - size[now], gathered, grads_after);
+    consider(held, gathered, grads_before, now);
+    consider(held - size[now], gathered, grads_after, now);
   }
   z.in_flight = best_acts / z.layers;
   z.gathered_share = best_gathered / z.layers;
   z.grad_share = best_grads / z.layers;
   z.interleaved_hold = true;
+  z.hold_block = best_block;
 }
 
 Sizes sizes_of(const StageInputs& in) {
@@ -412,8 +417,13 @@ MomentLedger peak_moment(const StageInputs& in, bool record) {
     MomentLedger m = moment_with(in, sizes_for(i), cands[i].phase, cands[i].block, cands[i].sub, false);
     if (m.ledger.parts_.total() > peak.ledger.parts_.total()) peak = std::move(m), best = i;
   }
+  // Interleaved (interleaved_hold): the bytes are the worst backward's whatever block stands for it; name its block.
+  const bool renamed = z.interleaved_hold && peak.phase == MemoryPhase::block_backward && peak.block == layers - 1;
+  if (renamed) peak.block = z.hold_block;
   if (!record) return peak;
-  return moment_with(in, sizes_for(best), cands[best].phase, cands[best].block, cands[best].sub, true);
+  MomentLedger out = moment_with(in, sizes_for(best), cands[best].phase, cands[best].block, cands[best].sub, true);
+  if (renamed) out.block = z.hold_block;
+  return out;
 }
 
 }  // namespace shardplan::memory_detail

@@ -111,6 +111,8 @@ void name_moment(const Engine& e, int32_t rank, const RankMemory& m, StagePeak& 
   if (at < 0) return;
   const OpInfo& op = e.ops()[static_cast<size_t>(at)];
   switch (op.kind) {
+    // The loss's logits live from the head's forward to its backward: a peak reached at either is the loss's moment.
+    case OpKind::head_fwd:
     case OpKind::head_bwd: p.moment = MemoryPhase::loss_backward; break;
     case OpKind::backward:
     case OpKind::backward_weight: p.moment = MemoryPhase::block_backward, p.block = op.layer; break;
