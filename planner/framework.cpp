@@ -205,6 +205,10 @@ FrameworkTraits deepspeed_traits() {
   // and 3 reduce every micro-batch into their partitions (no_sync is refused for them).
   t.default_grad_sync = GradSync::per_step;
   t.default_grad_sync_sharded = GradSync::per_micro;
+  // Each backward's epilogue waits for its reductions: stage_1_and_2.py independent_gradient_partition_epilogue
+  // (torch.cuda.synchronize() under overlap_comm, reductions in-stream without), stage3.py the same function
+  // (reduce_and_partition_stream.synchronize()).
+  t.backward_end_waits_for_reduce = true;
   // The pipeline engine's TrainSchedule issues ReduceGrads once, after the batch's last backward
   // (deepspeed/runtime/pipe/schedule.py TrainSchedule.steps; engine.py _exec_reduce_grads).
   t.pp_reduces_after_last_backward = true;

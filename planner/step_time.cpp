@@ -203,6 +203,10 @@ DpTraffic dp_traffic(const Strategy& s, const ClusterSpec& c, const FrameworkTra
                   (u.bwd_gathers - both) * gather_only.exposed + (u.reductions - both) * reduce_only.exposed;
     out.total = u.fwd_gathers * fwd_total + both * gather_reduce.total + (u.bwd_gathers - both) * gather_only.total +
                 (u.reductions - both) * reduce_only.total;
+    // A runtime whose backward does not end waiting for its reductions (Megatron-FSDP: only finish_grad_sync before
+    // the optimizer waits) hides each micro-batch's last reduce-scatter behind the next forward; the step's last
+    // stays exposed (framework.hpp backward_end_waits_for_reduce).
+    if (!fw.backward_end_waits_for_reduce && u.reductions > 1) out.exposed -= (u.reductions - 1) * tail_rs;
     if (u.reduce_after) {
       const double after = units * unit_rs + tail_rs;
       out.exposed += after;
@@ -220,8 +224,15 @@ DpTraffic dp_traffic(const Strategy& s, const ClusterSpec& c, const FrameworkTra
   const double buckets = gb.count, per_bucket = gb.per_bucket_s;
   const double bwd_compute = sc.bwd + (sc.tp + sc.cp + sc.ep) / 2;
   out.total = syncs * buckets * per_bucket;
-  out.exposed = effective_overlap_grad_reduce(s, fw) ? syncs * pipelined_exposure(buckets, per_bucket, bwd_compute / buckets)
-                                                    : out.total;
+  if (effective_overlap_grad_reduce(s, fw)) {
+    const double each = pipelined_exposure(buckets, per_bucket, bwd_compute / buckets);
+    // Where the backward does not end waiting for its reductions (Megatron-FSDP's optim_grads reduces every
+    // micro-batch), what outlasts one backward runs beside the next forward; the step's last stays exposed.
+    const double hidden = fw.backward_end_waits_for_reduce ? 0.0 : sc.fwd + (sc.tp + sc.cp + sc.ep) / 2;
+    out.exposed = each + (syncs - 1) * std::max(0.0, each - hidden);
+  } else {
+    out.exposed = out.total;
+  }
   if (reduce_scatter) {
     const double gather = optimizer_param_gather_s(s, c, sc.params);
     const double fwd_compute = sc.fwd + (sc.tp + sc.cp + sc.ep) / 2;
