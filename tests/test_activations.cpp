@@ -4,6 +4,7 @@
 #include "io/preset_store.hpp"
 #include "planner/activations.hpp"
 #include "planner/framework.hpp"
+#include "planner/pipeline_layout.hpp"
 
 using namespace shardplan;
 
@@ -143,6 +144,27 @@ TEST_SUITE("activations") {
     CHECK(in_flight_microbatches(s, 0) == doctest::Approx(4 * (1 + 3.0 / 8)));
     s.pp = 1;
     CHECK(in_flight_microbatches(s, 0) == 1);
+  }
+  TEST_CASE("interleaved in-flight blocks follow the schedule with each chunk's own size") {
+    // 11 blocks and the embedding counted as one on pp 2 × vpp 2: virtual stages of 2 (+ the embedding), 3, 3, 3
+    // blocks, so rank 0 runs a chunk of 2 blocks (virtual stage 0) and one of 3 (virtual stage 2).
+    ModelSpec m = PresetStore::builtin().model("tiny");
+    m.layers = 11;
+    Strategy s;
+    s.pp = 2, s.vpp = 2, s.dp = 1, s.micro_batch = 1, s.global_batch = 4;  // m = 4 micro-batches
+    s.schedule = Schedule::interleaved;
+    s.split.embedding_layers = 1, s.split.loss_layers = 0;
+    REQUIRE(chunk_layers(m, s, 0, 0) == 2);
+    REQUIRE(chunk_layers(m, s, 0, 1) == 3);
+    // Warm-up (p − 1)·2 + (v − 1)·p = 4 forwards, then the fifth: chunks 0, 0, 1, 1, 0 → 2 + 2 + 3 + 3 + 2 = 12
+    // blocks. Steady state, forward k then backward j (forward chunk (k mod 4)/2, backward chunk 1 − (j mod 4)/2):
+    // +F5 (chunk 0: 2) −B0 (chunk 1: 3) = 11; +F6 (1: 3) −B1 (1: 3) = 11; +F7 (1: 3) −B2 (0: 2) = 12. At most 12 of
+    // the rank's 5 blocks: 2.4 micro-batches, where the even-chunk formula gives 5 chunks / 2 = 2.5.
+    CHECK(in_flight_microbatches(s, 0) == doctest::Approx(2.5));
+    CHECK(in_flight_stage_microbatches(m, s, 0) == doctest::Approx(12.0 / 5.0));
+    // 1F1B: the plain count.
+    s.schedule = Schedule::one_f_one_b, s.vpp = 1;
+    CHECK(in_flight_stage_microbatches(m, s, 0) == in_flight_microbatches(s, 0));
   }
   TEST_CASE("pipeline buffers: torch.distributed.pipelining keeps one per micro-batch, Megatron two boundary tensors") {
     const ModelSpec m = PresetStore::builtin().model("llama3-8b");
