@@ -304,6 +304,39 @@ TEST_SUITE("memory") {
     CHECK(p.memory.peak_stage().peak_phase == MemoryPhase::optimizer_step);
   }
 
+  TEST_CASE("Megatron-FSDP: the loss's logits or the first backward's buffers, not both; the non-unit parameters kept") {
+    // Llama 3 8B on 16 H100 at ZeRO-3 under megatron, seq 4096, no recomputation: Megatron's unfused loss holds 6 B
+    // per logit, 4096 × 128,256 × 6 = 3.15 GB, more than two gathered blocks and two blocks' unsharded gradients
+    // (218 M parameters a block, 2 B each: 0.87 GB each pair, 1.74 GB in all): the peak is the loss's, without the
+    // blocks' buffers. With Transformer Engine's fused loss (2 B per logit, 1.05 GB) the first backward's buffers win
+    // and the logits are gone.
+    const ModelSpec m = presets().model("llama3-8b");
+    Strategy s = data_parallel(16, 3, Precision::amp_bf16);
+    s.framework = Framework::megatron;
+    s.recompute = Recompute::none;
+    s.seq = 4096;
+    auto has = [](const StageMemory& st, const std::string& what) {
+      for (const MemoryItem& i : st.items)
+        if (i.what.find(what) != std::string::npos) return true;
+      return false;
+    };
+    const StageMemory loss = predict(m, s, presets().cluster("dgx-h100")).memory.peak_stage();
+    CHECK(loss.peak_phase == MemoryPhase::loss_backward);
+    CHECK(has(loss, "logits and cross-entropy"));
+    CHECK_FALSE(has(loss, "gathered block parameters"));
+    CHECK_FALSE(has(loss, "awaiting reduce-scatter"));
+    CHECK(has(loss, "gathered root unit"));  // embedding, final norm, LM head: kept for the step
+    CHECK(has(loss, "unsharded root-unit gradients"));
+    s.loss = LossKind::fused;
+    const StageMemory block = predict(m, s, presets().cluster("dgx-h100")).memory.peak_stage();
+    CHECK(block.peak_phase == MemoryPhase::block_backward);
+    CHECK(block.peak_block == 30);  // the backward holding both blocks' unsharded gradients (unsharded_grad_units 2)
+    CHECK_FALSE(has(block, "logits and cross-entropy"));
+    CHECK(has(block, "gathered block parameters"));
+    CHECK(has(block, "awaiting reduce-scatter"));
+    CHECK(block.peak.total() < loss.peak.total());
+  }
+
   TEST_CASE("DeepSpeed's step casts the gradient partition to fp32 (ZeRO-3: one sub-group at a time)") {
     // stage_1_and_2.py step: the bf16 partition's gradients flattened and cast for the fp32 optimizer, 4Ψ/N; on 2
     // ranks with seq 16 it exceeds the 1 GB reduce bucket of forward/backward, so the step is the peak.
