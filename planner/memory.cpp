@@ -11,6 +11,7 @@
 #include "planner/fp8.hpp"
 #include "planner/framework.hpp"
 #include "planner/memory_ledger.hpp"
+#include "planner/moe.hpp"
 #include "planner/memory_moments.hpp"
 #include "planner/moe_costs.hpp"
 #include "planner/partition.hpp"
@@ -291,14 +292,15 @@ void add_zero3_working_set(Ledger& l, const StageInputs& in) {
           text("gathered stage parameters, kept from the first forward to the last backward (no reshard under PP)"),
           in.psi * in.compute_bytes);
   } else if (in.fw.zero3_prefetch_elements > 0) {
-    // DeepSpeed: the module computing plus stage3_prefetch_bucket_size elements fetched ahead. The largest module
-    // sets it: a block, or the LM head (or embedding) where it is larger (the loss's moment, Llama 3 70B: 1.05 B
-    // against 0.86 B per block).
-    const double ahead = std::min(static_cast<double>(in.fw.zero3_prefetch_elements), in.psi);
+    // DeepSpeed: the submodule computing plus what its prefetch fetched ahead (largest_block_linear_params): the
+    // largest linear, or the LM head (or embedding) where it is larger (the loss's moment), and the prefetch
+    // bucket or one more linear, whichever is larger.
+    const double linear = static_cast<double>(largest_block_linear_params(in.model, in.strategy));
+    const double ahead = std::min(std::max(static_cast<double>(in.fw.zero3_prefetch_elements), linear), in.psi);
     const double head = in.stage.last ? static_cast<double>(in.stage.lm_head + in.stage.final_norm) : 0.0;
     const double embedding = in.stage.first ? static_cast<double>(in.stage.embedding) : 0.0;
-    l.add(&MemoryComponents::buffers, "buffers", text("gathered parameters (current module + prefetch bucket)"),
-          (std::max({block, head, embedding}) + ahead) * in.compute_bytes);
+    l.add(&MemoryComponents::buffers, "buffers", text("gathered parameters (current submodule + prefetch bucket)"),
+          std::min(std::max({linear, head, embedding}) + ahead, in.psi) * in.compute_bytes);
   } else {
     const double units = 1.0 + static_cast<double>(in.fw.zero3_prefetch_units);
     // Megatron-FSDP's FP8 parameters gather in FP8 and carry their transpose (tensorwise, made at use) or column-wise
@@ -573,6 +575,18 @@ MemoryPeak estimate_peak_memory(const ModelSpec& m, const Strategy& s, const Fra
     }
   }
   return best;
+}
+
+int64_t largest_block_linear_params(const ModelSpec& m, const Strategy& s) {
+  const int64_t h = m.hidden, t = std::max<int64_t>(s.tp, 1);
+  int64_t widest = model_q_width(m) / t;  // the query projection (column-parallel)
+  if (!model_is_moe(m) || m.dense_layers > 0 || m.moe_layer_freq > 1)
+    widest = std::max(widest, m.ffn_hidden / t);  // a dense MLP's gate, up or down
+  if (model_is_moe(m)) {
+    widest = std::max(widest, m.expert_ffn_hidden / expert_tensor_parallel(s));  // one expert's w1, w2 or w3
+    if (m.shared_experts > 0) widest = std::max(widest, m.shared_experts * m.expert_ffn_hidden / t);
+  }
+  return h * widest;
 }
 
 }  // namespace shardplan

@@ -125,6 +125,12 @@ Fp8BlockWeights fp8_block_weights(const StageParams& st, const Strategy& s);
 struct FrameworkTraits;
 double fp8_cast_params(const StageParams& st, const Strategy& s, const FrameworkTraits& fw);
 
+// DeepSpeed ZeRO-3 fetches parameters submodule by submodule, and each Linear is one
+// (runtime/zero/partitioned_param_coordinator.py fetch_sub_module: the current submodule's own partitions; prefetch:
+// the parameters of the submodules traced next, popped until stage3_prefetch_bucket_size elements, at least one), so
+// a block is never gathered whole: the largest linear of a block on one TP rank, its weight only.
+int64_t largest_block_linear_params(const ModelSpec& m, const Strategy& s);
+
 // The components with their rounded byte counts, in CONTRACT.md order; they sum to the peak exactly.
 struct NamedBytes {
   const char* name;

@@ -106,10 +106,9 @@ StepPlan plan_step(const ModelSpec& m, const Strategy& s, const ClusterSpec& c) 
       static_cast<double>(dtype_bytes(precision_grad_reduce_dtype(s.precision, fw.amp_grads_reduced_in_fp32)));
   auto ar = [&](double bytes, const GroupLayout& g) { return collective_time_s(c, Collective::all_reduce, bytes, g); };
   auto replica_ar = [&](double params) { return repl.size > 1 ? ar(params * comm_grad_b / static_cast<double>(n), repl) : 0.0; };
-  if (plan.dp_mode == DpMode::units && fw.zero3_prefetch_elements > 0)
-    plan.prefetch_units = std::max<int64_t>(1, fw.zero3_prefetch_elements / std::max<int64_t>(1, block_params_per_tp_rank(m, s.tp, s.ep, expert_tensor_parallel(s))));
-  else
-    plan.prefetch_units = std::max<int64_t>(1, fw.zero3_prefetch_units);
+  // DeepSpeed's prefetch runs one submodule ahead at least (memory.hpp largest_block_linear_params): one unit here,
+  // each unit's gathered bytes standing for its submodules' (below).
+  plan.prefetch_units = std::max<int64_t>(1, fw.zero3_prefetch_units);
 
   // The stage whose compute step_time.cpp calls the slowest: its optimizer time is the analytic one.
   int64_t cands[3];
@@ -241,8 +240,14 @@ StepPlan plan_step(const ModelSpec& m, const Strategy& s, const ClusterSpec& c) 
         // DeepSpeed fetches each module's partitions for its forward and again for its backward and releases them
         // after (runtime/zero/partitioned_param_coordinator.py fetch_sub_module / release_sub_module): the
         // embedding and the LM head are such modules (memory.cpp add_zero3_working_set).
-        if (fw.zero3_prefetch_elements > 0)
+        if (fw.zero3_prefetch_elements > 0) {
           sc.gathered_embed = sc.embed_params * param_b, sc.gathered_head = sc.head_params * param_b;
+          // ... and a block's linears one at a time: the computing one and the prefetched ones, split over the two
+          // units the schedule holds (current + prefetch) so that together they are memory.cpp's.
+          const double linear = static_cast<double>(largest_block_linear_params(m, s));
+          const double ahead = std::max(static_cast<double>(fw.zero3_prefetch_elements), linear);
+          sc.gathered_block = std::min(linear + ahead, 2 * block) / 2 * param_b;
+        }
       }
       // DeepSpeed copies each gradient into its reduce bucket as it is produced (the bucket lives through each
       // backward, memory.cpp add_reduction_buffers), so no unit's or root's unsharded gradients wait for their
