@@ -347,18 +347,16 @@ double in_flight_stage_microbatches(const ModelSpec& m, const Strategy& s, int64
   int64_t layers = 0;
   for (int64_t c = 0; c < v; ++c) layers += size[c] = chunk_layers(m, s, stage, c);
   if (layers <= 0) return plain;
-  // Megatron's order (sim/pass_order.cpp; schedules.py forward_backward_pipelining_with_interleaving): forward k runs
-  // chunk (k mod p·v) / p, backward k chunk v − 1 − (k mod p·v) / p; after the warm-up, each forward is followed by a
-  // backward, so forwards 0..warmup + j are held less backwards 0..j − 1.
-  const int64_t warmup = std::min((p - stage - 1) * 2 + (v - 1) * p, total - 1);
-  auto fwd_chunk = [&](int64_t k) { return (k % (p * v)) / p; };
-  auto bwd_chunk = [&](int64_t k) { return v - 1 - (k % (p * v)) / p; };
+  // The interleaved order (InterleavedOrder): after the warm-up each forward is followed by a backward, so forwards
+  // 0..warmup + j are held less backwards 0..j − 1.
+  const InterleavedOrder o{p, v};
+  const int64_t warmup = std::min(o.warmup(stage, total), total - 1);
   int64_t held = 0;
-  for (int64_t k = 0; k <= warmup; ++k) held += size[fwd_chunk(k)];
+  for (int64_t k = 0; k <= warmup; ++k) held += size[o.forward_chunk(k)];
   int64_t most = held;
   const int64_t steady = std::min(total - 1 - warmup, 2 * p * v);  // the pattern repeats every p·v passes
   for (int64_t j = 1; j <= steady; ++j) {
-    held += size[fwd_chunk(warmup + j)] - size[bwd_chunk(j - 1)];
+    held += size[o.forward_chunk(warmup + j)] - size[o.backward_chunk(j - 1)];
     most = std::max(most, held);
   }
   return static_cast<double>(most) / static_cast<double>(layers);

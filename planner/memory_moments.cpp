@@ -9,6 +9,7 @@
 #include "planner/attention_linears.hpp"
 #include "planner/fp8.hpp"
 #include "planner/pipeline_layout.hpp"
+#include "planner/pipeline_schedule.hpp"
 
 namespace shardplan::memory_detail {
 
@@ -43,8 +44,8 @@ struct Sizes {
   AllocatorReserve reserve;        // the caching allocator's, the same at every moment (allocator_reserve.hpp)
 };
 
-// torch.distributed.pipelining's interleaved order (sim/pass_order.cpp, as Megatron's): backward k runs chunk
-// v − 1 − (k mod p·v) / p of micro-batch (k / p·v)·p + k mod p. A chunk's parameters stay gathered and its gradients
+// torch.distributed.pipelining's interleaved order (InterleavedOrder, as Megatron's). A chunk's parameters stay
+// gathered and its gradients
 // unsharded from its first backward to its last, after which REDUCE_GRAD reshards both (schedules.py
 // _add_reduce_grad, stage.py perform_reduce_grad). At each backward's start: the blocks held for activations (as
 // in_flight_stage_microbatches), gathered and with unsharded gradients; the worst backward sets the shares.
@@ -55,8 +56,9 @@ void interleaved_hold(const StageInputs& in, Sizes& z) {
   const int64_t p = s.pp, v = s.vpp, m = static_cast<int64_t>(z.accum), total = m * v;
   int64_t size[kMaxChunks], first_b[kMaxChunks], last_b[kMaxChunks];
   for (int64_t c = 0; c < v; ++c) size[c] = chunk_layers(in.model, s, in.stage.stage, c), first_b[c] = total, last_b[c] = -1;
-  auto fwd_chunk = [&](int64_t k) { return (k % (p * v)) / p; };
-  auto bwd_chunk = [&](int64_t k) { return v - 1 - (k % (p * v)) / p; };
+  const InterleavedOrder o{p, v};
+  auto fwd_chunk = [&](int64_t k) { return o.forward_chunk(k); };
+  auto bwd_chunk = [&](int64_t k) { return o.backward_chunk(k); };
   for (int64_t k = 0; k < total; ++k) {
     const int64_t c = bwd_chunk(k);
     first_b[c] = std::min(first_b[c], k), last_b[c] = std::max(last_b[c], k);
@@ -65,7 +67,7 @@ void interleaved_hold(const StageInputs& in, Sizes& z) {
   const double act_b = block_activation_bytes(in.model, s, in.fw);
   const double gather_b = per_block * z.block_gather_b;
   const double grad_b = per_block * (in.fw.framework == Framework::fsdp1 ? in.state.grads : z.reduce_b);
-  const int64_t warmup = std::min((p - in.stage.stage - 1) * 2 + (v - 1) * p, total - 1);
+  const int64_t warmup = std::min(o.warmup(in.stage.stage, total), total - 1);
   int64_t held = 0;
   for (int64_t k = 0; k <= warmup; ++k) held += size[fwd_chunk(k)];
   double best = -1, best_acts = 0, best_gathered = 0, best_grads = 0;

@@ -27,6 +27,21 @@
 
 namespace shardplan {
 
+// Megatron's interleaved 1F1B order (schedules.py forward_backward_pipelining_with_interleaving), which the simulator
+// plays (sim/pass_order.cpp) and the memory model walks: forward k runs micro-batch (k / p·v)·p + k mod p on chunk
+// (k mod p·v) / p, backward k the same micro-batch on chunk v − 1 − (k mod p·v) / p; rank `stage` warms up with
+// (p − stage − 1)·2 + (v − 1)·p forwards (at most all m·v of them), then alternates one forward, one backward.
+struct InterleavedOrder {
+  int64_t p = 1, v = 1;
+  int64_t micro(int64_t k) const { return (k / (p * v)) * p + k % p; }
+  int64_t forward_chunk(int64_t k) const { return (k % (p * v)) / p; }
+  int64_t backward_chunk(int64_t k) const { return v - 1 - (k % (p * v)) / p; }
+  int64_t warmup(int64_t stage, int64_t total) const {
+    const int64_t w = (p - stage - 1) * 2 + (v - 1) * p;
+    return w < total ? w : total;
+  }
+};
+
 // Micro-batches per step the schedule cannot run with (torch.distributed.pipelining's checks), or nothing:
 //   zb-h1 with vpp > 1: a multiple of its rounds max(1, m // pp) (ScheduleInterleavedZeroBubble);
 //   dualpipev: at least 2·pp (ScheduleDualPipeV: "at least as many microbatches as stages").

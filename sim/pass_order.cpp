@@ -54,16 +54,14 @@ std::vector<PassRef> pass_order(const StepPlan& plan, int64_t stage) {
     throw InputError(fmt::format("--schedule interleaved needs the micro-batches per step ({}) to be a multiple of --pp {}; "
                                  "raise --global-batch or lower --micro-batch", m, p));
   const int64_t total = m * v;
-  const int64_t warmup = std::min((p - stage - 1) * 2 + (v - 1) * p, total);
-  auto micro_of = [&](int64_t k) { return (k / (p * v)) * p + k % p; };
-  auto chunk_fwd = [&](int64_t k) { return (k % (p * v)) / p; };
-  auto chunk_bwd = [&](int64_t k) { return v - 1 - (k % (p * v)) / p; };
-  for (int64_t k = 0; k < warmup; ++k) fwd(micro_of(k), chunk_fwd(k));
+  const InterleavedOrder o{p, v};
+  const int64_t warmup = o.warmup(stage, total);
+  for (int64_t k = 0; k < warmup; ++k) fwd(o.micro(k), o.forward_chunk(k));
   for (int64_t k = 0; k < total - warmup; ++k) {
-    fwd(micro_of(warmup + k), chunk_fwd(warmup + k));
-    bwd(micro_of(k), chunk_bwd(k));
+    fwd(o.micro(warmup + k), o.forward_chunk(warmup + k));
+    bwd(o.micro(k), o.backward_chunk(k));
   }
-  for (int64_t k = total - warmup; k < total; ++k) bwd(micro_of(k), chunk_bwd(k));
+  for (int64_t k = total - warmup; k < total; ++k) bwd(o.micro(k), o.backward_chunk(k));
   return order;
 }
 
