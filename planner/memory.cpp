@@ -11,8 +11,8 @@
 #include "planner/fp8.hpp"
 #include "planner/framework.hpp"
 #include "planner/memory_ledger.hpp"
-#include "planner/moe.hpp"
 #include "planner/memory_moments.hpp"
+#include "planner/moe.hpp"
 #include "planner/moe_costs.hpp"
 #include "planner/partition.hpp"
 
@@ -283,7 +283,6 @@ void add_head_grads_in_flight(Ledger& l, const StageInputs& in) {
 
 // FSDP/ZeRO-3: parameters gathered for computation, and unit gradients before their reduce-scatter.
 void add_zero3_working_set(Ledger& l, const StageInputs& in) {
-  const double block = static_cast<double>(in.stage.block_params);
   const double root = static_cast<double>(in.stage.root_unit());
   const double grad_b = in.state.grads;
   if (in.strategy.pp > 1 && in.fw.pp_keeps_params_gathered) {
@@ -497,9 +496,9 @@ StageMemory estimate_stage(const ModelSpec& m, const Strategy& s, const Framewor
   if (!step_wins) {
     // The moment the ledger describes: the loss's backward where its logits outweigh the blocks' backward-only
     // buffers, else the stage's first backward (its last block in forward order), where they appear with every
-    // in-flight activation still saved (the simulator names the same ops).
-    // DeepSpeed's IPG bucket appears with the first gradient too. With unit gradients awaiting their reduce-scatter,
-    // the moment is the backward that holds all of them (the unsharded_grad_units-th).
+    // in-flight activation still saved (the simulator names the same ops); DeepSpeed's IPG bucket appears there too.
+    // With unit gradients awaiting their reduce-scatter, it is the backward that holds all of them (the
+    // unsharded_grad_units-th).
     const LossOrBackward lb = loss_or_backward(in);
     const bool bucket = in.fw.reduce_bucket_elements > 0 && (in.shard > 1 || grad_reduce_degree(s) > 1);
     if (lb.loss_peaks()) {
