@@ -1,0 +1,322 @@
+// A stage's passes as ops: forward, backward (whole, or the B pass of a zero-bubble schedule) and W, with the
+// gathers, critical-path collectives, ring attention and transfers around them (sim/stage_builder.hpp).
+#include "sim/stage_builder.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "planner/pipeline_layout.hpp"
+
+namespace shardplan::sim {
+
+StageBuilder::StageBuilder(const StepPlan& plan, int64_t stage, Engine& e, const StageStreams& st)
+    : plan_(plan), c_(plan.stages[static_cast<size_t>(stage)]), e_(e), st_(st), stage_(stage),
+      fsdp_(e, c_, st.reduce, plan.keeps_unsharded_grads) {
+  const auto passes = static_cast<size_t>(plan.micro_batches * plan.vpp);
+  grads_done_.assign(static_cast<size_t>(plan.micro_batches), 0);
+  ops_.fwd_entry.assign(passes, kNone);
+  ops_.bwd_entry.assign(passes, kNone);
+  ops_.bwd_entry_gather.assign(passes, kNone);
+  ops_.send_act.assign(passes, kNone);
+  ops_.send_grad.assign(passes, kNone);
+  chunk_offset_.assign(c_.chunk_layers.size() + 1, 0);
+  for (size_t k = 0; k < c_.chunk_layers.size(); ++k) chunk_offset_[k + 1] = chunk_offset_[k] + c_.chunk_layers[k];
+  const auto layers = static_cast<size_t>(c_.layers());
+  grads_alive_.assign(layers + 1, false);
+  if (plan.dp_mode == DpMode::buckets && c_.buckets > 0) {
+    const double total = c_.root_params + c_.block_params * static_cast<double>(c_.layers());
+    bucket_params_ = total / static_cast<double>(c_.buckets);
+    if (plan.overlap_param_gather && c_.param_gather > 0) {
+      // The previous step's parameter all-gather, bucket by bucket, waited for by this step's first forward
+      // (Megatron-Core overlap_param_gather: param_and_grad_buffer.py dispatches each bucket's gather ahead of the
+      // forward that needs it). The same bytes as a gather after the optimizer, on the same stream.
+      for (int64_t b = 0; b < c_.buckets; ++b)
+        param_gathers_.push_back(
+            e_.add_op(st_.bucket, OpKind::param_gather, c_.param_gather / static_cast<double>(c_.buckets)));
+      last_gather_ = param_gathers_.back();
+    }
+  }
+}
+
+int32_t StageBuilder::add_optimizer(int32_t grad_norm) {
+  const int32_t opt = e_.add_op(st_.compute, OpKind::optimizer, c_.optimizer);
+  e_.add_dep(opt, grad_norm);
+  e_.alloc_at_start(opt, MemKind::optimizer_temps, c_.optimizer_temps);
+  e_.free_at_end(opt, MemKind::optimizer_temps, c_.optimizer_temps);
+  if (c_.param_gather <= 0 || !param_gathers_.empty()) return opt;
+  const int32_t g = e_.add_op(st_.bucket, OpKind::param_gather, c_.param_gather);
+  e_.add_dep(g, opt);
+  return g;
+}
+
+// A module gathered only while its pass runs (DeepSpeed's embedding and LM head), from op `first` to op `last`.
+void StageBuilder::module_gathered(int32_t first, int32_t last, double bytes) {
+  if (bytes <= 0) return;
+  e_.alloc_at_start(first, MemKind::gathered_block, bytes);
+  e_.free_at_end(last, MemKind::gathered_block, bytes);
+}
+
+// The overlapped parameter gather (param_gathers_) that holds the parameters before `params` in forward order.
+int32_t StageBuilder::param_gather_for(double params_before) const {
+  if (param_gathers_.empty()) return kNone;
+  const double total = c_.root_params + c_.block_params * static_cast<double>(c_.layers());
+  const auto n = static_cast<double>(param_gathers_.size());
+  const auto i = static_cast<size_t>(std::clamp(std::floor(params_before / total * n), 0.0, n - 1));
+  return param_gathers_[i];
+}
+
+// A collective on the critical path (TP, EP): on its own stream after `after`, and the next compute waits for it.
+int32_t StageBuilder::critical_comm(int32_t after, int32_t stream, OpKind kind, double work, int32_t mb, int32_t chunk,
+                                    int32_t layer) {
+  const int32_t op = e_.add_op(stream, kind, work, mb, chunk, layer);
+  e_.add_dep(op, after);
+  gate_ = op;
+  return op;
+}
+
+// One block's ring attention (planner/context_parallel.hpp CpRing): its slices on the compute stream, each
+// transfer on the cp stream issued as the slice before it starts (it waits for the previous transfer and for the
+// compute before that slice), each slice after the transfer it needs; the tail after the last slice gates what
+// follows. Returns the pass's last op.
+int32_t StageBuilder::ring(const CpRing& r, OpKind kind, int32_t mb, int32_t chunk, int32_t layer) {
+  int32_t comm = kNone, out = kNone;
+  for (int64_t k = 0; k < r.steps; ++k) {
+    const int32_t issued_after = last_compute_;
+    const double slowdown = k == r.steps - 1 ? r.slowdown_s : 0;  // the hidden traffic's cost (kOverlapComputeSlowdown)
+    const int32_t slice = compute(kind == OpKind::cp_fwd ? OpKind::forward : OpKind::backward, r.slice_s + slowdown, mb,
+                                  chunk, layer);
+    e_.add_dep(slice, comm);
+    out = slice;
+    if (k + 1 < r.steps) {
+      const double seconds = k == 0 ? r.first_s : r.step_s;
+      if (seconds > 0) {
+        comm = e_.add_op(st_.cp, kind, seconds, mb, chunk, layer);
+        e_.add_dep(comm, issued_after);
+      } else {
+        comm = kNone;
+      }
+    }
+  }
+  if (r.tail_s > 0) {
+    out = e_.add_op(st_.cp, kind, r.tail_s, mb, chunk, layer);
+    e_.add_dep(out, last_compute_);
+    gate_ = out;
+  }
+  return out;
+}
+
+// A compute op that waits for the gate (the last TP collective or blocking transfer) before it starts.
+int32_t StageBuilder::compute(OpKind kind, double seconds, int32_t mb, int32_t chunk, int32_t layer) {
+  const int32_t op = e_.add_op(st_.compute, kind, seconds, mb, chunk, layer);
+  e_.add_dep(op, gate_);
+  gate_ = kNone;
+  last_compute_ = op;
+  return op;
+}
+
+// An all-gather of the next gathered unit, at most prefetch_units ahead of the unit computing (FSDP's
+// limit_all_gathers: pytorch PR #98354; FSDP2 keeps current + prefetch).
+int32_t StageBuilder::gather(OpKind kind, double seconds, double bytes, int32_t mb, int32_t chunk, int32_t layer) {
+  const int32_t op = e_.add_op(st_.gather, kind, seconds, mb, chunk, layer);
+  const auto k = static_cast<int64_t>(gathered_compute_.size());
+  const int64_t free_slot = k - 1 - plan_.prefetch_units;
+  if (free_slot >= 0) e_.add_dep(op, gathered_compute_[static_cast<size_t>(free_slot)]);
+  e_.alloc_at_start(op, block_kind(), bytes);
+  last_gather_ = op;
+  return op;
+}
+
+void StageBuilder::send(bool activation, int32_t mb, int32_t chunk, int32_t after) {
+  // A V-shaped schedule's turn (last rank, chunk 0 → chunk 1) stays on the rank: no transfer (torch
+  // schedules.py, "V-schedule special case"); the next chunk waits for the op itself.
+  if (schedule_is_v_shaped(plan_.schedule) && stage_ == plan_.pp - 1 && chunk == (activation ? 0 : 1)) {
+    (activation ? ops_.send_act : ops_.send_grad)[pass_index(mb, chunk)] = after;
+    return;
+  }
+  const int32_t op = e_.add_op(st_.pp, activation ? OpKind::send_act : OpKind::send_grad, plan_.send, mb, chunk);
+  e_.add_dep(op, after);
+  (activation ? ops_.send_act : ops_.send_grad)[pass_index(mb, chunk)] = op;
+  gate_ = op;  // Megatron's p2p is blocking: the rank waits for its transfer (send_forward_recv_backward)
+}
+
+void StageBuilder::forward(int32_t mb, int32_t chunk) {
+  const bool first_chunk = c_.first && chunk == 0;
+  const bool last_chunk = c_.last && chunk == plan_.vpp - 1;
+  const bool gathering = units() && gathers_in(mb);
+  const bool root_gathered = gathering && chunk == 0 && has_root();
+  // The pass's first all-gather is issued by its first pre-forward hook, after the host has issued what came before
+  // it on this rank (the previous pass's backward): its buffer is allocated in that order, so a ZeRO-2 unit kept
+  // from the previous forward is not gathered again before its backward has freed it.
+  const int32_t issued_after = last_compute_;
+  // ... and after the previous backward's wait for its reductions, which freed their inputs (framework.hpp
+  // backward_end_waits_for_reduce).
+  const int32_t waited = std::exchange(reduce_waited_, kNone);
+  if (root_gathered) {
+    // FSDP's root unit is gathered as the forward starts and stays gathered until the backward ends.
+    root_gather_ = e_.add_op(st_.gather, OpKind::gather_root, c_.gather_root, mb);
+    e_.add_dep(root_gather_, issued_after);
+    e_.add_dep(root_gather_, waited);
+    e_.alloc_at_start(root_gather_, root_kind(), c_.gathered_root);
+  }
+  // FSDP2 copies a gathered unit out into its parameters on the compute stream before using it.
+  double root_copy = root_gathered ? c_.copy_root : 0;
+  int32_t entry = kNone;
+  if (first_chunk) {
+    entry = compute(OpKind::embed_fwd, c_.embed_fwd + root_copy, mb, chunk, -1);
+    root_copy = 0;
+    if (units()) e_.add_dep(entry, root_gather_);
+    if (mb == 0) e_.add_dep(entry, param_gather_for(0));
+    e_.alloc_at_start(entry, MemKind::boundary_activations, c_.first_extra);
+    module_gathered(entry, c_.gathered_embed);
+  }
+  int32_t out = entry;
+  for (int64_t l = chunk_offset_[static_cast<size_t>(chunk)]; l < chunk_offset_[static_cast<size_t>(chunk) + 1]; ++l) {
+    const auto layer = static_cast<int32_t>(l);
+    int32_t ag = kNone;
+    if (gathering) ag = gather(OpKind::gather_fwd, c_.gather_block, c_.gathered_block, mb, chunk, layer);
+    if (l == chunk_offset_[static_cast<size_t>(chunk)] && !root_gathered)
+      e_.add_dep(ag, issued_after), e_.add_dep(ag, waited);
+    const double copy = (gathering ? c_.copy_block : 0) + root_copy;
+    root_copy = 0;
+    const int32_t op = compute(OpKind::forward, c_.block_fwd - ring_slices(c_.cp_fwd) + copy, mb, chunk, layer);
+    if (entry == kNone) entry = op;
+    e_.add_dep(op, ag);
+    if (mb == 0) e_.add_dep(op, param_gather_for(c_.embed_params + static_cast<double>(l) * c_.block_params));
+    if (gathering) {
+      gathered_compute_.push_back(op);
+      // Reshard after forward, unless the unit stays gathered to its last backward.
+      if (!plan_.gathers_once && c_.reshard_after_forward) e_.free_at_end(op, block_kind(), c_.gathered_block);
+    }
+    e_.alloc_at_start(op, MemKind::activations, c_.activations_per_block);
+    if (offloaded(l - offload_lag())) e_.free_at_end(op, MemKind::activations, c_.activations_per_block);
+    out = op;
+    if (c_.cp_fwd.steps > 1) out = ring(c_.cp_fwd, OpKind::cp_fwd, mb, chunk, layer);
+    if (c_.tp_fwd > 0) out = critical_comm(out, st_.tp, OpKind::tp_fwd, c_.tp_fwd, mb, chunk, layer);
+    if (c_.ep_fwd > 0) out = critical_comm(out, st_.ep, OpKind::ep_fwd, c_.ep_fwd, mb, chunk, layer);
+  }
+  if (last_chunk) {
+    const int32_t op = compute(OpKind::head_fwd, c_.head_fwd + root_copy, mb, chunk, -1);
+    head_fwd_ = op;
+    if (entry == kNone) entry = op;
+    if (units()) e_.add_dep(op, root_gather_);
+    if (mb == 0) e_.add_dep(op, param_gather_for(c_.embed_params + static_cast<double>(c_.layers()) * c_.block_params));
+    e_.alloc_at_start(op, MemKind::boundary_activations, c_.last_extra);
+    e_.alloc_at_start(op, MemKind::logits, c_.logits);
+    module_gathered(op, c_.gathered_head);
+    out = op;
+  }
+  ops_.fwd_entry[pass_index(mb, chunk)] = entry;
+  if (!last_chunk) send(true, mb, chunk, out);
+}
+
+// A backward pass: whole, or (input_only) the B pass of a zero-bubble schedule, whose block weight gradients,
+// activation frees and gradient reductions wait for its W pass (weight_pass).
+void StageBuilder::backward(int32_t mb, int32_t chunk, bool input_only) {
+  const bool first_chunk = c_.first && chunk == 0;
+  const bool last_chunk = c_.last && chunk == plan_.vpp - 1;
+  const bool sync = syncs(mb);
+  int32_t entry = kNone, out = kNone;
+  if (last_chunk) {
+    const auto [a, b] = backward_compute(OpKind::head_bwd, c_.head_bwd, c_.head_params, mb, chunk, -1);
+    entry = a;
+    out = b;
+    e_.free_at_end(b, MemKind::boundary_activations, c_.last_extra);
+    // The loss's backward holds more per logit than its forward (planner/memory_moments.cpp loss_backward).
+    e_.alloc_at_start(a, MemKind::logits, c_.logits_bwd_extra);
+    e_.free_at_end(b, MemKind::logits, c_.logits + c_.logits_bwd_extra);
+    e_.alloc_at_start(a, MemKind::cached_free, c_.logits_cached);
+    e_.free_at_end(b, MemKind::cached_free, c_.logits_cached);
+    alloc_root_grads(a);
+    module_gathered(a, b, c_.gathered_head);
+    if (c_.transient_root_grads > 0) e_.alloc_at_start(a, MemKind::root_grads, c_.transient_root_grads);
+  }
+  int32_t unit_grads_before = kNone;  // transient_unit_grads: the previous block's bucket, freed with this block
+  int32_t issued_after = kNone;  // moments: the compute op the previous block's backward began after
+  for (int64_t l = chunk_offset_[static_cast<size_t>(chunk) + 1] - 1; l >= chunk_offset_[static_cast<size_t>(chunk)]; --l) {
+    const auto layer = static_cast<int32_t>(l);
+    int32_t ag = kNone;
+    const bool regather = units() && c_.gather_block_bwd > 0;
+    if (regather) {
+      ag = gather(OpKind::gather_bwd, c_.gather_block_bwd, c_.gathered_block, mb, chunk, layer);
+      // The pass's first all-gather is issued when the backward reaches the unit (FSDP's pre-backward hook fires
+      // on the gradient of its output): after the incoming gradient, or after the head's backward.
+      if (l == chunk_offset_[static_cast<size_t>(chunk) + 1] - 1) {
+        if (entry == kNone) ops_.bwd_entry_gather[pass_index(mb, chunk)] = ag;
+        // A loss inside the root's forward runs the root's pre-backward, which prefetches this unit, first.
+        else e_.add_dep(ag, plan_.prefetch_before_loss && c_.moments && head_fwd_ != kNone ? head_fwd_ : out);
+      } else if (c_.moments) {
+        // FSDP2 prefetches unit l at unit l + 1's pre-backward (_fsdp_param_group.py _backward_prefetch).
+        e_.add_dep(ag, issued_after);
+      }
+    }
+    issued_after = last_compute_;
+    const double copy = regather ? c_.copy_block : 0;
+    const auto [a, b] = input_only
+                            ? std::pair{compute(OpKind::backward, c_.block_bwd - c_.block_wgrad - ring_slices(c_.cp_bwd) + copy,
+                                                mb, chunk, layer),
+                                        last_compute_}
+                            : backward_compute(OpKind::backward, c_.block_bwd - ring_slices(c_.cp_bwd) + copy,
+                                               c_.block_params, mb, chunk, layer);
+    if (entry == kNone) entry = a;
+    e_.add_dep(a, ag);
+    if (regather) gathered_compute_.push_back(b);
+    if (regather || (units() && plan_.gathers_once && frees_after_backward(mb)))
+      e_.free_at_end(b, block_kind(), c_.gathered_block);
+    else if (units() && !c_.reshard_after_forward && !plan_.gathers_once)
+      e_.free_at_end(b, block_kind(), c_.gathered_block);  // SHARD_GRAD_OP: resharded at the unit's post-backward
+    if (offloaded(l - offload_lag())) e_.alloc_at_start(a, MemKind::activations, c_.activations_per_block);
+    if (!input_only) e_.free_at_end(b, MemKind::activations, c_.activations_per_block);
+    if (c_.transient_unit_grads > 0) {
+      e_.alloc_at_start(a, MemKind::unit_grads, c_.transient_unit_grads);
+      if (unit_grads_before != kNone) e_.free_at_end(b, MemKind::unit_grads, c_.transient_unit_grads);
+      unit_grads_before = b;
+    }
+    e_.alloc_at_start(a, MemKind::recompute_working_set, c_.recompute_working_set);
+    if (c_.moments && !input_only) fsdp_.block_backward(a, b);
+    e_.free_at_end(b, MemKind::recompute_working_set, c_.recompute_working_set);
+    out = b;
+    if (units() && !input_only) unit_gradients(a, b, mb, chunk, layer, sync);
+    if (c_.cp_bwd.steps > 1) out = ring(c_.cp_bwd, OpKind::cp_bwd, mb, chunk, layer);
+    if (c_.tp_bwd > 0) out = critical_comm(out, st_.tp, OpKind::tp_bwd, c_.tp_bwd, mb, chunk, layer);
+    if (c_.ep_bwd > 0) out = critical_comm(out, st_.ep, OpKind::ep_bwd, c_.ep_bwd, mb, chunk, layer);
+  }
+  if (first_chunk) {
+    const auto [a, b] = backward_compute(OpKind::embed_bwd, c_.embed_bwd, c_.embed_params, mb, chunk, -1);
+    if (entry == kNone) entry = a;
+    e_.free_at_end(b, MemKind::boundary_activations, c_.first_extra);
+    if (!c_.last) alloc_root_grads(a);
+    module_gathered(a, b, c_.gathered_embed);
+    if (c_.moments) fsdp_.embed_backward(a);
+    out = b;
+  }
+  if (unit_grads_before != kNone) e_.free_at_end(out, MemKind::unit_grads, c_.transient_unit_grads);
+  if (c_.transient_root_grads > 0 && last_chunk) e_.free_at_end(out, MemKind::root_grads, c_.transient_root_grads);
+  ops_.bwd_entry[pass_index(mb, chunk)] = entry;
+  // DeepSpeed allocates its IPG bucket at the pass's first gradient and frees it in the pass's epilogue
+  // (stage_1_and_2.py / stage3.py independent_gradient_partition_epilogue → _release_ipg_buffers).
+  if (c_.backward_bucket > 0) {
+    e_.alloc_at_start(entry, MemKind::reduce_buffers, c_.backward_bucket);
+    e_.free_at_end(out, MemKind::reduce_buffers, c_.backward_bucket);
+  }
+  if (!input_only) gradients_complete(mb, out, sync);
+  if (!first_chunk) send(false, mb, chunk, out);
+}
+
+// The W pass of a zero-bubble schedule: each block's weight-gradient GEMMs, in backward order; the block's saved
+// activations are freed and its gradients reduced here (Qi et al. 2024 §2: W needs the input and the output grad).
+void StageBuilder::weight_pass(int32_t mb, int32_t chunk) {
+  const bool sync = syncs(mb);
+  int32_t out = kNone;
+  for (int64_t l = chunk_offset_[static_cast<size_t>(chunk) + 1] - 1; l >= chunk_offset_[static_cast<size_t>(chunk)]; --l) {
+    const auto layer = static_cast<int32_t>(l);
+    const auto [a, b] = backward_compute(OpKind::backward_weight, c_.block_wgrad, c_.block_params, mb, chunk, layer);
+    e_.free_at_end(b, MemKind::activations, c_.activations_per_block);
+    if (units()) unit_gradients(a, b, mb, chunk, layer, sync);
+    out = b;
+  }
+  if (out == kNone) out = last_compute_;
+  gradients_complete(mb, out, sync);
+}
+
+}  // namespace shardplan::sim
