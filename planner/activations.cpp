@@ -340,10 +340,10 @@ double in_flight_microbatches(const Strategy& s, int64_t stage) {
 
 double in_flight_stage_microbatches(const ModelSpec& m, const Strategy& s, int64_t stage) {
   const double plain = in_flight_microbatches(s, stage);
-  constexpr int64_t kMaxChunks = 64;
-  if (s.pp <= 1 || s.schedule != Schedule::interleaved || s.vpp < 2 || s.vpp > kMaxChunks) return plain;
+  if (s.pp <= 1 || s.schedule != Schedule::interleaved || s.vpp < 2 || s.vpp > InterleavedOrder::kMaxChunks)
+    return plain;
   const int64_t p = s.pp, v = s.vpp, total = grad_accum_steps(s) * v;
-  int64_t size[kMaxChunks];
+  int64_t size[InterleavedOrder::kMaxChunks];
   int64_t layers = 0;
   for (int64_t c = 0; c < v; ++c) layers += size[c] = chunk_layers(m, s, stage, c);
   if (layers <= 0) return plain;

@@ -295,7 +295,7 @@ void add_zero3_working_set(Ledger& l, const StageInputs& in) {
     // largest linear, or the LM head (or embedding) where it is larger (the loss's moment), and the prefetch
     // bucket or one more linear, whichever is larger.
     const double linear = static_cast<double>(largest_block_linear_params(in.model, in.strategy));
-    const double ahead = std::min(std::max(static_cast<double>(in.fw.zero3_prefetch_elements), linear), in.psi);
+    const double ahead = std::min(deepspeed_prefetched_params(in.model, in.strategy, in.fw), in.psi);
     const double head = in.stage.last ? static_cast<double>(in.stage.lm_head + in.stage.final_norm) : 0.0;
     const double embedding = in.stage.first ? static_cast<double>(in.stage.embedding) : 0.0;
     l.add(&MemoryComponents::buffers, "buffers", text("gathered parameters (current submodule + prefetch bucket)"),
@@ -586,6 +586,11 @@ int64_t largest_block_linear_params(const ModelSpec& m, const Strategy& s) {
     if (m.shared_experts > 0) widest = std::max(widest, m.shared_experts * m.expert_ffn_hidden / t);
   }
   return h * widest;
+}
+
+double deepspeed_prefetched_params(const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw) {
+  return std::max(static_cast<double>(fw.zero3_prefetch_elements),
+                  static_cast<double>(largest_block_linear_params(m, s)));
 }
 
 }  // namespace shardplan

@@ -130,6 +130,8 @@ double fp8_cast_params(const StageParams& st, const Strategy& s, const Framework
 // the parameters of the submodules traced next, popped until stage3_prefetch_bucket_size elements, at least one), so
 // a block is never gathered whole: the largest linear of a block on one TP rank, its weight only.
 int64_t largest_block_linear_params(const ModelSpec& m, const Strategy& s);
+// What DeepSpeed's prefetch holds beside the submodule computing: the bucket, or one more linear where that is larger.
+double deepspeed_prefetched_params(const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw);
 
 // The components with their rounded byte counts, in CONTRACT.md order; they sum to the peak exactly.
 struct NamedBytes {

@@ -51,16 +51,14 @@ struct Sizes {
 // in_flight_stage_microbatches), gathered and with unsharded gradients; the worst backward sets the shares.
 void interleaved_hold(const StageInputs& in, Sizes& z) {
   const Strategy& s = in.strategy;
-  constexpr int64_t kMaxChunks = 64;
-  if (s.schedule != Schedule::interleaved || s.vpp < 2 || s.vpp > kMaxChunks || z.layers <= 0) return;
+  constexpr int64_t kMax = InterleavedOrder::kMaxChunks;
+  if (s.schedule != Schedule::interleaved || s.vpp < 2 || s.vpp > kMax || z.layers <= 0) return;
   const int64_t p = s.pp, v = s.vpp, m = static_cast<int64_t>(z.accum), total = m * v;
-  int64_t size[kMaxChunks], first_b[kMaxChunks], last_b[kMaxChunks];
+  int64_t size[kMax], first_b[kMax], last_b[kMax];
   for (int64_t c = 0; c < v; ++c) size[c] = chunk_layers(in.model, s, in.stage.stage, c), first_b[c] = total, last_b[c] = -1;
   const InterleavedOrder o{p, v};
-  auto fwd_chunk = [&](int64_t k) { return o.forward_chunk(k); };
-  auto bwd_chunk = [&](int64_t k) { return o.backward_chunk(k); };
   for (int64_t k = 0; k < total; ++k) {
-    const int64_t c = bwd_chunk(k);
+    const int64_t c = o.backward_chunk(k);
     first_b[c] = std::min(first_b[c], k), last_b[c] = std::max(last_b[c], k);
   }
   const double per_block = (z.psi - z.root) / z.layers;
@@ -69,7 +67,7 @@ void interleaved_hold(const StageInputs& in, Sizes& z) {
   const double grad_b = per_block * (in.fw.framework == Framework::fsdp1 ? in.state.grads : z.reduce_b);
   const int64_t warmup = std::min(o.warmup(in.stage.stage, total), total - 1);
   int64_t held = 0;
-  for (int64_t k = 0; k <= warmup; ++k) held += size[fwd_chunk(k)];
+  for (int64_t k = 0; k <= warmup; ++k) held += size[o.forward_chunk(k)];
   double best = -1, best_acts = 0, best_gathered = 0, best_grads = 0;
   int64_t best_block = -1;
   auto consider = [&](int64_t acts, int64_t gathered, int64_t grads, int64_t chunk) {
@@ -83,12 +81,12 @@ void interleaved_hold(const StageInputs& in, Sizes& z) {
   };
   for (int64_t k = 0; k < total; ++k) {
     if (k > 0) {
-      if (warmup + k < total) held += size[fwd_chunk(warmup + k)];
-      held -= size[bwd_chunk(k - 1)];
+      if (warmup + k < total) held += size[o.forward_chunk(warmup + k)];
+      held -= size[o.backward_chunk(k - 1)];
     }
     // Backward k frees its chunk's activations as it writes the chunk's gradients (on its first backward, from
     // none): the two ends of the pass bound it.
-    const int64_t now = bwd_chunk(k);
+    const int64_t now = o.backward_chunk(k);
     int64_t gathered = 0, grads_before = 0;
     for (int64_t c = 0; c < v; ++c) {
       if (last_b[c] >= k) gathered += size[c];

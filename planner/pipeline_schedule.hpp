@@ -32,6 +32,7 @@ namespace shardplan {
 // (k mod p·v) / p, backward k the same micro-batch on chunk v − 1 − (k mod p·v) / p; rank `stage` warms up with
 // (p − stage − 1)·2 + (v − 1)·p forwards (at most all m·v of them), then alternates one forward, one backward.
 struct InterleavedOrder {
+  static constexpr int64_t kMaxChunks = 64;  // chunks per rank the memory model walks (fixed arrays, no allocation)
   int64_t p = 1, v = 1;
   int64_t micro(int64_t k) const { return (k / (p * v)) * p + k % p; }
   int64_t forward_chunk(int64_t k) const { return (k % (p * v)) / p; }

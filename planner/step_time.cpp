@@ -223,19 +223,19 @@ DpTraffic dp_traffic(const Strategy& s, const ClusterSpec& c, const FrameworkTra
   const GradientBuckets gb = gradient_buckets(s, c, fw, psi, routed, grad_b);
   const double buckets = gb.count, per_bucket = gb.per_bucket_s;
   const double bwd_compute = sc.bwd + (sc.tp + sc.cp + sc.ep) / 2;
+  const double fwd_compute = sc.fwd + (sc.tp + sc.cp + sc.ep) / 2;
   out.total = syncs * buckets * per_bucket;
   if (effective_overlap_grad_reduce(s, fw)) {
     const double each = pipelined_exposure(buckets, per_bucket, bwd_compute / buckets);
     // Where the backward does not end waiting for its reductions (Megatron-FSDP's optim_grads reduces every
     // micro-batch), what outlasts one backward runs beside the next forward; the step's last stays exposed.
-    const double hidden = fw.backward_end_waits_for_reduce ? 0.0 : sc.fwd + (sc.tp + sc.cp + sc.ep) / 2;
+    const double hidden = fw.backward_end_waits_for_reduce ? 0.0 : fwd_compute;
     out.exposed = each + (syncs - 1) * std::max(0.0, each - hidden);
   } else {
     out.exposed = out.total;
   }
   if (reduce_scatter) {
     const double gather = optimizer_param_gather_s(s, c, sc.params);
-    const double fwd_compute = sc.fwd + (sc.tp + sc.cp + sc.ep) / 2;
     out.exposed += effective_overlap_param_gather(s, fw)
                        ? pipelined_exposure(buckets, gather / buckets, fwd_compute / buckets)
                        : gather;

@@ -245,8 +245,7 @@ StepPlan plan_step(const ModelSpec& m, const Strategy& s, const ClusterSpec& c) 
           // ... and a block's linears one at a time: the computing one and the prefetched ones, split over the two
           // units the schedule holds (current + prefetch) so that together they are memory.cpp's.
           const double linear = static_cast<double>(largest_block_linear_params(m, s));
-          const double ahead = std::max(static_cast<double>(fw.zero3_prefetch_elements), linear);
-          sc.gathered_block = std::min(linear + ahead, 2 * block) / 2 * param_b;
+          sc.gathered_block = std::min(linear + deepspeed_prefetched_params(m, s, fw), 2 * block) / 2 * param_b;
         }
       }
       // DeepSpeed copies each gradient into its reduce bucket as it is produced (the bucket lives through each
