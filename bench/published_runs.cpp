@@ -1,5 +1,6 @@
 #include "bench/published_runs.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <sstream>
@@ -45,6 +46,29 @@ std::string cluster_for(const std::string& gpu) {
   if (contains(gpu, "A800")) return "a800x8";
   if (contains(gpu, "40GB")) return "dgx-a100-40g";
   return "dgx-a100-80g";
+}
+
+// N21 Table 1 as its authors launched it: Megatron-LM examples/academic_paper_scripts/sc21/run_table_1.sh
+// (de7dc40f, 2021-08, "scripts that were used to produce the results" of the paper, at Megatron-LM 6985e58). The
+// table gives neither micro-batch nor schedule; the script sets, per model size, --micro-batch-size,
+// --num-layers-per-virtual-pipeline-stage (absent: 1F1B) and --DDP-impl (torch: PyTorch DDP, whose bucketed
+// all-reduce runs during the last micro-batch's backward, schedules.py forward_backward_no_pipelining under
+// model.no_sync; local: Megatron's own DDP, which all-reduces after the backward). Keyed by layer count.
+struct Sc21Table1Run {
+  int64_t layers;
+  int64_t micro_batch;
+  int64_t layers_per_virtual_stage;  // 0: not interleaved
+  bool torch_ddp;
+};
+constexpr Sc21Table1Run kSc21Table1[] = {
+    {24, 16, 0, true}, {30, 16, 0, true}, {36, 16, 0, true}, {40, 8, 0, true}, {48, 4, 0, false},
+    {60, 2, 5, false}, {80, 2, 5, false}, {96, 1, 3, false}, {105, 1, 1, false}, {128, 1, 0, false},
+};
+
+const Sc21Table1Run* sc21_table1_run(int64_t layers) {
+  for (const Sc21Table1Run& run : kSc21Table1)
+    if (run.layers == layers) return &run;
+  return nullptr;
 }
 
 // The published configuration as a Strategy; every guess is recorded in `assumptions`.
@@ -96,6 +120,23 @@ Strategy strategy_of(const Row& r, const ModelSpec& m, std::vector<std::string>&
     s.overlap_grad_reduce = src == "MLM20";
     s.overlap_param_gather = false;
     s.tp_comm_overlap = false;
+  }
+  const Sc21Table1Run* sc21 = src == "N21-Tab1" ? sc21_table1_run(m.layers) : nullptr;
+  if (sc21) {
+    // CONFIG.sh passes --fp16 without --accumulate-allreduce-grads-in-fp32: fp16 gradients, all-reduced in fp16
+    // (arguments.py at 6985e58), an fp32 master copy in the optimizer: amp-fp16's 16 B, not Megatron-Core's 18.
+    s.precision = Precision::amp_fp16;
+    s.micro_batch = sc21->micro_batch;
+    s.overlap_grad_reduce = sc21->torch_ddp;
+    if (sc21->layers_per_virtual_stage > 0) {
+      s.schedule = Schedule::interleaved;
+      s.vpp = m.layers / (s.pp * sc21->layers_per_virtual_stage);
+    }
+    std::erase(assumptions, std::string("micro-batch not published: 1"));  // the script settles it
+    assumptions.push_back(fmt::format("sc21/run_table_1.sh: micro-batch {}, {}, {} DDP", s.micro_batch,
+                                      s.vpp > 1 ? fmt::format("interleaved vpp {}", s.vpp) : std::string("1F1B"),
+                                      sc21->torch_ddp ? "torch" : "local"));
+    return s;
   }
   if (src.rfind("N21", 0) == 0 && s.dp > 1 && s.zero == 0) assumptions.push_back("gradient reduce not overlapped (Megatron default)");
   if (contains(notes, "interleaved")) {
