@@ -170,9 +170,12 @@ DpTraffic dp_traffic(const Strategy& s, const ClusterSpec& c, const FrameworkTra
   // HSDP: each unit's reduced shard is all-reduced across the replicas (Zhao et al. 2023, PyTorch FSDP §3.2.3).
   auto replica_ar = [&](double params) { return repl.size > 1 ? ar(params * grad_b / static_cast<double>(n), repl) : 0.0; };
   // What hides the traffic: compute, and the TP collectives, CP ring waits and EP all-to-alls on the critical path
-  // (half of them in each pass), during which the data-parallel link is free (sim/ gives each its own link).
-  const double c_fwd = units > 0 ? (sc.fwd + (sc.tp + sc.cp + sc.ep) / 2) / units : 0;
-  const double c_bwd = units > 0 ? (sc.bwd + (sc.tp + sc.cp + sc.ep) / 2) / units : 0;
+  // (half of them in each pass), during which the data-parallel link is free (sim/ gives each its own link). Compute
+  // overlapped by the traffic runs 1 + kOverlapComputeSlowdown times longer (sim/engine.cpp's rate), and the traffic
+  // keeps flowing through that longer time: where it outlasts the compute, the slowed compute hides that much more.
+  const double stretch = 1 + kOverlapComputeSlowdown;
+  const double c_fwd = units > 0 ? (stretch * sc.fwd + (sc.tp + sc.cp + sc.ep) / 2) / units : 0;
+  const double c_bwd = units > 0 ? (stretch * sc.bwd + (sc.tp + sc.cp + sc.ep) / 2) / units : 0;
 
   if (s.zero >= 2 && n > 1 && (fw.zero2_gathers_units || s.zero == 3)) {
     const UnitSchedule u = unit_schedule(s, fw);
@@ -222,8 +225,8 @@ DpTraffic dp_traffic(const Strategy& s, const ClusterSpec& c, const FrameworkTra
   const double routed = static_cast<double>(sc.params.routed_experts);
   const GradientBuckets gb = gradient_buckets(s, c, fw, psi, routed, grad_b);
   const double buckets = gb.count, per_bucket = gb.per_bucket_s;
-  const double bwd_compute = sc.bwd + (sc.tp + sc.cp + sc.ep) / 2;
-  const double fwd_compute = sc.fwd + (sc.tp + sc.cp + sc.ep) / 2;
+  const double bwd_compute = stretch * sc.bwd + (sc.tp + sc.cp + sc.ep) / 2;
+  const double fwd_compute = stretch * sc.fwd + (sc.tp + sc.cp + sc.ep) / 2;
   out.total = syncs * buckets * per_bucket;
   if (effective_overlap_grad_reduce(s, fw)) {
     const double each = pipelined_exposure(buckets, per_bucket, bwd_compute / buckets);
@@ -302,7 +305,10 @@ StepTime step_time_from_costs(const ModelSpec& m, const Strategy& s, const Clust
   t.exposed_dp_s = dp.exposed;
   t.dp_comm_total_s = dp.total;
   const double busy = ga * (slowest.fwd + slowest.bwd) + dp.copies;
-  t.overlap_slowdown_s = kOverlapComputeSlowdown * std::min(dp.total - dp.exposed, busy);
+  // Traffic hidden for a time H ran beside H / (1 + k) of compute work, which took H: k / (1 + k) · H longer
+  // (sim/engine.cpp slows compute by 1 + k while a data-parallel transfer runs); at most k · busy.
+  const double k = kOverlapComputeSlowdown;
+  t.overlap_slowdown_s = k / (1 + k) * std::min(dp.total - dp.exposed, (1 + k) * busy);
   t.compute_s = busy + t.overlap_slowdown_s;
   t.optimizer_s = optimizer_time(s, c, slowest);
   t.exposed_comm_s = t.exposed_tp_s + t.exposed_cp_s + t.exposed_pp_s + t.exposed_dp_s + t.exposed_ep_s;

@@ -50,10 +50,10 @@ TEST_SUITE("published runs") {
       CAPTURE(s.run->label);
       CAPTURE(s.error);
       if (megatron_row(*s.run)) {
-        // Megatron (N21, K22, MLM20): every row within 17 % (the worst: K22's MT-NLG 530B interleaved, full
-        // recomputation, +16.1 % since N21 Table 1 runs as sc21/run_table_1.sh launched it and Ampere's fraction was
-        // refitted 0.869 → 0.863; the 18.4B on 256 GPUs went from −15.5 % at micro-batch 1 to −1.2 % at its 8).
-        CHECK(std::fabs(s.error) <= 0.17);
+        // Megatron (N21, K22, MLM20): every row within 16 % (the worst: K22's MT-NLG 530B interleaved, full
+        // recomputation, +15.7 %; N21's 18.4B on 256 GPUs, −15.5 % at micro-batch 1, is −1.3 % at the 8 its launch
+        // script sets).
+        CHECK(std::fabs(s.error) <= 0.16);
         megatron_sum += std::fabs(s.error);
         ++megatron_rows;
       } else if (s.run->strategy.framework == Framework::torchtitan || s.run->strategy.framework == Framework::fsdp1) {
@@ -88,7 +88,7 @@ TEST_SUITE("published runs") {
     CHECK(gpt3 >= 5);
   }
 
-  TEST_CASE("K22's full-recomputation iterations within 17 % (+8.1, +11.1, +16.1, +12.4 %)") {
+  TEST_CASE("K22's full-recomputation iterations within 16 % (+7.8, +10.8, +15.7, +12.0 %)") {
     const std::string csv = default_csv_path();
     if (!std::filesystem::exists(csv)) return;
     const PublishedRuns runs = load_published_runs(csv, PresetStore::builtin());
@@ -96,7 +96,7 @@ TEST_SUITE("published runs") {
     for (const Scored& s : score(runs))
       if (s.run->source == "K22-Tab5" && s.run->strategy.recompute == Recompute::full) {
         CAPTURE(s.run->label);
-        CHECK(std::fabs(s.error) <= 0.17);
+        CHECK(std::fabs(s.error) <= 0.16);
         ++checked;
       }
     CHECK(checked == 4);

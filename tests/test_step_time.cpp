@@ -172,10 +172,8 @@ TEST_SUITE("step time") {
   // The model gave (fwd/bwd ms) 7.58/13.15, 6.45/11.69, 7.58/20.73, 7.58/14.19, 6.45/12.72 before the Ampere sustained
   // tensor fraction (0.883, fitted on every Ampere source: compute_cost.cpp); with it 8.05/14.10, 6.92/12.64,
   // 8.05/22.15, 8.05/15.15, 6.92/13.68: forwards within ±5 %, backwards +4 … +19 % (the paper's backward is the
-  // lighter side of the fit: K22's iterations come out +2 … +11 %, reports/accuracy.md). Refitted at 0.863 once N21
-  // Table 1 ran as its sc21 script launched it: 8.14/14.28, 7.01/12.82, 8.14/22.42, 8.14/15.33, 7.01/13.86 (backwards
-  // +6 … +20.0 %).
-  TEST_CASE("Korthikanti et al. 2022 Table 4: GPT-22B per-layer forward within ±12 %, backward within +21 %") {
+  // lighter side of the fit: K22's iterations come out +2 … +11 %, reports/accuracy.md).
+  TEST_CASE("Korthikanti et al. 2022 Table 4: GPT-22B per-layer forward within ±12 %, backward within +20 %") {
     const ModelSpec m = presets().model("gpt-22b");
     const ClusterSpec c = presets().cluster("dgx-a100-80g");
     struct Row {
@@ -198,7 +196,7 @@ TEST_SUITE("step time") {
       CAPTURE(t.bwd);
       CHECK(t.fwd == doctest::Approx(r.fwd_ms).epsilon(0.12));
       CHECK(t.bwd >= r.bwd_ms);
-      CHECK(t.bwd <= 1.21 * r.bwd_ms);
+      CHECK(t.bwd <= 1.20 * r.bwd_ms);
     }
   }
 
