@@ -139,9 +139,13 @@ int64_t peak_bytes(const MemoryComponents& c) {
 
 namespace {
 
+using memory_detail::gathered_units_for_backward;
 using memory_detail::Ledger;
+using memory_detail::loss_or_backward;
+using memory_detail::LossOrBackward;
 using memory_detail::StageInputs;
 using memory_detail::text;
+using memory_detail::unit_grads_awaiting_reduce;
 
 void add_model_states(Ledger& l, const StageInputs& in, MemoryPhase phase) {
   const Strategy& s = in.strategy;
@@ -177,54 +181,12 @@ void add_model_states(Ledger& l, const StageInputs& in, MemoryPhase phase) {
         ms.optimizer);
 }
 
-// ZeRO-2/3 without no_sync: the unsharded gradients of the units whose reduce-scatter has not finished (the unit in
-// backward and the one being reduced; FrameworkTraits::unsharded_grad_units). They appear with the first block's
-// backward. DeepSpeed's ZeRO-2 reduces through its IPG bucket instead (add_reduction_buffers).
-double unit_grads_awaiting_reduce(const StageInputs& in) {
-  const Strategy& s = in.strategy;
-  if (in.keeps_unsharded_grads) return 0;
-  const bool zero3 = s.zero == 3 && in.shard > 1;
-  const bool zero2 = s.zero == 2 && (in.shard > 1 || grad_reduce_degree(s) > 1) && in.fw.reduce_bucket_elements == 0;
-  if (!zero3 && !zero2) return 0;
-  return static_cast<double>(in.fw.unsharded_grad_units) * static_cast<double>(in.stage.block_params) * in.state.grads;
-}
-
-// The last stage's loss frees its logits before the first block's backward, where that block's backward
-// temporaries, its working set under full recomputation and the unit gradients awaiting reduce-scatter appear: the
-// peak holds one side or the other.
-struct LossOrBackward {
-  double logits = 0, scratch = 0, working_set = 0, unit_grads = 0, gathered_units = 0;
-  bool loss_peaks() const { return logits > 0 && logits >= scratch + working_set + unit_grads + gathered_units; }
-};
-
-// ZeRO-3's gathered block units (current + prefetch): resharded after each forward, gathered again from the first
-// block's backward on, after the loss (its pre-backward hook fires on that block's output gradient). DeepSpeed's
-// module-by-module fetch holds the LM head at the loss instead (add_zero3_working_set), and torchtitan under PP keeps
-// every unit: both are held at either moment.
-double gathered_units_for_backward(const StageInputs& in) {
-  const Strategy& s = in.strategy;
-  if (s.zero != 3 || in.shard <= 1 || (s.pp > 1 && in.fw.pp_keeps_params_gathered) || in.fw.zero3_prefetch_elements > 0)
-    return 0;
-  const double units = 1.0 + static_cast<double>(in.fw.zero3_prefetch_units);
-  return units * static_cast<double>(in.stage.block_params) *
-         (fp8_params_only(s) ? fp8_cached_weight_bytes_per_param(s) : in.compute_bytes);
-}
-
-LossOrBackward loss_or_backward(const StageInputs& in) {
-  LossOrBackward out;
-  out.logits = in.stage.last ? logits_bytes(in.model, in.strategy, in.fw) : 0;
-  out.scratch = in.fw.block_backward_scratch ? block_backward_scratch_bytes(in.model, in.strategy) : 0;
-  out.unit_grads = unit_grads_awaiting_reduce(in);
-  out.gathered_units = gathered_units_for_backward(in);
-  if (in.strategy.recompute == Recompute::full)
-    out.working_set = block_working_set_bytes(in.model, in.strategy, in.fw);
-  return out;
-}
-
 void add_unit_grads_awaiting_reduce(Ledger& l, const StageInputs& in) {
-  if (loss_or_backward(in).loss_peaks()) return;  // not yet allocated while the loss holds its logits
-  l.add(&MemoryComponents::buffers, "buffers", [&] { return fmt::format("unsharded gradients of {} units awaiting reduce-scatter", in.fw.unsharded_grad_units); },
-        unit_grads_awaiting_reduce(in));
+  const LossOrBackward peak = loss_or_backward(in);
+  if (peak.loss_peaks()) return;  // not yet allocated while the loss holds its logits
+  const int64_t units = peak.grad_units;
+  l.add(&MemoryComponents::buffers, "buffers", [&] { return fmt::format("unsharded gradients of {} unit{} awaiting reduce-scatter", units, units == 1 ? "" : "s"); },
+        peak.unit_grads);
 }
 
 void add_activations(Ledger& l, const StageInputs& in) {
@@ -236,13 +198,16 @@ void add_activations(Ledger& l, const StageInputs& in) {
   // other layers' saved tensors on the GPU, the window its offload and reload run ahead in (cpu_offload.py).
   const int64_t offloaded = std::min(s.offload_activation_layers, in.stage.layers);
   const int64_t resident = in.stage.layers - offloaded;
-  l.add(&MemoryComponents::activations, "activations", [&] {
-          return offloaded > 0 ? fmt::format("{} blocks × {:.3g} micro-batches in flight, recompute {} ({} more offloaded to "
-                                             "the host)", resident, in_flight, to_string(s.recompute), offloaded)
-                               : fmt::format("{} blocks × {:.3g} micro-batches in flight, recompute {}", resident,
-                                             in_flight, to_string(s.recompute)); },
-        per_block * static_cast<double>(resident) * in_flight);
   const LossOrBackward peak = loss_or_backward(in);
+  // At the backward that holds every awaiting unit gradient, the blocks after it have freed this micro-batch's sets.
+  const int64_t done = peak.loss_peaks() ? 0 : peak.done_blocks;
+  l.add(&MemoryComponents::activations, "activations", [&] {
+          const std::string freed = done > 0 ? fmt::format(", less {} block{} through its backward", done, done > 1 ? "s" : "") : "";
+          return offloaded > 0 ? fmt::format("{} blocks × {:.3g} micro-batches in flight{}, recompute {} ({} more offloaded to "
+                                             "the host)", resident, in_flight, freed, to_string(s.recompute), offloaded)
+                               : fmt::format("{} blocks × {:.3g} micro-batches in flight{}, recompute {}", resident,
+                                             in_flight, freed, to_string(s.recompute)); },
+        per_block * (static_cast<double>(resident) * in_flight - static_cast<double>(done)));
   if (peak.working_set > 0 && !peak.loss_peaks())
     l.add(&MemoryComponents::activations, "activations", text("one block's working set while it is recomputed"),
           peak.working_set);
@@ -503,10 +468,9 @@ StageMemory estimate_stage(const ModelSpec& m, const Strategy& s, const Framewor
     const bool bucket = in.fw.reduce_bucket_elements > 0 && (in.shard > 1 || grad_reduce_degree(s) > 1);
     if (lb.loss_peaks()) {
       out.peak_phase = MemoryPhase::loss_backward;
-    } else if ((lb.scratch + lb.working_set + lb.unit_grads + lb.gathered_units > 0 || bucket) && st.layers > 0) {
+    } else if ((lb.backward_extra() + lb.freed_activations > 0 || bucket) && st.layers > 0) {
       out.peak_phase = MemoryPhase::block_backward;
-      const int64_t units = lb.unit_grads > 0 ? std::max<int64_t>(fw.unsharded_grad_units, 1) : 1;
-      out.peak_block = std::max<int64_t>(st.layers - units, 0);
+      out.peak_block = std::max<int64_t>(st.layers - 1 - lb.done_blocks, 0);
     }
   }
   out.peak = step_wins ? step.parts_ : fb.parts_;

@@ -55,6 +55,24 @@ inline auto text(const char* t) {
   return [t] { return t; };
 }
 
+// The last stage's loss frees its logits before the first block's backward, where that block's backward
+// temporaries, its working set under full recomputation, the gathered units and the unit gradients awaiting
+// reduce-scatter appear: the peak holds one side or the other (memory_backward.cpp). On the backward side, the first
+// block's backward holds one unit's gradients; the backward that holds all the awaiting ones comes after the blocks
+// behind it (in forward order) have freed what they saved for the micro-batch: whichever holds more is the moment.
+struct LossOrBackward {
+  double logits = 0, scratch = 0, working_set = 0, gathered_units = 0;
+  double unit_grads = 0;         // unsharded unit gradients held at the backward moment
+  int64_t grad_units = 0;        // of how many units
+  int64_t done_blocks = 0;       // blocks through their backward at that moment
+  double freed_activations = 0;  // their saved activations of the micro-batch, freed by then
+  double backward_extra() const { return scratch + working_set + unit_grads + gathered_units - freed_activations; }
+  bool loss_peaks() const { return logits > 0 && logits >= backward_extra(); }
+};
+double unit_grads_awaiting_reduce(const StageInputs& in);
+double gathered_units_for_backward(const StageInputs& in);
+LossOrBackward loss_or_backward(const StageInputs& in);
+
 // Parts every moment shares (memory.cpp): runtime allocations outside the allocator, pipeline and sequence-parallel
 // buffers, and the allocator's reserve on what the ledger holds so far.
 void add_parallel_buffers(Ledger& l, const StageInputs& in);

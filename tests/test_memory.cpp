@@ -330,11 +330,21 @@ TEST_SUITE("memory") {
     s.loss = LossKind::fused;
     const StageMemory block = predict(m, s, presets().cluster("dgx-h100")).memory.peak_stage();
     CHECK(block.peak_phase == MemoryPhase::block_backward);
-    CHECK(block.peak_block == 30);  // the backward holding both blocks' unsharded gradients (unsharded_grad_units 2)
+    // The first backward (block 31), with its own unit's unsharded gradients (0.44 GB): the second would hold both
+    // units' (unsharded_grad_units 2), but by then block 31 has freed its saved activations, more than a unit's grads.
+    CHECK(block.peak_block == 31);
     CHECK_FALSE(has(block, "logits and cross-entropy"));
     CHECK(has(block, "gathered block parameters"));
     CHECK(has(block, "awaiting reduce-scatter"));
     CHECK(block.peak.total() < loss.peak.total());
+    // Under full recomputation a block saves only its input (4096 × 4096 × 2 B = 34 MB): the second backward, holding
+    // both units' gradients less that, is the moment (block 30), and its ledger counts one block's set fewer.
+    s.recompute = Recompute::full;
+    const StageMemory second = predict(m, s, presets().cluster("dgx-h100")).memory.peak_stage();
+    CHECK(second.peak_phase == MemoryPhase::block_backward);
+    CHECK(second.peak_block == 30);
+    CHECK(has(second, "less 1 block through its backward"));
+    CHECK(has(second, "unsharded gradients of 2 units"));
   }
 
   TEST_CASE("DeepSpeed's step casts the gradient partition to fp32 (ZeRO-3: one sub-group at a time)") {

@@ -1,0 +1,65 @@
+// The first backward of a stage against its loss (memory_ledger.hpp LossOrBackward): what appears once the loss has
+// freed its logits, and what the blocks already through their backward have freed by then.
+#include <algorithm>
+
+#include "planner/activations.hpp"
+#include "planner/fp8.hpp"
+#include "planner/framework.hpp"
+#include "planner/memory_ledger.hpp"
+
+namespace shardplan::memory_detail {
+
+// ZeRO-2/3 without no_sync: the unsharded gradients of the units whose reduce-scatter has not finished (the unit in
+// backward and the one being reduced; FrameworkTraits::unsharded_grad_units). They appear with the first block's
+// backward. DeepSpeed's ZeRO-2 reduces through its IPG bucket instead (memory.cpp add_reduction_buffers).
+double unit_grads_awaiting_reduce(const StageInputs& in) {
+  const Strategy& s = in.strategy;
+  if (in.keeps_unsharded_grads) return 0;
+  const bool zero3 = s.zero == 3 && in.shard > 1;
+  const bool zero2 = s.zero == 2 && (in.shard > 1 || grad_reduce_degree(s) > 1) && in.fw.reduce_bucket_elements == 0;
+  if (!zero3 && !zero2) return 0;
+  return static_cast<double>(in.fw.unsharded_grad_units) * static_cast<double>(in.stage.block_params) * in.state.grads;
+}
+
+// ZeRO-3's gathered block units (current + prefetch): resharded after each forward, gathered again from the first
+// block's backward on, after the loss (its pre-backward hook fires on that block's output gradient). DeepSpeed's
+// module-by-module fetch holds the LM head at the loss instead (memory.cpp add_zero3_working_set), and torchtitan
+// under PP keeps every unit: both are held at either moment.
+double gathered_units_for_backward(const StageInputs& in) {
+  const Strategy& s = in.strategy;
+  if (s.zero != 3 || in.shard <= 1 || (s.pp > 1 && in.fw.pp_keeps_params_gathered) || in.fw.zero3_prefetch_elements > 0)
+    return 0;
+  const double units = 1.0 + static_cast<double>(in.fw.zero3_prefetch_units);
+  return units * static_cast<double>(in.stage.block_params) *
+         (fp8_params_only(s) ? fp8_cached_weight_bytes_per_param(s) : in.compute_bytes);
+}
+
+LossOrBackward loss_or_backward(const StageInputs& in) {
+  LossOrBackward out;
+  out.logits = in.stage.last ? logits_bytes(in.model, in.strategy, in.fw) : 0;
+  out.scratch = in.fw.block_backward_scratch ? block_backward_scratch_bytes(in.model, in.strategy) : 0;
+  out.gathered_units = gathered_units_for_backward(in);
+  if (in.strategy.recompute == Recompute::full)
+    out.working_set = block_working_set_bytes(in.model, in.strategy, in.fw);
+  const double all = unit_grads_awaiting_reduce(in);
+  if (all <= 0) return out;
+  // The first backward holds its own unit's gradients; the unsharded_grad_units-th holds all of them, the blocks after
+  // it in forward order being through their backward (autograd has freed what they saved for this micro-batch).
+  const int64_t units = std::max<int64_t>(in.fw.unsharded_grad_units, 1);
+  const int64_t resident = in.stage.layers - std::min(in.strategy.offload_activation_layers, in.stage.layers);
+  const int64_t done = std::clamp<int64_t>(units - 1, 0, resident);
+  const double freed = static_cast<double>(done) * block_activation_bytes(in.model, in.strategy, in.fw);
+  const double first = all / static_cast<double>(units);
+  if (all - freed > first) {
+    out.unit_grads = all;
+    out.grad_units = units;
+    out.done_blocks = done;
+    out.freed_activations = freed;
+  } else {
+    out.unit_grads = first;
+    out.grad_units = 1;
+  }
+  return out;
+}
+
+}  // namespace shardplan::memory_detail
