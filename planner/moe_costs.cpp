@@ -222,7 +222,7 @@ void add_mtp_costs(const ModelSpec& m, const Strategy& s, const GpuSpec& g, Micr
 // idles while the host launches what follows. Token dropping with padding never syncs (preprocess: the drop_and_pad
 // branch returns capacity-sized counts built on the host), so it pays only the per-expert part — which fits the
 // token-dropping rows better than the stall does (MoE rows 24.1 → 21.6 %).
-constexpr double kMoeHostLayerS = 5.873e-3;
+constexpr double kMoeHostLayerS = 5.898e-3;
 constexpr double kMoeHostLocalExpertS = 0.0834e-3;
 // The flex dispatchers' share of the fixed part, fitted the same way: 0.446. Both wait on the host once per layer to size
 // their output (_HybridEPManager.dispatch without a rank capacity factor: "CPU sync in dispatch";
@@ -233,7 +233,7 @@ constexpr double kMoeHostLocalExpertS = 0.0834e-3;
 // stall. While their traffic was priced as NCCL's all-to-all (one copy per expert), this share fitted 0: the
 // overpriced traffic stood in for the stall. With the deduplicated dispatch (flex_dispatch_time_s) it fits 0.45, its
 // leave-one-source-out values 0.37–0.53 (reports/accuracy.md); pinned at 1 the MoE rows fit worse.
-constexpr double kMoeHostFusedDispatchShare = 0.444;
+constexpr double kMoeHostFusedDispatchShare = 0.443;
 
 double moe_host_layer_default_s() { return kMoeHostLayerS; }
 double moe_host_local_expert_default_s() { return kMoeHostLocalExpertS; }

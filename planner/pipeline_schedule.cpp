@@ -35,6 +35,40 @@ std::optional<std::string> pipeline_microbatch_refusal(const Strategy& s) {
   return std::nullopt;
 }
 
+namespace {
+
+// Whether Megatron's GPipe / 1F1B / interleaved order exists for these micro-batches (interleaving needs them in
+// groups of pp: schedules.py get_pp_rank_microbatches; the simulator refuses the rest).
+bool megatron_order_exists(Schedule schedule, int64_t p, int64_t v, int64_t m) {
+  if (p == 1 || schedule == Schedule::gpipe || schedule == Schedule::one_f_one_b) return v == 1;
+  return schedule == Schedule::interleaved && v >= 2 && m % p == 0;
+}
+
+// Pass j of a rank under Megatron-LM's schedules (megatron/core/pipeline_parallel/schedules.py; torch's Schedule1F1B
+// and ScheduleInterleaved1F1B play the same orders): GPipe every forward then every backward; 1F1B p − i − 1 warm-up
+// forwards (Narayanan et al. 2021 §2.2.1), then one forward one backward, then the cool-down backwards; interleaved
+// the same over the m·v virtual micro-batches of InterleavedOrder (§2.2.2). Without pipelining: forward, backward.
+PipelinePass megatron_pass(Schedule schedule, int64_t p, int64_t v, int64_t m, int64_t rank, int64_t j) {
+  auto f = [](int64_t mb, int64_t c) { return PipelinePass{PassKind::forward, static_cast<int32_t>(mb), static_cast<int32_t>(c)}; };
+  auto b = [](int64_t mb, int64_t c) { return PipelinePass{PassKind::backward_full, static_cast<int32_t>(mb), static_cast<int32_t>(c)}; };
+  if (p == 1) return j % 2 == 0 ? f(j / 2, 0) : b(j / 2, 0);
+  if (schedule == Schedule::gpipe) return j < m ? f(j, 0) : b(j - m, 0);
+  const InterleavedOrder o{p, v};
+  const int64_t total = m * v;
+  const int64_t warmup = v == 1 ? std::min(p - rank - 1, m) : o.warmup(rank, total);
+  auto fwd = [&](int64_t k) { return v == 1 ? f(k, 0) : f(o.micro(k), o.forward_chunk(k)); };
+  auto bwd = [&](int64_t k) { return v == 1 ? b(k, 0) : b(o.micro(k), o.backward_chunk(k)); };
+  if (j < warmup) return fwd(j);
+  const int64_t steady = 2 * (total - warmup);
+  if (j < warmup + steady) {
+    const int64_t k = (j - warmup) / 2;
+    return (j - warmup) % 2 == 0 ? fwd(warmup + k) : bwd(k);
+  }
+  return bwd(total - warmup + (j - warmup - steady));
+}
+
+}  // namespace
+
 PipelineTimes pipeline_times(const Strategy& s, const StagePassTimes& t) {
   PipelineTimes out;
   if (s.pp <= 1) return out;
@@ -50,7 +84,7 @@ PipelineTimes pipeline_times(const Strategy& s, const StagePassTimes& t) {
     case Schedule::one_f_one_b:
     case Schedule::interleaved: out.bubble_s = (p - 1) / v * whole; break;
     // ZB-H1 (interleaved or not), ZB-V and DualPipeV: the critical path of torch's pass order
-    // (split_backward_makespan) less the stage's own work and transfers. Where the papers' assumptions hold it is
+    // (pipeline_makespan) less the stage's own work and transfers. Where the papers' assumptions hold it is
     // their figure: ZB-H1's (p − 1)(T_F + T_B − T_W), T_B = B − W (Qi et al. 2024 §2.1), ÷ v interleaved, for
     // m ≥ p and T_W ≤ T_B (torch's interleaved zero bubble also runs m < p, where the bubble grows); ZB-V's
     // "zero bubble" (ibid. §6) only up to its (p − 1)·T_F warm-up offset, the rest needing the next step's warm-up
@@ -62,7 +96,7 @@ PipelineTimes pipeline_times(const Strategy& s, const StagePassTimes& t) {
       const double tp_half = t.tp / 2 / v;
       const ChunkPassTimes chunk{(t.fwd / v) + tp_half, (t.bwd - w) / v + tp_half, w / v, t.send};
       const double makespan =
-          split_backward_makespan(s.schedule, s.pp, chunks_per_rank(s), grad_accum_steps(s), chunk);
+          pipeline_makespan(s.schedule, s.pp, chunks_per_rank(s), grad_accum_steps(s), chunk);
       out.bubble_s = std::max(0.0, makespan - ga * (t.fwd + t.bwd + t.tp) - out.exposed_pp_s);
       break;
     }
@@ -83,9 +117,10 @@ PipelineTimes pipeline_times(const ModelSpec& m, const Strategy& s, const Microb
     const auto blocks = static_cast<double>(chunk_layers(m, s, r, c));
     const int64_t k = virtual_stage_of(s, r, c);
     ChunkPassTimes x;
-    x.fwd = blocks * (mb.block_fwd_s + mb.block_tp_fwd_s + mb.block_ep_fwd_s) + (k == 0 ? mb.embed_fwd_s : 0) +
-            (k == pieces - 1 ? mb.head_fwd_s : 0);
-    x.input_grad = blocks * (mb.block_bwd_s + mb.block_recompute_s - w_block + mb.block_tp_bwd_s + mb.block_ep_bwd_s) +
+    x.fwd = blocks * (mb.block_fwd_s + mb.block_tp_fwd_s + mb.block_ep_fwd_s + mb.block_cp_fwd_s) +
+            (k == 0 ? mb.embed_fwd_s : 0) + (k == pieces - 1 ? mb.head_fwd_s : 0);
+    x.input_grad = blocks * (mb.block_bwd_s + mb.block_recompute_s - w_block + mb.block_tp_bwd_s + mb.block_ep_bwd_s +
+                             mb.block_cp_bwd_s) +
                    (k == 0 ? mb.embed_bwd_s : 0) + (k == pieces - 1 ? mb.head_bwd_s : 0);
     x.wgrad = blocks * w_block;
     x.send = t.send;
@@ -98,32 +133,52 @@ PipelineTimes pipeline_times(const ModelSpec& m, const Strategy& s, const Microb
     chunks.reserve(static_cast<size_t>(s.pp * v));
     for (int64_t r = 0; r < s.pp; ++r)
       for (int64_t c = 0; c < v; ++c) chunks.push_back(chunk(r, c));
-    const double makespan = split_backward_makespan(s.schedule, s.pp, v, grad_accum_steps(s), chunks);
+    const double makespan = pipeline_makespan(s.schedule, s.pp, v, grad_accum_steps(s), chunks);
     out.bubble_s = std::max(0.0, makespan - ga * (t.fwd + t.bwd + t.tp) - out.exposed_pp_s);
     return out;
   }
-  // Fill and drain through the stages other than the slowest (Narayanan et al. 2021 §2.2's (p − 1) stage times
-  // when the stages are equal).
-  double all = 0;
+  // Equal chunks: the formula (Narayanan et al. 2021 §2.2's (p − 1) stage times, ÷ v interleaved) is the schedule's
+  // critical path. Unequal ones (an uneven split, the embedding and the LM head): the slowest stage waits less than the
+  // others' sum, their slack absorbing part of its fill and drain, so the critical path is walked as the simulator
+  // plays it (pipeline_makespan over pipeline_pass_order).
+  std::vector<ChunkPassTimes> chunks;
+  chunks.reserve(static_cast<size_t>(s.pp * v));
+  double all = 0, lo = 0, hi = 0;
   for (int64_t r = 0; r < s.pp; ++r)
     for (int64_t c = 0; c < v; ++c) {
-      const ChunkPassTimes x = chunk(r, c);
-      all += x.fwd + x.input_grad + x.wgrad;
+      chunks.push_back(chunk(r, c));
+      const ChunkPassTimes& x = chunks.back();
+      const double each = x.fwd + x.input_grad + x.wgrad;
+      all += each;
+      lo = chunks.size() == 1 ? each : std::min(lo, each);
+      hi = std::max(hi, each);
     }
+  if (hi > lo * (1 + 1e-9)) {
+    // The slowest stage's idle settles once the steady phase is long enough for the others' slack to absorb what it
+    // can (a few rounds of pp micro-batches; sim/rerank.cpp's extrapolation assumes the same): past 2·pp·v the walk
+    // stops there and its bubble stands for the step's.
+    const int64_t m = grad_accum_steps(s), walked = std::min(m, 2 * s.pp * v);
+    const double makespan = pipeline_makespan(s.schedule, s.pp, v, walked, chunks);
+    if (makespan > 0) {
+      const double w = static_cast<double>(walked);
+      out.bubble_s = std::max(0.0, makespan - w * (t.fwd + t.bwd + t.tp) - w * 2 * static_cast<double>(v) * t.send);
+      return out;
+    }
+  }
   const double others = std::max(0.0, all - (t.fwd + t.bwd + t.tp));
   const double sends = static_cast<double>(s.pp - 1) * 2 * static_cast<double>(v) * t.send;
   out.bubble_s = (others + sends) / static_cast<double>(v);
   return out;
 }
 
-double split_backward_makespan(Schedule schedule, int64_t pp, int64_t vpp, int64_t micro_batches,
+double pipeline_makespan(Schedule schedule, int64_t pp, int64_t vpp, int64_t micro_batches,
                                const ChunkPassTimes& t) {
   const int64_t v = schedule_is_v_shaped(schedule) ? 2 : std::max<int64_t>(1, vpp);
-  return split_backward_makespan(schedule, pp, vpp, micro_batches,
+  return pipeline_makespan(schedule, pp, vpp, micro_batches,
                                  std::vector<ChunkPassTimes>(static_cast<size_t>(pp * v), t));
 }
 
-double split_backward_makespan(Schedule schedule, int64_t pp, int64_t vpp, int64_t micro_batches,
+double pipeline_makespan(Schedule schedule, int64_t pp, int64_t vpp, int64_t micro_batches,
                                const std::vector<ChunkPassTimes>& chunks) {
   const int64_t p = pp, v = schedule_is_v_shaped(schedule) ? 2 : std::max<int64_t>(1, vpp), m = micro_batches;
   const int64_t pieces = p * v;
@@ -132,47 +187,70 @@ double split_backward_makespan(Schedule schedule, int64_t pp, int64_t vpp, int64
     return schedule_is_v_shaped(schedule) ? (c == 0 ? r : 2 * p - 1 - r) : r + c * p;
   };
   auto rank_of = [&](int64_t k) { return schedule_is_v_shaped(schedule) ? (k < p ? k : 2 * p - 1 - k) : k % p; };
+  // The B/W-split schedules' orders are built; Megatron's 1F1B, interleaved and GPipe are computed pass by pass
+  // (megatron_pass, no allocation: the search walks every unequal pipeline it prices).
+  const bool built = p > 1 && schedule_splits_backward(schedule);
+  if (!built && !megatron_order_exists(schedule, p, v, m)) return 0;
   std::vector<std::vector<PipelinePass>> orders;
-  for (int64_t r = 0; r < p; ++r) orders.push_back(split_backward_pass_order(schedule, p, v, m, r));
+  if (built)
+    for (int64_t r = 0; r < p; ++r) orders.push_back(split_backward_pass_order(schedule, p, v, m, r));
+  const size_t passes = static_cast<size_t>(2 * m * v);
+  auto count = [&](size_t ri) { return built ? orders[ri].size() : passes; };
+  auto pass = [&](int64_t r, size_t j) {
+    return built ? orders[static_cast<size_t>(r)][j] : megatron_pass(schedule, p, v, m, r, static_cast<int64_t>(j));
+  };
   // Finish times of each piece's forward and input-gradient backward per micro-batch; −1 = not yet played.
   std::vector<double> forward(static_cast<size_t>(pieces * m), -1), backward(static_cast<size_t>(pieces * m), -1);
   std::vector<double> free_at(static_cast<size_t>(p), 0);
   std::vector<size_t> next(static_cast<size_t>(p), 0);
   auto at = [&](int64_t k, int32_t mb) { return static_cast<size_t>(k * m + mb); };
-  for (bool progress = true; progress;) {
-    progress = false;
-    for (int64_t r = 0; r < p; ++r) {
-      const auto ri = static_cast<size_t>(r);
-      while (next[ri] < orders[ri].size()) {
-        const PipelinePass& x = orders[ri][next[ri]];
-        const int64_t k = piece_of(r, x.chunk);
-        const ChunkPassTimes& t = chunks[static_cast<size_t>(r * v + x.chunk)];
-        double ready = 0, seconds = 0;
-        // What the pass waits for (its input, delivered), and whether it sends its output to another rank.
-        bool sends = false;
-        if (x.kind == PassKind::forward) {
-          if (k > 0) {
-            ready = forward[at(k - 1, x.micro)];
-            if (ready < 0) break;
-          }
-          seconds = t.fwd;
-          sends = k < pieces - 1 && rank_of(k + 1) != r;
-        } else if (x.kind == PassKind::backward_weight) {
-          seconds = t.wgrad;
-        } else {
-          ready = k < pieces - 1 ? backward[at(k + 1, x.micro)] : forward[at(k, x.micro)];
+  // A worklist of ranks: each runs its passes until one waits for an input not yet produced, and is visited again
+  // only when a neighbour produces something for it (each pass is played once; no rescans of blocked ranks).
+  std::vector<int64_t> work;
+  std::vector<char> queued(static_cast<size_t>(p), 1);
+  work.reserve(static_cast<size_t>(p));
+  for (int64_t r = p - 1; r >= 0; --r) work.push_back(r);
+  auto wake = [&](int64_t r) {
+    if (!queued[static_cast<size_t>(r)]) queued[static_cast<size_t>(r)] = 1, work.push_back(r);
+  };
+  while (!work.empty()) {
+    const int64_t r = work.back();
+    work.pop_back();
+    const auto ri = static_cast<size_t>(r);
+    queued[ri] = 0;
+    while (next[ri] < count(ri)) {
+      const PipelinePass x = pass(r, next[ri]);
+      const int64_t k = piece_of(r, x.chunk);
+      const ChunkPassTimes& t = chunks[static_cast<size_t>(r * v + x.chunk)];
+      double ready = 0, seconds = 0;
+      // What the pass waits for (its input, delivered), and whether it sends its output to another rank.
+      bool sends = false;
+      if (x.kind == PassKind::forward) {
+        if (k > 0) {
+          ready = forward[at(k - 1, x.micro)];
           if (ready < 0) break;
-          seconds = t.input_grad + (x.kind == PassKind::backward_full ? t.wgrad : 0);
-          sends = k > 0 && rank_of(k - 1) != r;
         }
-        // Transfers block their sender, as Megatron's and torch's batched p2p waits do (sim/schedule.cpp send).
-        const double end = std::max(free_at[ri], ready) + seconds + (sends ? t.send : 0);
-        free_at[ri] = end;
-        if (x.kind == PassKind::forward) forward[at(k, x.micro)] = end;
-        else if (x.kind != PassKind::backward_weight) backward[at(k, x.micro)] = end;
-        ++next[ri];
-        progress = true;
+        seconds = t.fwd;
+        sends = k < pieces - 1 && rank_of(k + 1) != r;
+      } else if (x.kind == PassKind::backward_weight) {
+        seconds = t.wgrad;
+      } else {
+        ready = k < pieces - 1 ? backward[at(k + 1, x.micro)] : forward[at(k, x.micro)];
+        if (ready < 0) break;
+        seconds = t.input_grad + (x.kind == PassKind::backward_full ? t.wgrad : 0);
+        sends = k > 0 && rank_of(k - 1) != r;
       }
+      // Transfers block their sender, as Megatron's and torch's batched p2p waits do (sim/schedule.cpp send).
+      const double end = std::max(free_at[ri], ready) + seconds + (sends ? t.send : 0);
+      free_at[ri] = end;
+      if (x.kind == PassKind::forward) {
+        forward[at(k, x.micro)] = end;
+        if (k < pieces - 1) wake(rank_of(k + 1));
+      } else if (x.kind != PassKind::backward_weight) {
+        backward[at(k, x.micro)] = end;
+        if (k > 0) wake(rank_of(k - 1));
+      }
+      ++next[ri];
     }
   }
   double makespan = 0;
@@ -321,6 +399,18 @@ std::vector<PipelinePass> split_backward_pass_order(Schedule schedule, int64_t p
     case Schedule::dualpipev: return dualpipev(pp, micro_batches, rank);
     default: return {};
   }
+}
+
+std::vector<PipelinePass> pipeline_pass_order(Schedule schedule, int64_t pp, int64_t vpp, int64_t micro_batches,
+                                              int64_t rank) {
+  if (pp > 1 && schedule_splits_backward(schedule)) return split_backward_pass_order(schedule, pp, vpp, micro_batches, rank);
+  const int64_t v = std::max<int64_t>(1, vpp);
+  if (!megatron_order_exists(schedule, pp, v, micro_batches)) return {};
+  std::vector<PipelinePass> order;
+  const int64_t passes = 2 * micro_batches * v;
+  order.reserve(static_cast<size_t>(passes));
+  for (int64_t j = 0; j < passes; ++j) order.push_back(megatron_pass(schedule, pp, v, micro_batches, rank, j));
+  return order;
 }
 
 int64_t peak_live_chunks(const std::vector<PipelinePass>& order) {

@@ -10,7 +10,7 @@
 //   GPipe, 1F1B          (p − 1)(F + B)
 //   interleaved 1F1B     (p − 1)(F + B)/v
 //   ZB-H1, ZB-V,         the critical path of torch's pass order at the stage's per-chunk times
-//   DualPipeV            (split_backward_makespan) less the stage's own work. It equals ZB-H1's
+//   DualPipeV            (pipeline_makespan) less the stage's own work. It equals ZB-H1's
 //                        (p − 1)(T_F + T_B − T_W), T_B = B − W (§2.1; ÷ v interleaved) for m ≥ p and T_W ≤ T_B,
 //                        leaves ZB-V only its (p − 1)·T_F warm-up offset at T_F = T_B = T_W (§6's zero bubble
 //                        once steps overlap), and stays below DualPipe's (PP/2 − 1)(F&B + B − 3W) (DeepSeek-V3
@@ -94,20 +94,26 @@ struct PipelinePass {
 };
 std::vector<PipelinePass> split_backward_pass_order(Schedule schedule, int64_t pp, int64_t vpp, int64_t micro_batches,
                                                     int64_t rank);
+// Any schedule's passes for one rank: the B/W-split ones above; Megatron-LM's GPipe (every forward, then every
+// backward), 1F1B (warm-up p − i − 1 forwards, one forward one backward, cool-down) and interleaved 1F1B
+// (InterleavedOrder) with full backwards (megatron/core/pipeline_parallel/schedules.py; torch's Schedule1F1B and
+// ScheduleInterleaved1F1B play the same orders). Empty for an interleaved step whose micro-batches are not in
+// groups of pp (the simulator refuses it; pipeline_times keeps its formula).
+std::vector<PipelinePass> pipeline_pass_order(Schedule schedule, int64_t pp, int64_t vpp, int64_t micro_batches,
+                                              int64_t rank);
 
-// One chunk's pass times for split_backward_makespan: forward, B (input gradients), W (weight gradients), and one
-// transfer between ranks (none at a V's turn, which stays on its rank).
+// One chunk's pass times for pipeline_makespan: forward, B (input gradients), W (weight gradients; a full backward is
+// B + W), and one transfer between ranks (none at a V's turn, which stays on its rank).
 struct ChunkPassTimes {
   double fwd = 0, input_grad = 0, wgrad = 0, send = 0;
 };
-// The step's pipeline makespan when every rank plays its split_backward_pass_order with these times and each pass
-// waits for its input from the neighbouring piece: a longest path through the schedule, no allocation per pass
-// beyond the orders themselves.
-double split_backward_makespan(Schedule schedule, int64_t pp, int64_t vpp, int64_t micro_batches,
-                               const ChunkPassTimes& t);
+// The step's pipeline makespan when every rank plays its pipeline_pass_order with these times and each pass waits for
+// its input from the neighbouring piece: a longest path through the schedule, no allocation per pass beyond the
+// orders themselves. 0 where the schedule has no order for these micro-batches.
+double pipeline_makespan(Schedule schedule, int64_t pp, int64_t vpp, int64_t micro_batches, const ChunkPassTimes& t);
 // With each rank's chunks at their own times: `chunks[rank · vpp + chunk]` (vpp = 2 for the V-shaped schedules).
-double split_backward_makespan(Schedule schedule, int64_t pp, int64_t vpp, int64_t micro_batches,
-                               const std::vector<ChunkPassTimes>& chunks);
+double pipeline_makespan(Schedule schedule, int64_t pp, int64_t vpp, int64_t micro_batches,
+                         const std::vector<ChunkPassTimes>& chunks);
 
 // The most micro-batch chunks whose activations are alive at once in `order` (a forward adds one; a W or a full
 // backward frees it): the peak that split_backward_in_flight gives in closed form (tests compare the two).

@@ -276,14 +276,14 @@ TEST_SUITE("pipeline schedules") {
     const double deepseek = 3 * ((1 + 2) + 2 - 3 * 1);
     CHECK(dpv.step_s - 48 == doctest::Approx(3.0));
     CHECK(dpv.step_s - 48 <= deepseek);
-    // The analytic model takes the same critical path (split_backward_makespan); with transfers it matches the played
+    // The analytic model takes the same critical path (pipeline_makespan); with transfers it matches the played
     // schedule to the last bit for every schedule with a B/W split.
     for (Schedule sch : {Schedule::zb_h1, Schedule::zbv, Schedule::dualpipev})
       for (int64_t p : {2, 3, 4, 8})
         for (double send : {0.0, 0.3}) {
           const int64_t m = 3 * p, chunks = sch == Schedule::zb_h1 ? 1 : 2;
           const sim::SimResult r = sim::simulate_plan(hand_pipeline(p, m, sch, chunks, 1.0, 2.5, 0.7, send));
-          CHECK(split_backward_makespan(sch, p, chunks, m, {1.0, 1.8, 0.7, send}) == doctest::Approx(r.step_s).epsilon(1e-12));
+          CHECK(pipeline_makespan(sch, p, chunks, m, {1.0, 1.8, 0.7, send}) == doctest::Approx(r.step_s).epsilon(1e-12));
         }
     // Unequal stages (an uneven split): each rank's chunks at their own times, still the played step exactly.
     for (Schedule sch : {Schedule::zb_h1, Schedule::zbv, Schedule::dualpipev}) {
@@ -297,7 +297,7 @@ TEST_SUITE("pipeline schedules") {
           const auto b = static_cast<double>(blocks);
           chunks.push_back({b * 1.0, b * 1.8, b * 0.7, 0.1});
         }
-      CHECK(split_backward_makespan(sch, p, 2, m, chunks) == doctest::Approx(sim::simulate_plan(plan).step_s).epsilon(1e-12));
+      CHECK(pipeline_makespan(sch, p, 2, m, chunks) == doctest::Approx(sim::simulate_plan(plan).step_s).epsilon(1e-12));
     }
     // And pipeline_times' bubble for a V schedule is that makespan less the stage's work: F 2, B 4, W 2 per stage.
     const PipelineTimes t = pipeline_times(schedule_only(4, 8, Schedule::zbv, 2), {2, 4, 2, 0, 0});
