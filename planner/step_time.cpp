@@ -34,7 +34,9 @@ struct StageCompute {
   double tp = 0;        // TP collectives of one micro-batch (critical path)
   double cp = 0;        // context-parallel ring exposure of one micro-batch (critical path)
   double ep = 0;        // EP all-to-alls of one micro-batch (critical path)
+  double waits_fwd = 0;  // of tp + cp + ep, the forward's (the rest in backward, recomputation included)
   double total() const { return fwd + bwd + tp + cp + ep; }
+  double waits_bwd() const { return tp + cp + ep - waits_fwd; }
 };
 
 StageCompute stage_compute(const ModelSpec& m, const Strategy& s, const MicrobatchCosts& mb, int64_t stage) {
@@ -47,6 +49,7 @@ StageCompute stage_compute(const ModelSpec& m, const Strategy& s, const Microbat
   sc.tp = layers * (mb.block_tp_fwd_s + mb.block_tp_bwd_s);
   sc.ep = layers * (mb.block_ep_fwd_s + mb.block_ep_bwd_s);
   sc.cp = layers * (mb.block_cp_fwd_s + mb.block_cp_bwd_s);
+  sc.waits_fwd = layers * (mb.block_tp_fwd_s + mb.block_ep_fwd_s + mb.block_cp_fwd_s);
   return sc;
 }
 
@@ -170,12 +173,13 @@ DpTraffic dp_traffic(const Strategy& s, const ClusterSpec& c, const FrameworkTra
   // HSDP: each unit's reduced shard is all-reduced across the replicas (Zhao et al. 2023, PyTorch FSDP §3.2.3).
   auto replica_ar = [&](double params) { return repl.size > 1 ? ar(params * grad_b / static_cast<double>(n), repl) : 0.0; };
   // What hides the traffic: compute, and the TP collectives, CP ring waits and EP all-to-alls on the critical path
-  // (half of them in each pass), during which the data-parallel link is free (sim/ gives each its own link). Compute
+  // (each pass its own: the backward's include its recomputation's), during which the data-parallel link is free
+  // (sim/ gives each its own link). Compute
   // overlapped by the traffic runs 1 + kOverlapComputeSlowdown times longer (sim/engine.cpp's rate), and the traffic
   // keeps flowing through that longer time: where it outlasts the compute, the slowed compute hides that much more.
   const double stretch = 1 + kOverlapComputeSlowdown;
-  const double c_fwd = units > 0 ? (stretch * sc.fwd + (sc.tp + sc.cp + sc.ep) / 2) / units : 0;
-  const double c_bwd = units > 0 ? (stretch * sc.bwd + (sc.tp + sc.cp + sc.ep) / 2) / units : 0;
+  const double c_fwd = units > 0 ? (stretch * sc.fwd + sc.waits_fwd) / units : 0;
+  const double c_bwd = units > 0 ? (stretch * sc.bwd + sc.waits_bwd()) / units : 0;
 
   if (s.zero >= 2 && n > 1 && (fw.zero2_gathers_units || s.zero == 3)) {
     const UnitSchedule u = unit_schedule(s, fw);
@@ -209,7 +213,11 @@ DpTraffic dp_traffic(const Strategy& s, const ClusterSpec& c, const FrameworkTra
     // A runtime whose backward does not end waiting for its reductions (Megatron-FSDP: only finish_grad_sync before
     // the optimizer waits) hides each micro-batch's last reduce-scatter behind the next forward; the step's last
     // stays exposed (framework.hpp backward_end_waits_for_reduce).
-    if (!fw.backward_end_waits_for_reduce && u.reductions > 1) out.exposed -= (u.reductions - 1) * tail_rs;
+    // That forward gathers on the same link, so only its slack hides the tail.
+    if (!fw.backward_end_waits_for_reduce && u.reductions > 1) {
+      const double slack = u.fwd_gathers > 0 ? std::max(0.0, units * c_fwd - fwd_total) : units * c_fwd;
+      out.exposed -= (u.reductions - 1) * std::min(tail_rs, slack);
+    }
     if (u.reduce_after) {
       const double after = units * unit_rs + tail_rs;
       out.exposed += after;
@@ -225,11 +233,16 @@ DpTraffic dp_traffic(const Strategy& s, const ClusterSpec& c, const FrameworkTra
   const double routed = static_cast<double>(sc.params.routed_experts);
   const GradientBuckets gb = gradient_buckets(s, c, fw, psi, routed, grad_b);
   const double buckets = gb.count, per_bucket = gb.per_bucket_s;
-  const double bwd_compute = stretch * sc.bwd + (sc.tp + sc.cp + sc.ep) / 2;
-  const double fwd_compute = stretch * sc.fwd + (sc.tp + sc.cp + sc.ep) / 2;
+  const double bwd_compute = stretch * sc.bwd + sc.waits_bwd();
+  const double fwd_compute = stretch * sc.fwd + sc.waits_fwd;
   out.total = syncs * buckets * per_bucket;
   if (effective_overlap_grad_reduce(s, fw)) {
-    const double each = pipelined_exposure(buckets, per_bucket, bwd_compute / buckets);
+    // Buckets fill in backward order and each is reduced once full, behind the compute that follows; the first stage's
+    // embedding gradients come last (its backward ends the pass: sim/stage_builder.cpp embed_bwd), so their buckets
+    // are reduced after all compute, in the open.
+    const double embedding = sc.params.first ? std::min(static_cast<double>(sc.params.embedding), psi) : 0.0;
+    const double tail = psi > 0 ? buckets * embedding / psi : 0.0, body = buckets - tail;
+    const double each = pipelined_exposure(body, per_bucket, body > 0 ? bwd_compute / body : 0.0) + tail * per_bucket;
     // Where the backward does not end waiting for its reductions (Megatron-FSDP's optim_grads reduces every
     // micro-batch), what outlasts one backward runs beside the next forward; the step's last stays exposed.
     const double hidden = fw.backward_end_waits_for_reduce ? 0.0 : fwd_compute;
@@ -305,10 +318,14 @@ StepTime step_time_from_costs(const ModelSpec& m, const Strategy& s, const Clust
   t.exposed_dp_s = dp.exposed;
   t.dp_comm_total_s = dp.total;
   const double busy = ga * (slowest.fwd + slowest.bwd) + dp.copies;
-  // Traffic hidden for a time H ran beside H / (1 + k) of compute work, which took H: k / (1 + k) · H longer
-  // (sim/engine.cpp slows compute by 1 + k while a data-parallel transfer runs); at most k · busy.
+  // Traffic hidden for a time H ran beside the slowed compute and the TP/CP/EP waits that hid it, in proportion to
+  // their shares of the hiding time; beside compute for a time Hc it ran with Hc / (1 + k) of compute work, which took
+  // Hc: k / (1 + k) · Hc longer (sim/engine.cpp slows compute by 1 + k while a data-parallel transfer runs, and only
+  // compute); at most k · busy.
   const double k = kOverlapComputeSlowdown;
-  t.overlap_slowdown_s = k / (1 + k) * std::min(dp.total - dp.exposed, (1 + k) * busy);
+  const double waits = ga * (slowest.tp + slowest.cp + slowest.ep);
+  const double beside_compute = busy > 0 ? (1 + k) * busy / ((1 + k) * busy + waits) : 0.0;
+  t.overlap_slowdown_s = k / (1 + k) * std::min((dp.total - dp.exposed) * beside_compute, (1 + k) * busy);
   t.compute_s = busy + t.overlap_slowdown_s;
   t.optimizer_s = optimizer_time(s, c, slowest);
   t.exposed_comm_s = t.exposed_tp_s + t.exposed_cp_s + t.exposed_pp_s + t.exposed_dp_s + t.exposed_ep_s;
