@@ -97,6 +97,9 @@ FrameworkTraits fsdp2_traits() {
   // Composer's FSDP mixed_precision DEFAULT sets reduce_dtype=float32 (mosaicml/composer PR #2628, Oct 2023;
   // PURE reduces in bf16). DDP under torch.autocast all-reduces the fp32 gradients of fp32 parameters.
   t.amp_grads_reduced_in_fp32 = true;
+  // Tensor parallelism through DTensor (torchtitan's plan: the embedding RowwiseParallel): its embedding gradient is
+  // full-vocabulary until the reduction (framework.hpp).
+  t.embedding_grad_full_vocab_under_tp = true;
   // Memory as FSDP2 allocates it, cross-checked against PyTorch's own allocations (reports/fsdp2-memory.md): the
   // moments of planner/memory_moments.hpp. `fsdp` runs our emitted script on transformers' LlamaForCausalLM: its
   // LlamaRMSNorm.forward (transformers/models/llama/modeling_llama.py) saves the fp32 upcast for pow and the

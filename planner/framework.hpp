@@ -170,6 +170,12 @@ struct FrameworkTraits {
   double loss_backward_bytes_per_logit = 0;
   // The same under TP when the runtime computes the loss on vocabulary-sharded logits (loss_parallel); 0: it does not.
   double loss_parallel_backward_bytes_per_logit = 0;
+  // The vocabulary-parallel embedding's weight gradient is the whole table on every TP rank: DTensor has no row-wise
+  // strategy for the embedding's backward, so the gradient comes out Partial at full size and reaches the
+  // parameter's Shard(0) only at FSDP's reduce-scatter (torch/distributed/tensor/_ops/_embedding_ops.py
+  // embedding_dense_backward_strategy; _fsdp_param.py _get_grad_inner_tensor). Under no_sync it is kept, in the
+  // reduce dtype, from the first micro-batch's embedding backward to the step's reduction (bench/torch/pp_mem.py).
+  bool embedding_grad_full_vocab_under_tp = false;
   // Gradients of a block's intermediates alive at its backward's peak, beyond its saved tensors, per token: f-wide
   // and h-wide tensors in the compute dtype (measured: reports/fsdp2-memory.md, block moments).
   double block_backward_f_tensors = 0;

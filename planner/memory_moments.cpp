@@ -37,6 +37,7 @@ struct Sizes {
   bool interleaved_hold = false;
   int64_t hold_block = -1;  // the stage's block (forward order) whose backward starts the worst moment
   double head_grad_params = 0;  // the LM head (or the tied embedding) on the last stage
+  double embedding_grad_extra = 0;  // no_sync under DTensor TP: the embedding gradient's other TP ranks' rows
   double down_params = 0;  // the MLP's output projection: the first weight gradient of a block's backward
   bool zero3 = false;
   bool keep_all_gathered = false;  // torchtitan under PP: every unit gathered from first forward to last backward
@@ -133,6 +134,11 @@ Sizes sizes_of(const StageInputs& in) {
   // candidate (peak_moment).
   if (in.keeps_unsharded_grads) z.in_flight = std::min(z.in_flight, std::max(1.0, z.accum - 1));
   if (st.last) z.head_grad_params = static_cast<double>(st.lm_head > 0 ? st.lm_head : st.embedding);
+  // FrameworkTraits::embedding_grad_full_vocab_under_tp: the first stage's accumulated embedding gradient holds every
+  // TP rank's rows, tp times its own shard (learned positions are replicated anyway).
+  if (st.first && s.tp > 1 && in.keeps_unsharded_grads && in.fw.embedding_grad_full_vocab_under_tp)
+    z.embedding_grad_extra = static_cast<double>(st.embedding - count_params(in.model).position_embedding) *
+                             static_cast<double>(s.tp - 1);
   z.down_params = static_cast<double>(in.model.ffn_hidden * in.model.hidden / s.tp) + (in.model.out_bias ? static_cast<double>(in.model.hidden) : 0);
   z.zero3 = s.zero >= 3;
   // FSDP1 SHARD_GRAD_OP under no_sync frees no unit after backward until the micro-batch that syncs
@@ -200,6 +206,11 @@ void add_states(Ledger& l, const StageInputs& in, const Sizes& z, bool step) {
     else
       l.add(&MemoryComponents::grads, "grads", [&] { return fmt::format("unsharded gradients accumulated across micro-batches (no_sync, {} B/param)", b); },
             z.psi * b);
+    if (!z.first_pass)
+      l.add(&MemoryComponents::grads, "grads",
+            text("the embedding's gradient at full vocabulary on every TP rank (DTensor's embedding backward has no "
+                 "row-wise strategy), kept with them"),
+            z.embedding_grad_extra * b);
   } else if (step || z.accum > 1) {
     // zero_grad(set_to_none=True) (torch/optim/optimizer.py, the default) frees them after each step: during the first
     // micro-batch none exists; later micro-batches and the step hold every unit's.
@@ -478,7 +489,7 @@ MomentParts moment_parts(const ModelSpec& m, const Strategy& s, const FrameworkT
   if (in.keeps_unsharded_grads) {
     const double b = fw.framework == Framework::fsdp1 ? in.state.grads : z.reduce_b;
     p.accumulated_block = z.block * b;
-    p.accumulated_root = z.root * b;
+    p.accumulated_root = (z.root + z.embedding_grad_extra) * b;
   } else {
     p.head_grads = z.head_grad_params * z.a;
     p.embed_grads = (z.root - z.head_grad_params) * z.a;

@@ -110,6 +110,35 @@ TEST_SUITE("memory moments") {
     CHECK(std::fabs(r.peak_stage().peak_bytes / static_cast<double>(fp8.peak_bytes()) - 1) < 0.03);
   }
 
+
+  TEST_CASE("torchtitan under PP and TP: the first stage accumulates the embedding's gradient at full vocabulary") {
+    // DTensor has no row-wise strategy for the embedding's backward (_embedding_ops.py embedding_dense_backward_strategy):
+    // the gradient of the RowwiseParallel table is Partial at [V, D] on every TP rank, and under the pipeline's no_sync
+    // FSDP2 keeps it upcast to fp32 until the step's reduction. PyTorch 2.15's own pipelining allocates it (bench/torch/
+    // pp_mem.py, Llama 3.1 405B TP 8 PP 8: 6.85 GiB above the TP shard on stage 0, none on the other stages).
+    const ModelSpec m = presets().model("llama3-8b");
+    Strategy s = fsdp2(Framework::torchtitan, 16, 3, Recompute::full, 4096);
+    s.tp = 4;
+    s.sp = true;
+    s.pp = 2;
+    s.dp = 2;
+    s.global_batch = 8;
+    const Prediction p = predict(m, s, h100());
+    auto grads = [](const StageMemory& st) { return st.peak.grads; };
+    const double shard = 128256.0 * 4096 / 4;  // stage 0's embedding rows on one TP rank
+    const double psi0 = static_cast<double>(p.memory.stages[0].params_per_rank);
+    const double psi1 = static_cast<double>(p.memory.stages[1].params_per_rank);
+    CHECK(grads(p.memory.stages[0]) == doctest::Approx(4 * (psi0 + 3 * shard)));
+    CHECK(grads(p.memory.stages[1]) == doctest::Approx(4 * psi1));  // the LM head is column-parallel: sharded
+    // Without TP the table is whole anyway: nothing extra.
+    s.tp = 1;
+    s.sp = false;
+    s.dp = 8;
+    s.global_batch = 32;  // the same 4 micro-batches per replica
+    const Prediction solo = predict(m, s, h100());
+    CHECK(grads(solo.memory.stages[0]) ==
+          doctest::Approx(4 * static_cast<double>(solo.memory.stages[0].params_per_rank)));
+  }
   TEST_CASE("PyTorch's own FSDP2 allocations (reports/fsdp2-memory.json): every case within 5 %, the same moment") {
     // The committed table of bench/torch/compare.py (FSDPMemTracker over fake tensors, torch 2.15): transformers'
     // LlamaForCausalLM (`hf`, --framework fsdp) and a torchtitan-style model (`titan`, --framework torchtitan),

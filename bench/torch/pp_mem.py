@@ -9,7 +9,12 @@ reshard_after_forward=False (torchtitan under PP). Optionally TP with sequence p
 restricted to the modules the stage holds). A PipelineStage with static input/output metadata and a
 Schedule1F1B (or ScheduleInterleaved1F1B with --vpp stages per rank) run two training steps (schedule.step,
 AdamW foreach step, zero_grad(set_to_none=True)) under FakeTensorMode over a fake process group; the fake
-group's isend/irecv/batch_isend_irecv return completed works, so nothing is patched in pipelining.
+group's isend/irecv/batch_isend_irecv return completed works, so pipelining's communication is used as is (the
+metadata is static: a fake group cannot carry the objects of shape inference).
+
+Two corrections, each measured and documented where it is made: FakeTensor outputs are released after their send
+as plain CUDA tensors are (release_outputs_like_cuda), and the tracker's own multi-grad hooks, which would keep
+every received activation alive, are removed after each micro-batch's backward (GradHookJanitor).
 
 Step 2 is reported (see fsdp2_mem.py / README.md): its peak, the tracker's categories at the peak, the pipeline
 action (forward / backward of which micro-batch) and FSDP unit of the moment, and the list of every live
@@ -18,7 +23,10 @@ created it and a short Python stack.
 
   build/shardplan presets show llama3-8b > /tmp/l8.yaml
   .venv-torch/bin/python bench/torch/pp_mem.py --model-yaml /tmp/l8.yaml --pp 4 --dp 2 --layers-per-stage 4 \
-      --seq 2048 --micro-batch 1
+      --seq 2048 --micro-batch 1                                        # a few seconds
+  build/shardplan presets show llama3-405b > /tmp/l405.yaml             # torchtitan's Table 5 layout, ~40 s a rank
+  .venv-torch/bin/python bench/torch/pp_mem.py --model-yaml /tmp/l405.yaml --pp 8 --pp-rank 0 --dp 8 --tp 8 \
+      --layers-per-stage 15 --seq 8192 --micro-batch 4 --n-microbatches 8
 """
 import argparse
 import collections
@@ -113,6 +121,21 @@ def apply_tp_stage(model: StageDecoder, tp_mesh) -> None:
         parallelize_module(block, tp_mesh, bplan)
 
 
+def apply_recompute_stage(impl, model, mode: str, early_stop: bool) -> None:
+    """fsdp2_mem.apply_recompute, whose full AC passes early_stop=False (torchtitan since 25413d2, Aug 2025: the
+    recomputation reruns the whole block). torchtitan 9dec370 (the Dec 2024 405B runs) called
+    ptd_checkpoint_wrapper(module, preserve_rng_state=False): torch.utils.checkpoint's default early_stop=True,
+    which stops the recomputation once the last tensor the backward needs is recomputed (the block's last
+    projection, its reduce-scatter and the residual add are not rerun)."""
+    if mode != "full" or not early_stop:
+        fsdp2_mem.apply_recompute(impl, model, mode)
+        return
+    from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
+    blocks = impl.block_container(model)
+    for name, block in list(blocks.named_children()):
+        blocks.register_module(name, checkpoint_wrapper(block, preserve_rng_state=False, early_stop=True))
+
+
 def apply_fsdp_stage(model: StageDecoder, dp_mesh, reshard_after_forward: bool) -> int:
     """torchtitan apply_fsdp (parallelize_llama.py at 9dec370): each block, then the stage root, with
     reshard_after_forward = not pp_enabled."""
@@ -195,8 +218,9 @@ class PPTracker(fsdp2_mem.MomentTracker):
             if 0 < n < self.threshold:
                 continue  # size 0: an FSDP all-gather output that is resized (kept: it grows)
             parents = [p for p in self._mod_tracker.parents if p != "Global"]
+            local = getattr(t, "_local_tensor", t)  # a DTensor registered by the tracker: its local shard
             self.big[st] = {
-                "shape": list(t.shape), "dtype": str(t.dtype).replace("torch.", ""),
+                "shape": list(local.shape), "dtype": str(t.dtype).replace("torch.", ""),
                 "created_as": self._WINFO[st][0].reftype.value if hasattr(self._WINFO[st][0].reftype, "value")
                 else str(self._WINFO[st][0].reftype),
                 "op": str(self._func) if how == "dispatch" else how,
@@ -317,6 +341,27 @@ def attach_janitor(stage, janitor) -> None:
     stage.forward_one_chunk, stage.backward_one_chunk = forward_one_chunk, backward_one_chunk
 
 
+def release_outputs_like_cuda() -> None:
+    """Fake-tensor stand-in fix. _PipelineStageBase._output_slot_is_releasable (stage.py) lets a stage drop its
+    reference to a sent output only when `type(output) is torch.Tensor`; a FakeTensor fails that test ("output type
+    FakeTensor"), so every non-last stage would keep each in-flight micro-batch's output until its backward, which
+    on a GPU (plain tensors) it releases once the send completes (release_fwd_send_outputs). Fake tensors are
+    treated as the plain tensors they stand for."""
+    from torch._subclasses.fake_tensor import FakeTensor
+    from torch.distributed.pipelining.stage import _PipelineStageBase
+    orig = _PipelineStageBase._output_slot_is_releasable
+    if getattr(orig, "_cuda_like", False):
+        return
+
+    def releasable(self, output):
+        if type(output) is FakeTensor and not self.is_last and self.dw_builder is None and not isinstance(
+                self.submod, nn.parallel.DistributedDataParallel):
+            return True, ""
+        return orig(self, output)
+    releasable._cuda_like = True
+    _PipelineStageBase._output_slot_is_releasable = releasable
+
+
 def instrument_schedule(schedule, tracker) -> None:
     orig = schedule._compute_loss
 
@@ -346,6 +391,9 @@ def parse_args(argv):
     p.add_argument("--micro-batch", type=int, default=1)
     p.add_argument("--seq", type=int, default=2048)
     p.add_argument("--recompute", choices=["none", "full", "selective"], default="full")
+    p.add_argument("--ac-early-stop", action="store_true",
+                   help="full AC with torch.utils.checkpoint's early stop (torchtitan 9dec370's default); default: "
+                        "early_stop=False as fsdp2_mem.py and current torchtitan")
     p.add_argument("--reshard-after-forward", action="store_true",
                    help="fully_shard(reshard_after_forward=True) (torchtitan without PP); default False as under PP")
     p.add_argument("--no-return-outputs", action="store_true",
@@ -414,6 +462,7 @@ def run(args) -> dict:
         tp_plan.hide_sharding_propagation()
         if args.seq % tp:
             raise ValueError("--seq must be a multiple of --tp (sequence parallelism)")
+    release_outputs_like_cuda()
     dist.init_process_group("fake", rank=rank, world_size=world, store=FakeStore())
     from torch.distributed.device_mesh import init_device_mesh
     # built outside FakeTensorMode (tp_plan.py: DeviceMesh computes rank coordinates with real tensors)
@@ -439,7 +488,7 @@ def run(args) -> dict:
                 part = StageDecoder(shape, seq, layer_ids, first, last)
             if tp > 1:
                 apply_tp_stage(part, mesh["tp"])
-            fsdp2_mem.apply_recompute(impl, part, args.recompute)
+            apply_recompute_stage(impl, part, args.recompute, args.ac_early_stop)
             n_units += apply_fsdp_stage(part, dp_mesh, args.reshard_after_forward)
             part.to_empty(device="cpu")
             part.train()
@@ -531,7 +580,8 @@ def run(args) -> dict:
         "case": {"model": shape.name, "pp": pp, "pp_rank": args.pp_rank, "dp": dp, "tp": tp,
                  "schedule": args.schedule, "vpp": vpp, "stages": stage_ids, "n_stages": n_stages,
                  "layers_per_stage": lps, "n_microbatches": n_mb, "micro_batch": mb, "seq": seq,
-                 "recompute": args.recompute, "reshard_after_forward": args.reshard_after_forward,
+                 "recompute": args.recompute, "ac_early_stop": args.ac_early_stop,
+                 "reshard_after_forward": args.reshard_after_forward,
                  "return_outputs": return_outputs, "optimizer": args.optimizer, "world": world, "rank": rank},
         "versions": {"torch": torch.__version__},
         "model": {"params_on_rank_before_sharding": n_params, "fsdp_units": n_units},
