@@ -137,7 +137,9 @@ Sizes sizes_of(const StageInputs& in) {
   // FrameworkTraits::embedding_grad_full_vocab_under_tp: the first stage's accumulated embedding gradient holds every
   // TP rank's rows, tp times its own shard (learned positions are replicated anyway).
   if (st.first && s.tp > 1 && in.keeps_unsharded_grads && in.fw.embedding_grad_full_vocab_under_tp)
-    z.embedding_grad_extra = static_cast<double>(st.embedding - count_params(in.model).position_embedding) *
+    z.embedding_grad_extra = static_cast<double>(st.embedding - (in.model.position == PositionKind::learned
+                                                                      ? in.model.seq * in.model.hidden
+                                                                      : 0)) *
                              static_cast<double>(s.tp - 1);
   z.down_params = static_cast<double>(in.model.ffn_hidden * in.model.hidden / s.tp) + (in.model.out_bias ? static_cast<double>(in.model.hidden) : 0);
   z.zero3 = s.zero >= 3;

@@ -183,10 +183,9 @@ double pipeline_makespan(Schedule schedule, int64_t pp, int64_t vpp, int64_t mic
   const int64_t p = pp, v = schedule_is_v_shaped(schedule) ? 2 : std::max<int64_t>(1, vpp), m = micro_batches;
   const int64_t pieces = p * v;
   // The piece (virtual stage) of a rank's chunk, and the rank that runs a piece (pipeline_layout.cpp's mapping).
-  auto piece_of = [&](int64_t r, int64_t c) {
-    return schedule_is_v_shaped(schedule) ? (c == 0 ? r : 2 * p - 1 - r) : r + c * p;
-  };
-  auto rank_of = [&](int64_t k) { return schedule_is_v_shaped(schedule) ? (k < p ? k : 2 * p - 1 - k) : k % p; };
+  const bool v_shaped = schedule_is_v_shaped(schedule);
+  auto piece_of = [&](int64_t r, int64_t c) { return v_shaped ? (c == 0 ? r : 2 * p - 1 - r) : r + c * p; };
+  auto rank_of = [&](int64_t k) { return v_shaped ? (k < p ? k : 2 * p - 1 - k) : k % p; };
   // The B/W-split schedules' orders are built; Megatron's 1F1B, interleaved and GPipe are computed pass by pass
   // (megatron_pass, no allocation: the search walks every unequal pipeline it prices).
   const bool built = p > 1 && schedule_splits_backward(schedule);
