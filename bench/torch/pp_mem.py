@@ -95,8 +95,7 @@ def apply_tp_stage(model: StageDecoder, tp_mesh) -> None:
     """tp_plan.apply_tp restricted to the modules this stage holds (torchtitan applies the same plan after the
     pipeline split; parallelize_module cannot take plan entries for modules set to None)."""
     from torch.distributed.tensor import Replicate, Shard
-    from torch.distributed.tensor.parallel import (ColwiseParallel, PrepareModuleInput, RowwiseParallel,
-                                                   SequenceParallel, parallelize_module)
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, SequenceParallel, parallelize_module
     plan = {}
     if model.tok_embeddings is not None:
         plan["tok_embeddings"] = RowwiseParallel(input_layouts=Replicate(), output_layouts=Shard(1))
@@ -106,19 +105,7 @@ def apply_tp_stage(model: StageDecoder, tp_mesh) -> None:
     if plan:
         parallelize_module(model, tp_mesh, plan)
     for block in model.layers.values():
-        bplan = {
-            "attention_norm": SequenceParallel(),
-            "attention": PrepareModuleInput(input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),)),
-            "attention.wqkv": ColwiseParallel(),
-            "attention.wo": RowwiseParallel(output_layouts=Shard(1)),
-            "ffn_norm": SequenceParallel(),
-            "feed_forward": PrepareModuleInput(input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),)),
-            "feed_forward.w1": ColwiseParallel(),
-            "feed_forward.w2": RowwiseParallel(output_layouts=Shard(1)),
-        }
-        if hasattr(block.feed_forward, "w3"):
-            bplan["feed_forward.w3"] = ColwiseParallel()
-        parallelize_module(block, tp_mesh, bplan)
+        tp_plan.apply_tp_block(block, tp_mesh)
 
 
 def apply_recompute_stage(impl, model, mode: str, early_stop: bool) -> None:

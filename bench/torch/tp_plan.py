@@ -72,19 +72,25 @@ def apply_tp(model, tp_mesh) -> None:
         "lm_head": ColwiseParallel(input_layouts=Shard(1), output_layouts=Shard(-1), use_local_output=False),
     })
     for block in model.layers.values():
-        plan = {
-            "attention_norm": SequenceParallel(),
-            "attention": PrepareModuleInput(input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),)),
-            "attention.wqkv": ColwiseParallel(),
-            "attention.wo": RowwiseParallel(output_layouts=Shard(1)),
-            "ffn_norm": SequenceParallel(),
-            "feed_forward": PrepareModuleInput(input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),)),
-            "feed_forward.w1": ColwiseParallel(),
-            "feed_forward.w2": RowwiseParallel(output_layouts=Shard(1)),
-        }
-        if hasattr(block.feed_forward, "w3"):
-            plan["feed_forward.w3"] = ColwiseParallel()
-        parallelize_module(block, tp_mesh, plan)
+        apply_tp_block(block, tp_mesh)
+
+
+def apply_tp_block(block, tp_mesh) -> None:
+    """torchtitan's plan for one decoder block: sequence-parallel norms, the attention and MLP inputs all-gathered,
+    column-wise in-projections, row-wise out-projections scattering back over the sequence."""
+    plan = {
+        "attention_norm": SequenceParallel(),
+        "attention": PrepareModuleInput(input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),)),
+        "attention.wqkv": ColwiseParallel(),
+        "attention.wo": RowwiseParallel(output_layouts=Shard(1)),
+        "ffn_norm": SequenceParallel(),
+        "feed_forward": PrepareModuleInput(input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),)),
+        "feed_forward.w1": ColwiseParallel(),
+        "feed_forward.w2": RowwiseParallel(output_layouts=Shard(1)),
+    }
+    if hasattr(block.feed_forward, "w3"):
+        plan["feed_forward.w3"] = ColwiseParallel()
+    parallelize_module(block, tp_mesh, plan)
 
 
 def loss_context(tp: int):
