@@ -95,9 +95,11 @@ PipelineTimes pipeline_times(const Strategy& s, const StagePassTimes& t) {
     case Schedule::dualpipev: {
       const double tp_half = t.tp / 2 / v;
       const ChunkPassTimes chunk{(t.fwd / v) + tp_half, (t.bwd - w) / v + tp_half, w / v, t.send};
-      const double makespan =
-          pipeline_makespan(s.schedule, s.pp, chunks_per_rank(s), grad_accum_steps(s), chunk);
-      out.bubble_s = std::max(0.0, makespan - ga * (t.fwd + t.bwd + t.tp) - out.exposed_pp_s);
+      // Past 2·pp·v micro-batches the bubble has settled: the walk stops there (pipeline_times below says why).
+      const int64_t walked = std::min(grad_accum_steps(s), 2 * s.pp * chunks_per_rank(s));
+      const double wm = static_cast<double>(walked);
+      const double makespan = pipeline_makespan(s.schedule, s.pp, chunks_per_rank(s), walked, chunk);
+      out.bubble_s = std::max(0.0, makespan - wm * (t.fwd + t.bwd + t.tp) - wm * 2 * v * t.send);
       break;
     }
   }
@@ -126,15 +128,19 @@ PipelineTimes pipeline_times(const ModelSpec& m, const Strategy& s, const Microb
     x.send = t.send;
     return x;
   };
-  PipelineTimes out = pipeline_times(s, t);
   const double ga = static_cast<double>(grad_accum_steps(s));
+  PipelineTimes out;
+  out.exposed_pp_s = ga * 2 * static_cast<double>(v) * t.send;  // as pipeline_times(s, t)
   if (schedule_splits_backward(s.schedule)) {
     std::vector<ChunkPassTimes> chunks;
     chunks.reserve(static_cast<size_t>(s.pp * v));
     for (int64_t r = 0; r < s.pp; ++r)
       for (int64_t c = 0; c < v; ++c) chunks.push_back(chunk(r, c));
-    const double makespan = pipeline_makespan(s.schedule, s.pp, v, grad_accum_steps(s), chunks);
-    out.bubble_s = std::max(0.0, makespan - ga * (t.fwd + t.bwd + t.tp) - out.exposed_pp_s);
+    // As below: past 2·pp·v micro-batches the bubble has settled (a multiple of every rounds rule the schedules keep).
+    const int64_t walked = std::min(grad_accum_steps(s), 2 * s.pp * v);
+    const double w = static_cast<double>(walked);
+    const double makespan = pipeline_makespan(s.schedule, s.pp, v, walked, chunks);
+    out.bubble_s = std::max(0.0, makespan - w * (t.fwd + t.bwd + t.tp) - w * 2 * static_cast<double>(v) * t.send);
     return out;
   }
   // Equal chunks: the formula (Narayanan et al. 2021 §2.2's (p − 1) stage times, ÷ v interleaved) is the schedule's
