@@ -145,7 +145,6 @@ using memory_detail::loss_or_backward;
 using memory_detail::LossOrBackward;
 using memory_detail::StageInputs;
 using memory_detail::text;
-using memory_detail::unit_grads_awaiting_reduce;
 
 void add_model_states(Ledger& l, const StageInputs& in, MemoryPhase phase) {
   const Strategy& s = in.strategy;

@@ -9,6 +9,8 @@
 
 namespace shardplan::memory_detail {
 
+namespace {
+
 // ZeRO-2/3 without no_sync: the unsharded gradients of the units whose reduce-scatter has not finished (the unit in
 // backward and the one being reduced; FrameworkTraits::unsharded_grad_units). They appear with the first block's
 // backward. DeepSpeed's ZeRO-2 reduces through its IPG bucket instead (memory.cpp add_reduction_buffers).
@@ -20,6 +22,8 @@ double unit_grads_awaiting_reduce(const StageInputs& in) {
   if (!zero3 && !zero2) return 0;
   return static_cast<double>(in.fw.unsharded_grad_units) * static_cast<double>(in.stage.block_params) * in.state.grads;
 }
+
+}  // namespace
 
 // ZeRO-3's gathered block units (current + prefetch): resharded after each forward, gathered again from the first
 // block's backward on, after the loss (its pre-backward hook fires on that block's output gradient). DeepSpeed's

@@ -69,7 +69,6 @@ struct LossOrBackward {
   double backward_extra() const { return scratch + working_set + unit_grads + gathered_units - freed_activations; }
   bool loss_peaks() const { return logits > 0 && logits >= backward_extra(); }
 };
-double unit_grads_awaiting_reduce(const StageInputs& in);
 double gathered_units_for_backward(const StageInputs& in);
 LossOrBackward loss_or_backward(const StageInputs& in);
 

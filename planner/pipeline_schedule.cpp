@@ -67,6 +67,18 @@ PipelinePass megatron_pass(Schedule schedule, int64_t p, int64_t v, int64_t m, i
   return bwd(total - warmup + (j - warmup - steady));
 }
 
+// The bubble of a walked schedule: its makespan less the stage's own work and transfers. The slowest stage's idle
+// settles once the steady phase is long enough for the others' slack to absorb what it can (a few rounds of pp
+// micro-batches; sim/rerank.cpp's extrapolation assumes the same, and 2·pp·v keeps every rounds rule the schedules
+// have), so the walk stops at 2·pp·v micro-batches and its bubble stands for the step's. −1: no order to walk.
+double walked_bubble(const Strategy& s, int64_t v, const std::vector<ChunkPassTimes>& chunks, const StagePassTimes& t) {
+  const int64_t walked = std::min(grad_accum_steps(s), 2 * s.pp * v);
+  const double makespan = pipeline_makespan(s.schedule, s.pp, v, walked, chunks);
+  if (!(makespan > 0)) return -1;
+  const double w = static_cast<double>(walked);
+  return std::max(0.0, makespan - w * (t.fwd + t.bwd + t.tp) - w * 2 * static_cast<double>(v) * t.send);
+}
+
 }  // namespace
 
 PipelineTimes pipeline_times(const Strategy& s, const StagePassTimes& t) {
@@ -95,11 +107,8 @@ PipelineTimes pipeline_times(const Strategy& s, const StagePassTimes& t) {
     case Schedule::dualpipev: {
       const double tp_half = t.tp / 2 / v;
       const ChunkPassTimes chunk{(t.fwd / v) + tp_half, (t.bwd - w) / v + tp_half, w / v, t.send};
-      // Past 2·pp·v micro-batches the bubble has settled: the walk stops there (pipeline_times below says why).
-      const int64_t walked = std::min(grad_accum_steps(s), 2 * s.pp * chunks_per_rank(s));
-      const double wm = static_cast<double>(walked);
-      const double makespan = pipeline_makespan(s.schedule, s.pp, chunks_per_rank(s), walked, chunk);
-      out.bubble_s = std::max(0.0, makespan - wm * (t.fwd + t.bwd + t.tp) - wm * 2 * v * t.send);
+      out.bubble_s = std::max(0.0, walked_bubble(s, chunks_per_rank(s),
+                                                 std::vector<ChunkPassTimes>(static_cast<size_t>(s.pp) * chunks_per_rank(s), chunk), t));
       break;
     }
   }
@@ -131,22 +140,6 @@ PipelineTimes pipeline_times(const ModelSpec& m, const Strategy& s, const Microb
   const double ga = static_cast<double>(grad_accum_steps(s));
   PipelineTimes out;
   out.exposed_pp_s = ga * 2 * static_cast<double>(v) * t.send;  // as pipeline_times(s, t)
-  if (schedule_splits_backward(s.schedule)) {
-    std::vector<ChunkPassTimes> chunks;
-    chunks.reserve(static_cast<size_t>(s.pp * v));
-    for (int64_t r = 0; r < s.pp; ++r)
-      for (int64_t c = 0; c < v; ++c) chunks.push_back(chunk(r, c));
-    // As below: past 2·pp·v micro-batches the bubble has settled (a multiple of every rounds rule the schedules keep).
-    const int64_t walked = std::min(grad_accum_steps(s), 2 * s.pp * v);
-    const double w = static_cast<double>(walked);
-    const double makespan = pipeline_makespan(s.schedule, s.pp, v, walked, chunks);
-    out.bubble_s = std::max(0.0, makespan - w * (t.fwd + t.bwd + t.tp) - w * 2 * static_cast<double>(v) * t.send);
-    return out;
-  }
-  // Equal chunks: the formula (Narayanan et al. 2021 §2.2's (p − 1) stage times, ÷ v interleaved) is the schedule's
-  // critical path. Unequal ones (an uneven split, the embedding and the LM head): the slowest stage waits less than the
-  // others' sum, their slack absorbing part of its fill and drain, so the critical path is walked as the simulator
-  // plays it (pipeline_makespan over pipeline_pass_order).
   std::vector<ChunkPassTimes> chunks;
   chunks.reserve(static_cast<size_t>(s.pp * v));
   double all = 0, lo = 0, hi = 0;
@@ -159,15 +152,14 @@ PipelineTimes pipeline_times(const ModelSpec& m, const Strategy& s, const Microb
       lo = chunks.size() == 1 ? each : std::min(lo, each);
       hi = std::max(hi, each);
     }
-  if (hi > lo * (1 + 1e-9)) {
-    // The slowest stage's idle settles once the steady phase is long enough for the others' slack to absorb what it
-    // can (a few rounds of pp micro-batches; sim/rerank.cpp's extrapolation assumes the same): past 2·pp·v the walk
-    // stops there and its bubble stands for the step's.
-    const int64_t m = grad_accum_steps(s), walked = std::min(m, 2 * s.pp * v);
-    const double makespan = pipeline_makespan(s.schedule, s.pp, v, walked, chunks);
-    if (makespan > 0) {
-      const double w = static_cast<double>(walked);
-      out.bubble_s = std::max(0.0, makespan - w * (t.fwd + t.bwd + t.tp) - w * 2 * static_cast<double>(v) * t.send);
+  // The B/W-split schedules are always walked. The others: with equal chunks the formula (Narayanan et al. 2021
+  // §2.2's (p − 1) stage times, ÷ v interleaved) is the schedule's critical path; with unequal ones (an uneven split,
+  // the embedding and the LM head) the slowest stage waits less than the others' sum, their slack absorbing part of
+  // its fill and drain, so the critical path is walked as the simulator plays it (pipeline_makespan).
+  if (schedule_splits_backward(s.schedule) || hi > lo * (1 + 1e-9)) {
+    const double bubble = walked_bubble(s, v, chunks, t);
+    if (bubble >= 0) {
+      out.bubble_s = bubble;
       return out;
     }
   }
@@ -177,15 +169,13 @@ PipelineTimes pipeline_times(const ModelSpec& m, const Strategy& s, const Microb
   return out;
 }
 
-double pipeline_makespan(Schedule schedule, int64_t pp, int64_t vpp, int64_t micro_batches,
-                               const ChunkPassTimes& t) {
+double pipeline_makespan(Schedule schedule, int64_t pp, int64_t vpp, int64_t micro_batches, const ChunkPassTimes& t) {
   const int64_t v = schedule_is_v_shaped(schedule) ? 2 : std::max<int64_t>(1, vpp);
-  return pipeline_makespan(schedule, pp, vpp, micro_batches,
-                                 std::vector<ChunkPassTimes>(static_cast<size_t>(pp * v), t));
+  return pipeline_makespan(schedule, pp, vpp, micro_batches, std::vector<ChunkPassTimes>(static_cast<size_t>(pp * v), t));
 }
 
 double pipeline_makespan(Schedule schedule, int64_t pp, int64_t vpp, int64_t micro_batches,
-                               const std::vector<ChunkPassTimes>& chunks) {
+                         const std::vector<ChunkPassTimes>& chunks) {
   const int64_t p = pp, v = schedule_is_v_shaped(schedule) ? 2 : std::max<int64_t>(1, vpp), m = micro_batches;
   const int64_t pieces = p * v;
   // The piece (virtual stage) of a rank's chunk, and the rank that runs a piece (pipeline_layout.cpp's mapping).

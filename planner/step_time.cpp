@@ -174,9 +174,9 @@ DpTraffic dp_traffic(const Strategy& s, const ClusterSpec& c, const FrameworkTra
   auto replica_ar = [&](double params) { return repl.size > 1 ? ar(params * grad_b / static_cast<double>(n), repl) : 0.0; };
   // What hides the traffic: compute, and the TP collectives, CP ring waits and EP all-to-alls on the critical path
   // (each pass its own: the backward's include its recomputation's), during which the data-parallel link is free
-  // (sim/ gives each its own link). Compute
-  // overlapped by the traffic runs 1 + kOverlapComputeSlowdown times longer (sim/engine.cpp's rate), and the traffic
-  // keeps flowing through that longer time: where it outlasts the compute, the slowed compute hides that much more.
+  // (sim/ gives each its own link). Compute overlapped by the traffic runs 1 + kOverlapComputeSlowdown times longer
+  // (sim/engine.cpp's rate), and the traffic keeps flowing through that longer time: where it outlasts the compute,
+  // the slowed compute hides that much more.
   const double stretch = 1 + kOverlapComputeSlowdown;
   const double c_fwd = units > 0 ? (stretch * sc.fwd + sc.waits_fwd) / units : 0;
   const double c_bwd = units > 0 ? (stretch * sc.bwd + sc.waits_bwd()) / units : 0;

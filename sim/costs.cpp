@@ -208,7 +208,7 @@ StepPlan plan_step(const ModelSpec& m, const Strategy& s, const ClusterSpec& c) 
         else if (s.zero <= 1 && fw.ddp_bucket_copy && grad_reduce_degree(s) > 1)
           add_static(sc, MemKind::reduce_buffers, psi * grad_b);  // DDP buckets: a second copy of the gradients
         if (s.zero == 2 && plan.dp_mode == DpMode::buckets && fw.reduce_bucket_elements == 0 && !plan.keeps_unsharded_grads) {
-          sc.transient_unit_grads = static_cast<double>(sp.block_params) * grad_b;  // memory.cpp unit_grads_awaiting_reduce
+          sc.transient_unit_grads = static_cast<double>(sp.block_params) * grad_b;  // memory_backward.cpp unit_grads_awaiting_reduce
           if (fw.zero3_root_stays_gathered) sc.transient_root_grads = static_cast<double>(sp.root_unit()) * grad_b;
         }
         if (fw.reduce_bucket_elements == 0 && s.zero == 2 && fw.zero2_keeps_shard_copy)

@@ -474,14 +474,10 @@ def _transformers_version() -> str:
         return "absent"
 
 
-def main(argv=None) -> int:
-    args = parse_args(argv)
-    for flag, v in (("--ranks", args.ranks), ("--seq", args.seq), ("--micro-batch", args.micro_batch)):
-        if v < 1:
-            print(f"error: {flag} must be at least 1, got {v}", file=sys.stderr)
-            return 2
+def run_and_print(run_case, args) -> int:
+    """Runs one case and prints its JSON (and writes it atomically to --out); bad input: one error line, exit 2."""
     try:
-        result = run(args)
+        result = run_case(args)
     except (ValueError, FileNotFoundError, KeyError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -493,6 +489,15 @@ def main(argv=None) -> int:
         os.replace(tmp, args.out)
     print(text)
     return 0
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    for flag, v in (("--ranks", args.ranks), ("--seq", args.seq), ("--micro-batch", args.micro_batch)):
+        if v < 1:
+            print(f"error: {flag} must be at least 1, got {v}", file=sys.stderr)
+            return 2
+    return run_and_print(run, args)
 
 
 if __name__ == "__main__":

@@ -30,7 +30,6 @@ created it and a short Python stack.
 """
 import argparse
 import collections
-import json
 import os
 import sys
 import time
@@ -592,19 +591,7 @@ def run(args) -> dict:
 
 
 def main(argv=None) -> int:
-    args = parse_args(argv)
-    try:
-        result = run(args)
-    except (ValueError, FileNotFoundError, KeyError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    text = json.dumps(result, indent=1)
-    if args.out:
-        with open(args.out + ".tmp", "w") as f:
-            f.write(text + "\n")
-        os.replace(args.out + ".tmp", args.out)
-    print(text)
-    return 0
+    return fsdp2_mem.run_and_print(run, parse_args(argv))
 
 
 if __name__ == "__main__":
