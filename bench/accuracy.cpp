@@ -171,10 +171,12 @@ int main(int argc, char** argv) {
   // The fitted parameters and their leave-one-source-out check (bench/sustained_fit.hpp).
   const ComputeFit cf = fit_compute_fraction(runs, source_group);
   auto fractions = [](const ComputeFraction& f) {
-    return fmt::format("Ampere {:.3f}, Hopper {:.3f}, Blackwell {:.3f}", f.ampere, f.hopper, f.blackwell);
+    return fmt::format("Ampere {:.3f}, Hopper {:.3f}, Blackwell {:.3f}, overlap slowdown {:.3f}", f.ampere, f.hopper,
+                       f.blackwell, f.overlap_slowdown);
   };
   std::cout << fmt::format(
-      "\nfitted compute fractions (planner/compute_cost.cpp sustained_tensor_fraction): {}; mean abs error {:.1f} % over {} rows, "
+      "\nfitted compute fractions (planner/compute_cost.cpp sustained_tensor_fraction) and overlap slowdown "
+      "(planner/step_time.hpp kOverlapComputeSlowdown): {}; mean abs error {:.1f} % over {} rows, "
       "leave-one-source-out {:.1f} %{}\n",
       fractions(cf.fit), 100 * cf.in_sample_error, cf.rows, 100 * cf.held_out_error,
       cf.moe_rows_apart ? fmt::format(" ({} MoE rows predicted but not fitted on: bench/sustained_fit.cpp)", cf.moe_rows_apart) : "");

@@ -35,6 +35,7 @@ struct RowError {
 RowError row_error(const PublishedRun& r, const ComputeFraction& f, const MoeHost* host = nullptr) {
   ClusterSpec c = r.cluster;
   c.gpu.sustained_tensor_fraction = fraction_of(r, f);
+  c.gpu.comm_overlap_slowdown = std::max(f.overlap_slowdown, 1e-15);  // 0 means "the fitted default" to the planner
   if (host) {  // 0 means "the fitted default" to the planner: the smallest positive time stands for none
     c.moe_host_layer_s = std::max(host->layer_s, 1e-15);
     c.moe_host_local_expert_s = std::max(host->local_expert_s, 1e-15);
@@ -83,22 +84,38 @@ double golden_section(double lo, double hi, int iterations, double tolerance, F 
   return (a + b) / 2;
 }
 
-// One fraction on [0.2, 1.2] (step times fall monotonically as tensor throughput rises).
+// One fraction on [0.2, 1.2] (step times fall monotonically as tensor throughput rises); the overlap slowdown on
+// [0, 1] (Lee et al. 2025 measured up to 0.40).
 void minimise(const BySource& by_source, ComputeFraction& f, double ComputeFraction::*coord) {
-  f.*coord = golden_section(0.2, 1.2, 30, 1e-4, [&](double x) {
+  const bool slowdown = coord == &ComputeFraction::overlap_slowdown;
+  f.*coord = golden_section(slowdown ? 0.0 : 0.2, slowdown ? 1.0 : 1.2, 30, 1e-4, [&](double x) {
     ComputeFraction g = f;
     g.*coord = x;
     return objective(by_source, g);
   });
 }
 
-// The generations' rows are disjoint, but a source may span two (FMS-eager, MLM20): two rounds of coordinate
-// descent; a second round moves no value by more than 1e-3 on this set.
+// The generations' rows are disjoint, but a source may span two (FMS-eager, MLM20), and the overlap slowdown moves
+// every generation's fraction (a long, narrow valley): rounds of coordinate descent, each followed by a line search
+// along the round's own move (a pattern move, Hooke and Jeeves 1961), until no value moves by more than 1e-4.
 ComputeFraction fit(const BySource& by_source) {
-  ComputeFraction f;
-  for (int round = 0; round < 2; ++round)
-    for (double ComputeFraction::*coord : {&ComputeFraction::ampere, &ComputeFraction::hopper, &ComputeFraction::blackwell})
-      minimise(by_source, f, coord);
+  using F = ComputeFraction;
+  constexpr double F::*kCoords[] = {&F::ampere, &F::hopper, &F::blackwell, &F::overlap_slowdown};
+  F f;
+  for (int round = 0; round < 12; ++round) {
+    const F before = f;
+    for (double F::*coord : kCoords) minimise(by_source, f, coord);
+    auto along = [&](double a) {
+      F g = before;
+      for (double F::*coord : kCoords) g.*coord = std::max(0.0, before.*coord + a * (f.*coord - before.*coord));
+      return g;
+    };
+    const double a = golden_section(1.0, 6.0, 20, 1e-2, [&](double x) { return objective(by_source, along(x)); });
+    if (objective(by_source, along(a)) < objective(by_source, f)) f = along(a);
+    double moved = 0;
+    for (double F::*coord : kCoords) moved = std::max(moved, std::fabs(f.*coord - before.*coord));
+    if (moved < 1e-4) break;
+  }
   return f;
 }
 

@@ -14,6 +14,9 @@ namespace shardplan::validation {
 
 struct ComputeFraction {
   double ampere = 1, hopper = 1, blackwell = 1;
+  // Fitted with them: how much longer compute runs beside communication kernels (planner/step_time.hpp
+  // overlap_compute_slowdown); the one value every generation shares.
+  double overlap_slowdown = 0.1;
 };
 
 struct SourceFit {

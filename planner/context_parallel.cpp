@@ -56,7 +56,8 @@ double CpRing::exposed() const {
 }
 
 namespace {
-// The part of a ring's traffic the slices hide, Σ min(comm, slice): it costs kOverlapComputeSlowdown of itself.
+// The part of a ring's traffic the slices hide, Σ min(comm, slice): it costs overlap_compute_slowdown (step_time.hpp)
+// of itself.
 double hidden_s(const CpRing& r) {
   if (r.steps < 2) return 0;
   return std::min(r.first_s, r.slice_s) + static_cast<double>(r.steps - 2) * std::min(r.step_s, r.slice_s);
@@ -87,8 +88,9 @@ CpRings cp_rings(const ModelSpec& m, const Strategy& s, const ClusterSpec& c, do
     r.bwd.first_s = gather;
     r.bwd.step_s = r.bwd.tail_s = p2p(kv * 4 / a);
   }
-  r.fwd.slowdown_s = kOverlapComputeSlowdown * hidden_s(r.fwd);
-  r.bwd.slowdown_s = kOverlapComputeSlowdown * hidden_s(r.bwd);
+  const double k = overlap_compute_slowdown(c.gpu);
+  r.fwd.slowdown_s = k * hidden_s(r.fwd);
+  r.bwd.slowdown_s = k * hidden_s(r.bwd);
   // Full recomputation runs the block's forward, its ring included, again inside the backward.
   if (s.recompute == Recompute::full) r.bwd.tail_s += r.fwd.exposed();
   return r;

@@ -91,6 +91,9 @@ struct GpuSpec {
   // The fraction of the benchmark tensor throughput (gemm_base_efficiency, the flash-attention figures) that a
   // training run sustains; 0 = the GPU generation's fitted value (compute_cost.hpp training_device). Not a preset key: the accuracy bench sets it to refit them and for leave-one-source-out checks.
   double sustained_tensor_fraction = 0;
+  // How much longer compute runs while communication kernels share the GPU (step_time.hpp overlap_compute_slowdown);
+  // 0 = the fitted value, kOverlapComputeSlowdown. Not a preset key: the accuracy bench sets it to refit it.
+  double comm_overlap_slowdown = 0;
   // Measured GEMM throughput and copy bandwidth (calibration profile); null = the analytic model.
   std::shared_ptr<const GemmCalibration> gemm_calibration;
 };

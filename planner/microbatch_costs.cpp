@@ -279,16 +279,18 @@ TpGemms block_compute(const ModelSpec& m, const Strategy& s, const ClusterSpec& 
 }
 
 // Time a TP collective adds to the critical path when Transformer Engine's userbuffers overlap it with a GEMM; the
-// hidden part still costs kOverlapComputeSlowdown of itself (SMs and HBM shared with the GEMM).
+// hidden part still costs k = overlap_compute_slowdown of itself (SMs and HBM shared with the GEMM).
 //   pipelined: split into one chunk per TP rank, each chunk's exchange behind the previous chunk's GEMM — the
 //              first chunk waits alone, later ones only where they outlast their share of the GEMM;
 //   bulk: issued beside an independent GEMM in one piece (ub_bulk_dgrad / ub_bulk_wgrad).
-double hidden_cost(double comm, double exposed) { return exposed + kOverlapComputeSlowdown * (comm - exposed); }
-double pipelined_tp_collective(double comm, double gemm, int64_t chunks) {
+double hidden_cost(double comm, double exposed, double k) { return exposed + k * (comm - exposed); }
+double pipelined_tp_collective(double comm, double gemm, int64_t chunks, double k) {
   const double n = static_cast<double>(chunks);
-  return hidden_cost(comm, comm / n + (n - 1) * std::max(0.0, comm / n - gemm / n));
+  return hidden_cost(comm, comm / n + (n - 1) * std::max(0.0, comm / n - gemm / n), k);
 }
-double bulk_tp_collective(double comm, double gemm) { return hidden_cost(comm, std::max(0.0, comm - gemm)); }
+double bulk_tp_collective(double comm, double gemm, double k) {
+  return hidden_cost(comm, std::max(0.0, comm - gemm), k);
+}
 
 // All-gathers of a block's two linear inputs that sequence parallelism repeats in backward for the weight
 // gradients: Megatron-Core re-gathers the scattered inputs it saved (Korthikanti §4.2.2); DTensor saved them whole
@@ -320,10 +322,10 @@ struct TpCollectives {
 //     one fused projection (framework.hpp fused_qkv_projection), gate and up of a gated MLP — so it matches only
 //     for a single matmul; sequence parallelism's re-gathers for the weight gradients stay as they are.
 // The symmetric-memory copies run on copy engines, not SMs; the hidden part still shares HBM
-// (kOverlapComputeSlowdown).
+// (k, overlap_compute_slowdown).
 void async_tp_comm(const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw, const TpGemms& gemms,
-                   const TpCollectives& tc, MicrobatchCosts& out) {
-  auto piped = [&](double comm, double gemm) { return pipelined_tp_collective(comm, gemm, s.tp); };
+                   const TpCollectives& tc, double k, MicrobatchCosts& out) {
+  auto piped = [&](double comm, double gemm) { return pipelined_tp_collective(comm, gemm, s.tp, k); };
   const double mlp = mlp_meets_tp_collectives(m, s) ? 1 : 0;  // an MoE MLP with expert TP 1 has none (moe_costs.hpp)
   const double forward = piped(tc.gather_in, gemms.qkv.fwd) + piped(tc.scatter, gemms.proj.fwd) +
                          mlp * (piped(tc.gather, gemms.up.fwd) + piped(tc.scatter, gemms.down.fwd));
@@ -356,8 +358,9 @@ void block_tp_comm(const ModelSpec& m, const Strategy& s, const ClusterSpec& c, 
   // Collectives of the attention half, and of the MLP half when it meets them (an MoE MLP with expert TP 1 and no
   // shared experts does not: moe_costs.hpp mlp_meets_tp_collectives).
   const double mlp = mlp_meets_tp_collectives(m, s) ? 1 : 0;
+  const double k = overlap_compute_slowdown(c.gpu);
   if (effective_tp_comm_overlap(s, fw) && fw.tp_overlap_kind == TpOverlapKind::micro_pipeline) {
-    async_tp_comm(m, s, fw, gemms, tc, out);
+    async_tp_comm(m, s, fw, gemms, tc, k, out);
     return;
   }
   if (effective_tp_comm_overlap(s, fw)) {
@@ -367,13 +370,13 @@ void block_tp_comm(const ModelSpec& m, const Strategy& s, const ClusterSpec& c, 
     // input gradient beside its wgrad, both in bulk; a row-parallel layer (proj, down) all-gathers the output
     // gradient pipelined with its dgrad (transformer_engine/pytorch/module/layernorm_linear.py and linear.py: ub_bulk_*,
     // ub_overlap_ag/rs). The same six collectives as without overlap.
-    auto fwd = [&](double comm, const LinearTime& l) { return pipelined_tp_collective(comm, l.fwd, s.tp); };
+    auto fwd = [&](double comm, const LinearTime& l) { return pipelined_tp_collective(comm, l.fwd, s.tp, k); };
     const double forward = fwd(tc.gather_in, gemms.qkv) + fwd(scatter, gemms.proj) +
                            mlp * (fwd(gather, gemms.up) + fwd(scatter, gemms.down));
     auto column = [&](double ag, double rs, const LinearTime& l) {
-      return bulk_tp_collective(ag, l.bwd / 2) + bulk_tp_collective(rs, l.bwd / 2);
+      return bulk_tp_collective(ag, l.bwd / 2, k) + bulk_tp_collective(rs, l.bwd / 2, k);
     };
-    auto row = [&](const LinearTime& l) { return pipelined_tp_collective(gather, l.bwd / 2, s.tp); };
+    auto row = [&](const LinearTime& l) { return pipelined_tp_collective(gather, l.bwd / 2, s.tp, k); };
     out.block_tp_fwd_s = forward;
     out.block_tp_bwd_s = column(tc.gather_in, tc.scatter_in, gemms.qkv) + row(gemms.proj) +
                          mlp * (column(gather, scatter, gemms.up) + row(gemms.down)) +

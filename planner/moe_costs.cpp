@@ -186,7 +186,7 @@ MoeAllToAll moe_all_to_all_time(const ModelSpec& m, const Strategy& s, const Clu
   const bool dualpipe = s.schedule == Schedule::dualpipev && s.pp > 1;
   if (dualpipe || effective_ep_comm_overlap(s, framework_traits(s.framework))) {
     const double exposed = std::max(0.0, out.total - (block_fwd_s + block_bwd_s));
-    const double cost = exposed + kOverlapComputeSlowdown * (out.total - exposed);
+    const double cost = exposed + overlap_compute_slowdown(c.gpu) * (out.total - exposed);
     out.fwd = cost * out.fwd / out.total;
     out.bwd = cost - out.fwd;
   }
@@ -222,18 +222,18 @@ void add_mtp_costs(const ModelSpec& m, const Strategy& s, const GpuSpec& g, Micr
 // idles while the host launches what follows. Token dropping with padding never syncs (preprocess: the drop_and_pad
 // branch returns capacity-sized counts built on the host), so it pays only the per-expert part — which fits the
 // token-dropping rows better than the stall does (MoE rows 24.1 → 21.6 %).
-constexpr double kMoeHostLayerS = 5.897e-3;
-constexpr double kMoeHostLocalExpertS = 0.0833e-3;
-// The flex dispatchers' share of the fixed part, fitted the same way: 0.446. Both wait on the host once per layer to size
+constexpr double kMoeHostLayerS = 5.107e-3;
+constexpr double kMoeHostLocalExpertS = 0.0905e-3;
+// The flex dispatchers' share of the fixed part, fitted the same way: 0.471. Both wait on the host once per layer to size
 // their output (_HybridEPManager.dispatch without a rank capacity factor: "CPU sync in dispatch";
 // _DeepepManager.get_permuted_hidden_states_by_experts: tokens_per_expert.sum().item()), but compute the dispatch
 // layout in one kernel (moe/fused_a2a.py fused_dispatch: buffer.get_dispatch_layout; HybridEP inside its dispatch
 // call) where the all-to-all dispatcher runs a chain of small kernels and an all-gather of the splits over the EP·TP
 // group before its sync (MoEAlltoAllTokenDispatcher.preprocess, dispatch_preprocess): less to launch around the
 // stall. While their traffic was priced as NCCL's all-to-all (one copy per expert), this share fitted 0: the
-// overpriced traffic stood in for the stall. With the deduplicated dispatch (flex_dispatch_time_s) it fits 0.45, its
-// leave-one-source-out values 0.37–0.53 (reports/accuracy.md); pinned at 1 the MoE rows fit worse.
-constexpr double kMoeHostFusedDispatchShare = 0.443;
+// overpriced traffic stood in for the stall. With the deduplicated dispatch (flex_dispatch_time_s) it fits 0.47, its
+// leave-one-source-out values 0.37–0.56 (reports/accuracy.md); pinned at 1 the MoE rows fit worse.
+constexpr double kMoeHostFusedDispatchShare = 0.471;
 
 double moe_host_layer_default_s() { return kMoeHostLayerS; }
 double moe_host_local_expert_default_s() { return kMoeHostLocalExpertS; }

@@ -59,7 +59,7 @@ double moe_all_to_all_bytes(const ModelSpec& m, const Strategy& s);
 // Overlap: DualPipe (DeepSeek-V3 report §3.2.1) runs the all-to-all of one micro-batch's forward (backward) chunk
 // behind the other's backward (forward) compute; so does Megatron's batch-level EP overlap (--ep-comm-overlap:
 // --overlap-moe-expert-parallel-comm with --delay-wgrad-compute, MCore v0.14, moe/README.md; off by default). Under
-// either only what exceeds the block's forward + backward compute is exposed, plus kOverlapComputeSlowdown of the
+// either only what exceeds the block's forward + backward compute is exposed, plus overlap_compute_slowdown of the
 // hidden part. Megatron's shared-expert overlap (--moe-shared-expert-overlap: the shared experts' GEMMs beside the
 // dispatch, moe/shared_experts.py) is not modelled.
 struct MoeAllToAll {

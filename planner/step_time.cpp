@@ -174,10 +174,10 @@ DpTraffic dp_traffic(const Strategy& s, const ClusterSpec& c, const FrameworkTra
   auto replica_ar = [&](double params) { return repl.size > 1 ? ar(params * grad_b / static_cast<double>(n), repl) : 0.0; };
   // What hides the traffic: compute, and the TP collectives, CP ring waits and EP all-to-alls on the critical path
   // (each pass its own: the backward's include its recomputation's), during which the data-parallel link is free
-  // (sim/ gives each its own link). Compute overlapped by the traffic runs 1 + kOverlapComputeSlowdown times longer
+  // (sim/ gives each its own link). Compute overlapped by the traffic runs 1 + overlap_compute_slowdown times longer
   // (sim/engine.cpp's rate), and the traffic keeps flowing through that longer time: where it outlasts the compute,
   // the slowed compute hides that much more.
-  const double stretch = 1 + kOverlapComputeSlowdown;
+  const double stretch = 1 + overlap_compute_slowdown(c.gpu);
   const double c_fwd = units > 0 ? (stretch * sc.fwd + sc.waits_fwd) / units : 0;
   const double c_bwd = units > 0 ? (stretch * sc.bwd + sc.waits_bwd()) / units : 0;
 
@@ -322,7 +322,7 @@ StepTime step_time_from_costs(const ModelSpec& m, const Strategy& s, const Clust
   // their shares of the hiding time; beside compute for a time Hc it ran with Hc / (1 + k) of compute work, which took
   // Hc: k / (1 + k) · Hc longer (sim/engine.cpp slows compute by 1 + k while a data-parallel transfer runs, and only
   // compute); at most k · busy.
-  const double k = kOverlapComputeSlowdown;
+  const double k = overlap_compute_slowdown(c.gpu);
   const double waits = ga * (slowest.tp + slowest.cp + slowest.ep);
   const double beside_compute = busy > 0 ? (1 + k) * busy / ((1 + k) * busy + waits) : 0.0;
   t.overlap_slowdown_s = k / (1 + k) * std::min((dp.total - dp.exposed) * beside_compute, (1 + k) * busy);

@@ -82,7 +82,7 @@ StepPlan plan_step(const ModelSpec& m, const Strategy& s, const ClusterSpec& c) 
   plan.micro_batches = grad_accum_steps(s);
   plan.schedule = s.schedule;
   plan.send = pipeline_send_s(m, s, c);
-  plan.overlap_slowdown = kOverlapComputeSlowdown;
+  plan.overlap_slowdown = overlap_compute_slowdown(c.gpu);
   const int64_t n = shard_degree(s);
   const bool per_step = effective_grad_sync(s, fw) == GradSync::per_step;
   plan.sync_every_micro = !per_step;

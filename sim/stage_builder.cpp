@@ -83,7 +83,7 @@ int32_t StageBuilder::ring(const CpRing& r, OpKind kind, int32_t mb, int32_t chu
   int32_t comm = kNone, out = kNone;
   for (int64_t k = 0; k < r.steps; ++k) {
     const int32_t issued_after = last_compute_;
-    const double slowdown = k == r.steps - 1 ? r.slowdown_s : 0;  // the hidden traffic's cost (kOverlapComputeSlowdown)
+    const double slowdown = k == r.steps - 1 ? r.slowdown_s : 0;  // the hidden traffic's cost (overlap slowdown)
     const int32_t slice = compute(kind == OpKind::cp_fwd ? OpKind::forward : OpKind::backward, r.slice_s + slowdown, mb,
                                   chunk, layer);
     e_.add_dep(slice, comm);
