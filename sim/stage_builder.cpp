@@ -179,20 +179,30 @@ void StageBuilder::forward(int32_t mb, int32_t chunk) {
       e_.add_dep(ag, issued_after), e_.add_dep(ag, waited);
     const double copy = (gathering ? c_.copy_block : 0) + root_copy;
     root_copy = 0;
-    const int32_t op = compute(OpKind::forward, c_.block_fwd - ring_slices(c_.cp_fwd) + copy, mb, chunk, layer);
+    // Under TP the block runs as two halves, attention and MLP, each followed by its TP collectives (Korthikanti
+    // §4.2.2: an all-gather before and a reduce-scatter after each; planner/microbatch_costs.cpp block_tp_comm), so
+    // the waits sit inside the block as in the runtime, not after all of its compute.
+    const double fwd_s = c_.block_fwd - ring_slices(c_.cp_fwd) + copy;
+    const double parts = c_.tp_fwd > 0 ? 2 : 1;
+    const int32_t op = compute(OpKind::forward, fwd_s / parts, mb, chunk, layer);
     if (entry == kNone) entry = op;
     e_.add_dep(op, ag);
     if (mb == 0) e_.add_dep(op, param_gather_for(c_.embed_params + static_cast<double>(l) * c_.block_params));
-    if (gathering) {
-      gathered_compute_.push_back(op);
-      // Reshard after forward, unless the unit stays gathered to its last backward.
-      if (!plan_.gathers_once && c_.reshard_after_forward) e_.free_at_end(op, block_kind(), c_.gathered_block);
-    }
     e_.alloc_at_start(op, MemKind::activations, c_.activations_per_block);
-    if (offloaded(l - offload_lag())) e_.free_at_end(op, MemKind::activations, c_.activations_per_block);
-    out = op;
+    int32_t last = op;
+    if (parts > 1) {
+      critical_comm(op, st_.tp, OpKind::tp_fwd, c_.tp_fwd / parts, mb, chunk, layer);
+      last = compute(OpKind::forward, fwd_s / parts, mb, chunk, layer);
+    }
+    if (gathering) {
+      gathered_compute_.push_back(last);
+      // Reshard after forward, unless the unit stays gathered to its last backward.
+      if (!plan_.gathers_once && c_.reshard_after_forward) e_.free_at_end(last, block_kind(), c_.gathered_block);
+    }
+    if (offloaded(l - offload_lag())) e_.free_at_end(last, MemKind::activations, c_.activations_per_block);
+    out = last;
     if (c_.cp_fwd.steps > 1) out = ring(c_.cp_fwd, OpKind::cp_fwd, mb, chunk, layer);
-    if (c_.tp_fwd > 0) out = critical_comm(out, st_.tp, OpKind::tp_fwd, c_.tp_fwd, mb, chunk, layer);
+    if (c_.tp_fwd > 0) out = critical_comm(out, st_.tp, OpKind::tp_fwd, c_.tp_fwd / parts, mb, chunk, layer);
     if (c_.ep_fwd > 0) out = critical_comm(out, st_.ep, OpKind::ep_fwd, c_.ep_fwd, mb, chunk, layer);
   }
   if (last_chunk) {
@@ -252,12 +262,20 @@ void StageBuilder::backward(int32_t mb, int32_t chunk, bool input_only) {
     }
     issued_after = last_compute_;
     const double copy = regather ? c_.copy_block : 0;
-    const auto [a, b] = input_only
-                            ? std::pair{compute(OpKind::backward, c_.block_bwd - c_.block_wgrad - ring_slices(c_.cp_bwd) + copy,
-                                                mb, chunk, layer),
-                                        last_compute_}
-                            : backward_compute(OpKind::backward, c_.block_bwd - ring_slices(c_.cp_bwd) + copy,
-                                               c_.block_params, mb, chunk, layer);
+    // Two halves under TP, each followed by its TP collectives (as the forward); the weight gradients come in both.
+    const double parts = c_.tp_bwd > 0 ? 2 : 1;
+    const double bwd_s = (input_only ? c_.block_bwd - c_.block_wgrad : c_.block_bwd) - ring_slices(c_.cp_bwd) + copy;
+    auto half = [&]() {
+      if (!input_only) return backward_compute(OpKind::backward, bwd_s / parts, c_.block_params / parts, mb, chunk, layer);
+      const int32_t op = compute(OpKind::backward, bwd_s / parts, mb, chunk, layer);
+      return std::pair{op, op};
+    };
+    const int32_t a = half().first;
+    int32_t b = last_compute_;
+    if (parts > 1) {
+      critical_comm(b, st_.tp, OpKind::tp_bwd, c_.tp_bwd / parts, mb, chunk, layer);
+      b = half().second;
+    }
     if (entry == kNone) entry = a;
     e_.add_dep(a, ag);
     if (regather) gathered_compute_.push_back(b);
@@ -278,7 +296,7 @@ void StageBuilder::backward(int32_t mb, int32_t chunk, bool input_only) {
     out = b;
     if (units() && !input_only) unit_gradients(a, b, mb, chunk, layer, sync);
     if (c_.cp_bwd.steps > 1) out = ring(c_.cp_bwd, OpKind::cp_bwd, mb, chunk, layer);
-    if (c_.tp_bwd > 0) out = critical_comm(out, st_.tp, OpKind::tp_bwd, c_.tp_bwd, mb, chunk, layer);
+    if (c_.tp_bwd > 0) out = critical_comm(out, st_.tp, OpKind::tp_bwd, c_.tp_bwd / parts, mb, chunk, layer);
     if (c_.ep_bwd > 0) out = critical_comm(out, st_.ep, OpKind::ep_bwd, c_.ep_bwd, mb, chunk, layer);
   }
   if (first_chunk) {
