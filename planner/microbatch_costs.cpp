@@ -56,21 +56,43 @@ LinearTime linear_time(const GpuSpec& g, DType dt, int64_t m, int64_t n, int64_t
   return {gemm_time_s(g, dt, {m, n, k}), gemm_time_s(g, dt, {m, k, n}) + dw, dw};
 }
 
+// The model's attention time relative to every layer attending causally to the whole sequence. A windowed layer
+// does s·w − w²/2 of the s²/2 score blocks (moe.hpp attention_work_fraction), and each query's inner loop visits
+// only min(s, w) keys, so it runs at the kernel's efficiency for that length (compute_cost.hpp
+// flash_attention_efficiency's ramp), not the sequence's: its fixed per-row work (loading the query tile, writing
+// dQ and the output) does not shrink with the window. cuDNN's SDPA backward at s 4096, head_dim 64 takes 171 µs at
+// window 511 and 277 µs at 1023 against 558 µs causal (cudnn-frontend PR #505, 2026-08): a straight line with ~66 µs
+// at window 0, where the work fraction alone gives 0.
+double windowed_attention_share(const ModelSpec& m, const GpuSpec& g, int64_t seq, int64_t head_dim,
+                                AttentionKernel kernel) {
+  const double windowed = static_cast<double>(windowed_layers(m));
+  const double layers = static_cast<double>(std::max<int64_t>(m.layers, 1));
+  if (windowed <= 0 || seq <= 0) return attention_work_fraction(m, seq);
+  const double s = static_cast<double>(seq), w = std::min(s, static_cast<double>(m.sliding_window));
+  const double work = (s * w - w * w / 2) / (s * s / 2);
+  const auto keys = static_cast<int64_t>(w);
+  const double slower = flash_attention_efficiency(g, seq, head_dim, false, kernel) /
+                        flash_attention_efficiency(g, keys, head_dim, false, kernel);
+  return (windowed * work * slower + (layers - windowed)) / layers;
+}
+
 // Attention core (scores, softmax, weighted values) for one micro-batch on one rank.
 LinearTime attention_time(const ModelSpec& m, const GpuSpec& g, DType dt, const Strategy& s, const FrameworkTraits& fw,
                           const Dims& d, bool dropout) {
   const int64_t b = s.micro_batch, seq = s.seq;
   if (s.flash_attn) {
     const AttentionKernel kernel = s.attention_kernel.value_or(fw.attention_kernel);
-    // Sliding windows: the kernel skips the blocks outside the window (planner/moe.hpp attention_work_fraction).
+    // Sliding windows: the kernel skips the blocks outside the window, at the window's efficiency
+    // (windowed_attention_share).
     // Context parallelism: each rank's queries are 2 of the sequence's 2·cp chunks, chunks i and 2cp−1−i, so every
     // rank does 1/cp of the causal work (Megatron-Core get_batch_on_this_cp_rank, megatron/core/utils.py; torch
     // _HeadTailLoadBalancer): the whole sequence's attention of this rank's heads, divided by cp. (CP needs a fused
     // kernel: strategy.cpp validate_context_parallel.)
     // MLA's scores run at the q/k width (nope + rope) and its weighted values at v_head_dim: the kernel's work is
     // that of their mean width (DeepSeek-V2 §2.1.3).
-    const double share = attention_work_fraction(m, seq) / static_cast<double>(std::max<int64_t>(s.cp, 1));
     const int64_t width = (attention_qk_head_dim(m) + attention_v_head_dim(m)) / 2;
+    const double share =
+        windowed_attention_share(m, g, seq, width, kernel) / static_cast<double>(std::max<int64_t>(s.cp, 1));
     return {share * flash_attention_forward_s(g, dt, b, seq, d.heads_r, width, true, kernel),
             share * flash_attention_backward_s(g, dt, b, seq, d.heads_r, width, true, kernel)};
   }

@@ -222,8 +222,8 @@ void add_mtp_costs(const ModelSpec& m, const Strategy& s, const GpuSpec& g, Micr
 // idles while the host launches what follows. Token dropping with padding never syncs (preprocess: the drop_and_pad
 // branch returns capacity-sized counts built on the host), so it pays only the per-expert part — which fits the
 // token-dropping rows better than the stall does (MoE rows 24.1 → 21.6 %).
-constexpr double kMoeHostLayerS = 5.107e-3;
-constexpr double kMoeHostLocalExpertS = 0.0905e-3;
+constexpr double kMoeHostLayerS = 5.106e-3;
+constexpr double kMoeHostLocalExpertS = 0.0906e-3;
 // The flex dispatchers' share of the fixed part, fitted the same way: 0.471. Both wait on the host once per layer to size
 // their output (_HybridEPManager.dispatch without a rank capacity factor: "CPU sync in dispatch";
 // _DeepepManager.get_permuted_hidden_states_by_experts: tokens_per_expert.sum().item()), but compute the dispatch
