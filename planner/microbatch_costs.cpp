@@ -68,12 +68,10 @@ double windowed_attention_share(const ModelSpec& m, const GpuSpec& g, int64_t se
   const double windowed = static_cast<double>(windowed_layers(m));
   const double layers = static_cast<double>(std::max<int64_t>(m.layers, 1));
   if (windowed <= 0 || seq <= 0) return attention_work_fraction(m, seq);
-  const double s = static_cast<double>(seq), w = std::min(s, static_cast<double>(m.sliding_window));
-  const double work = (s * w - w * w / 2) / (s * s / 2);
-  const auto keys = static_cast<int64_t>(w);
+  const int64_t keys = std::min(seq, m.sliding_window);
   const double slower = flash_attention_efficiency(g, seq, head_dim, false, kernel) /
                         flash_attention_efficiency(g, keys, head_dim, false, kernel);
-  return (windowed * work * slower + (layers - windowed)) / layers;
+  return (windowed * windowed_layer_work(m, seq) * slower + (layers - windowed)) / layers;
 }
 
 // Attention core (scores, softmax, weighted values) for one micro-batch on one rank.

@@ -189,13 +189,17 @@ double attention_keys_per_query(const ModelSpec& m, int64_t seq, bool windowed) 
   return std::min(s, static_cast<double>(m.sliding_window));
 }
 
+double windowed_layer_work(const ModelSpec& m, int64_t seq) {
+  if (m.sliding_window <= 0 || seq <= 0) return 1;
+  const double s = static_cast<double>(seq), w = std::min(s, static_cast<double>(m.sliding_window));
+  return (s * w - w * w / 2) / (s * s / 2);
+}
+
 double attention_work_fraction(const ModelSpec& m, int64_t seq) {
   const double windowed = static_cast<double>(windowed_layers(m));
   if (windowed <= 0 || seq <= 0) return 1;
-  const double s = static_cast<double>(seq), w = std::min(s, static_cast<double>(m.sliding_window));
-  const double ratio = (s * w - w * w / 2) / (s * s / 2);
   const double layers = static_cast<double>(m.layers);
-  return (windowed * ratio + (layers - windowed)) / layers;
+  return (windowed * windowed_layer_work(m, seq) + (layers - windowed)) / layers;
 }
 
 const char* first_extended_feature(const ModelSpec& m) {

@@ -67,6 +67,8 @@ double attention_keys_per_query(const ModelSpec& m, int64_t seq, bool windowed);
 // computes s·w − w²/2 of the s²/2 score blocks (FlashAttention-2 window_size skips the blocks outside the band;
 // Mistral 7B §2), a global layer all of them. 1 without a window.
 double attention_work_fraction(const ModelSpec& m, int64_t seq);
+// One windowed layer's part of that: (s·w − w²/2) / (s²/2); 1 without a window.
+double windowed_layer_work(const ModelSpec& m, int64_t seq);
 
 // The first key of the architecture extensions above that the model uses ("experts", "kv_lora_rank",
 // "mtp_layers", "sliding_window", "qk_norm", "attention_sinks", "block_norms"), or "": for the parts of shardplan that

@@ -224,8 +224,8 @@ void add_mtp_costs(const ModelSpec& m, const Strategy& s, const GpuSpec& g, Micr
 // token-dropping rows better than the stall does (MoE rows 24.1 → 21.6 %).
 constexpr double kMoeHostLayerS = 5.106e-3;
 constexpr double kMoeHostLocalExpertS = 0.0906e-3;
-// The flex dispatchers' share of the fixed part, fitted the same way: 0.471. Both wait on the host once per layer to size
-// their output (_HybridEPManager.dispatch without a rank capacity factor: "CPU sync in dispatch";
+// The flex dispatchers' share of the fixed part, fitted the same way: 0.471. Both wait on the host once per layer to
+// size their output (_HybridEPManager.dispatch without a rank capacity factor: "CPU sync in dispatch";
 // _DeepepManager.get_permuted_hidden_states_by_experts: tokens_per_expert.sum().item()), but compute the dispatch
 // layout in one kernel (moe/fused_a2a.py fused_dispatch: buffer.get_dispatch_layout; HybridEP inside its dispatch
 // call) where the all-to-all dispatcher runs a chain of small kernels and an all-gather of the splits over the EP·TP

@@ -266,7 +266,8 @@ void StageBuilder::backward(int32_t mb, int32_t chunk, bool input_only) {
     const double parts = c_.tp_bwd > 0 ? 2 : 1;
     const double bwd_s = (input_only ? c_.block_bwd - c_.block_wgrad : c_.block_bwd) - ring_slices(c_.cp_bwd) + copy;
     auto half = [&]() {
-      if (!input_only) return backward_compute(OpKind::backward, bwd_s / parts, c_.block_params / parts, mb, chunk, layer);
+      if (!input_only)
+        return backward_compute(OpKind::backward, bwd_s / parts, c_.block_params / parts, mb, chunk, layer);
       const int32_t op = compute(OpKind::backward, bwd_s / parts, mb, chunk, layer);
       return std::pair{op, op};
     };
