@@ -264,6 +264,7 @@ EmittedFile emit_megatron(const LaunchPlan& plan, const LaunchFacts& f) {
   arg2("--seq-length", std::to_string(f.seq));
   arg2("--max-position-embeddings", std::to_string(std::max(f.seq, m.seq)));
   if (m.mlp == MlpKind::swiglu) arg("--swiglu");
+  if (m.mlp == MlpKind::squared_relu) arg("--squared-relu");
   arg2("--normalization", m.norm == NormKind::rmsnorm ? "RMSNorm" : "LayerNorm");
   arg2("--position-embedding-type", m.position == PositionKind::learned ? "learned_absolute"
                                     : m.position == PositionKind::rotary  ? "rope"

@@ -146,7 +146,7 @@ ModelSpec read_model(const std::string& text, const std::string& origin, const s
   m.vocab = r.integer("vocab", Bound::positive);
   m.vocab_pad_to = r.integer_or("vocab_pad_to", 1, Bound::positive);
   m.seq = r.integer("seq", Bound::positive);
-  m.mlp = r.choice("mlp", parse_mlp, "gelu, swiglu");
+  m.mlp = r.choice("mlp", parse_mlp, "gelu, swiglu, squared-relu");
   m.norm = r.choice("norm", parse_norm, "layernorm, rmsnorm");
   m.position = r.choice_or("position", PositionKind::rotary, parse_position, "rotary, learned, alibi, none");
   m.tied_embeddings = r.boolean("tied_embeddings");

@@ -140,9 +140,12 @@ void add_mlp_terms(TermList& out, const ModelSpec& m, const Strategy& s, const F
   const ActSplit in_split = fw.tp_saves_gathered_inputs ? ActSplit::replicated : ActSplit::sequence;
   out.push_back({"mlp input", mlp_in * h, in_split, false, 1,
                  moe ? module_bit(RecomputeModule::layernorm) : module_bit(RecomputeModule::mlp)});
-  if (m.mlp == MlpKind::gelu) {
-    out.push_back({"GELU input", a * f, ActSplit::tensor, false, 1, mlp_module});
-    out.push_back({"GELU output (down-proj input)", li * f, ActSplit::tensor, false, 1, mlp_module});
+  if (m.mlp == MlpKind::gelu || m.mlp == MlpKind::squared_relu) {
+    // Either activation keeps one ffn-wide tensor for its backward: GELU its input; squared ReLU (Megatron-LM
+    // megatron/core/activations.py squared_relu = pow(relu(x), 2)) relu's output, which both relu and pow save.
+    const char* name = m.mlp == MlpKind::gelu ? "GELU input" : "squared-ReLU saved relu(x)";
+    out.push_back({name, a * f, ActSplit::tensor, false, 1, mlp_module});
+    out.push_back({"activation output (down-proj input)", li * f, ActSplit::tensor, false, 1, mlp_module});
   } else if (!moe) {
     // SwiGLU (Shazeer 2020): gate, up, their product (the down projection's input, in FP8 where the runtime keeps
     // the cast); eager PyTorch also keeps SiLU(gate).

@@ -124,7 +124,14 @@ std::string format_param_count(double n) {
   return fmt::format("{:.0f}", n);
 }
 
-const char* to_string(MlpKind k) { return k == MlpKind::swiglu ? "swiglu" : "gelu"; }
+const char* to_string(MlpKind k) {
+  switch (k) {
+    case MlpKind::swiglu: return "swiglu";
+    case MlpKind::squared_relu: return "squared-relu";
+    case MlpKind::gelu: return "gelu";
+  }
+  return "gelu";
+}
 const char* to_string(NormKind k) { return k == NormKind::rmsnorm ? "rmsnorm" : "layernorm"; }
 const char* to_string(PositionKind k) {
   switch (k) {

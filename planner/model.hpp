@@ -5,7 +5,9 @@
 
 namespace shardplan {
 
-enum class MlpKind { gelu, swiglu };
+// gelu and squared_relu are two-matrix MLPs (up, down) whose activation saves its input; swiglu has three matrices.
+// squared_relu: relu(x)² (So et al. 2021, "Primer", arXiv 2109.08668), Nemotron's; Megatron-LM --squared-relu.
+enum class MlpKind { gelu, swiglu, squared_relu };
 enum class NormKind { layernorm, rmsnorm };
 enum class PositionKind { rotary, learned, alibi, none };
 

@@ -210,6 +210,7 @@ const char* first_extended_feature(const ModelSpec& m) {
   if (m.qk_norm) return "qk_norm";
   if (m.attention_sinks) return "attention_sinks";
   if (m.block_norms != 2) return "block_norms";
+  if (m.mlp == MlpKind::squared_relu) return "mlp: squared-relu";  // the reference loop has GELU and SwiGLU kernels
   return "";
 }
 

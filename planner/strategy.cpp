@@ -333,8 +333,8 @@ static constexpr std::array<std::pair<const char*, CudaGraphs>, 3> kCudaGraphs{
     {{"none", CudaGraphs::none}, {"partial", CudaGraphs::partial}, {"full", CudaGraphs::full}}};
 static constexpr std::array<std::pair<const char*, MoeDispatcher>, 3> kMoeDispatcher{
     {{"alltoall", MoeDispatcher::alltoall}, {"deepep", MoeDispatcher::deepep}, {"hybridep", MoeDispatcher::hybridep}}};
-static constexpr std::array<std::pair<const char*, MlpKind>, 2> kMlp{
-    {{"gelu", MlpKind::gelu}, {"swiglu", MlpKind::swiglu}}};
+static constexpr std::array<std::pair<const char*, MlpKind>, 3> kMlp{
+    {{"gelu", MlpKind::gelu}, {"swiglu", MlpKind::swiglu}, {"squared-relu", MlpKind::squared_relu}}};
 static constexpr std::array<std::pair<const char*, NormKind>, 2> kNorm{
     {{"layernorm", NormKind::layernorm}, {"rmsnorm", NormKind::rmsnorm}}};
 static constexpr std::array<std::pair<const char*, PositionKind>, 4> kPosition{{{"rotary", PositionKind::rotary},

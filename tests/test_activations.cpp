@@ -74,6 +74,13 @@ TEST_SUITE("activations") {
     // Masks: 2 × 1 byte/h on the residual paths; scores: the dropout mask and output (as² terms, 3 of 5) go.
     CHECK(k.bytes() == doctest::Approx(k.sbh * (32 + 2 * k.as_over_h)).epsilon(1e-12));
   }
+  TEST_CASE("squared ReLU keeps what GELU keeps: one ffn-wide tensor and the down projection's input") {
+    // relu(x)² saves relu's output once (relu and pow share it), GELU its input: both 2·4h bytes per token in fp16.
+    Korthikanti gelu(1, false, Recompute::none), relu2(1, false, Recompute::none);
+    relu2.m.mlp = MlpKind::squared_relu;
+    CHECK(relu2.bytes() == doctest::Approx(gelu.bytes()).epsilon(1e-12));
+    CHECK(count_params(relu2.m).total == count_params(gelu.m).total);
+  }
   TEST_CASE("SwiGLU keeps the framework's number of intermediates; GQA shrinks K and V") {
     ModelSpec m = PresetStore::builtin().model("llama3-8b");
     Strategy s;

@@ -45,6 +45,21 @@ TEST_SUITE("params") {
     }
   }
 
+  TEST_CASE("Nemotron-4: squared-ReLU MLPs of two matrices; the reports' embedding and non-embedding counts") {
+    // Nemotron-4 15B report (arXiv 2402.16819) §2: 3.2 B embedding, 12.5 B non-embedding parameters;
+    // Nemotron-4 340B report (arXiv 2406.11704) Table 1: 9.4 B embedding, 331.6 B non-embedding.
+    for (const auto& [name, embedding, rest] : {std::tuple{"nemotron4-15b", 3.2e9, 12.5e9}, {"nemotron4-340b", 9.4e9, 331.6e9}}) {
+      CAPTURE(name);
+      const ModelSpec m = presets().model(name);
+      CHECK(m.mlp == MlpKind::squared_relu);
+      const ParamCounts p = count_params(m);
+      CHECK(p.block.mlp_weights == 2 * m.hidden * m.ffn_hidden);
+      const double emb = static_cast<double>(p.embedding + p.lm_head);
+      CHECK(emb == doctest::Approx(embedding).epsilon(0.02));
+      CHECK(static_cast<double>(p.total) - emb == doctest::Approx(rest).epsilon(0.005));
+    }
+  }
+
   TEST_CASE("the seed's CodeChat 8B: 40 blocks of 12h² (+ LayerNorms) and untied 32768-row embeddings") {
     const ModelSpec m = presets().model("8b");
     const ParamCounts p = count_params(m);
