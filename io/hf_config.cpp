@@ -51,6 +51,7 @@ constexpr Family kFamilies[] = {
     {"phi3", "Phi3ForCausalLM", "Phi3DecoderLayer"},
     {"gemma2", "Gemma2ForCausalLM", "Gemma2DecoderLayer"},
     {"gemma3", "Gemma3ForCausalLM", "Gemma3DecoderLayer"},
+    {"nemotron", "NemotronForCausalLM", "NemotronDecoderLayer"},
 };
 
 // model_type spellings (and old Falcon ones) → family.
@@ -250,6 +251,34 @@ void read_falcon(const Fields& f, HfModel& out) {
                                     m.layers * 2 * m.hidden));
 }
 
+// Nemotron (transformers NemotronConfig: Nemotron-4, Minitron): LayerNorm1P with bias, a two-matrix MLP with
+// relu² (NemotronMLP: up_proj, down_proj; hidden_act "relu2"), rotary on part of each head, untied by default.
+void read_nemotron(const Fields& f, HfModel& out) {
+  ModelSpec& m = out.spec;
+  m.hidden = f.integer({"hidden_size"});
+  m.layers = f.integer({"num_hidden_layers"});
+  m.heads = f.integer({"num_attention_heads"});
+  m.kv_heads = f.integer_or({"num_key_value_heads"}, m.heads);
+  m.head_dim = f.integer_or({"head_dim", "kv_channels"}, 0);
+  if (m.head_dim > 0 && m.head_dim * m.heads == m.hidden) m.head_dim = 0;  // the usual h / a
+  m.ffn_hidden = f.integer({"intermediate_size"});
+  m.vocab = f.integer({"vocab_size"});
+  const std::string act = f.string_or("hidden_act", "relu2");
+  m.mlp = MlpKind::squared_relu;
+  if (act != "relu2")
+    out.notes.push_back(fmt::format("hidden_act '{}': the two-matrix MLP is counted as squared ReLU's", act));
+  m.norm = NormKind::layernorm;  // NemotronLayerNorm1P: weight (applied as 1 + w) and bias
+  m.norm_bias = true;
+  m.position = PositionKind::rotary;
+  m.tied_embeddings = f.boolean_or("tie_word_embeddings", false);
+  m.seq = default_seq(out, f.integer_or({"max_position_embeddings"}, 4096), false);
+  m.qkv_bias = f.boolean_or("attention_bias", false);
+  m.out_bias = f.boolean_or("mlp_bias", false);
+  m.dropout = any_dropout(f, {"attention_dropout"}, 0);
+  m.rotary_base = f.number_or("rope_theta", m.rotary_base);
+  m.norm_eps = f.number_or("norm_eps", m.norm_eps);
+}
+
 std::string last_component(std::string path) {
   while (!path.empty() && path.back() == '/') path.pop_back();
   const auto slash = path.rfind('/');
@@ -345,6 +374,7 @@ HfModel parse_hf_config(const std::string& text, const std::string& origin, cons
   else if (out.family == "gpt2") read_gpt2(f, out);
   else if (out.family == "gpt_neox") read_gpt_neox(f, out);
   else if (out.family == "falcon") read_falcon(f, out);
+  else if (out.family == "nemotron") read_nemotron(f, out);
   else read_llama_like(f, out);
 
   ModelSpec& m = out.spec;

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "io/hf_config.hpp"
+#include "io/preset_store.hpp"
 #include "planner/error.hpp"
 #include "planner/model.hpp"
 #include "tests/cli_runner.hpp"
@@ -101,6 +102,28 @@ TEST_SUITE("hf config") {
     CHECK(total_of(kGemma_7b) == 8'537'680'896);    // tied, head_dim 256 ≠ 3072/16
     CHECK(total_of(kGpt2) == 124'439'808);          // tied, learned positions, biases
     CHECK(total_of(kPythia_1_4b) == 1'414'647'808); // GPT-NeoX: biases, untied embed_out
+  }
+
+  TEST_CASE("Nemotron (relu2): a two-matrix squared-ReLU MLP, LayerNorm1P with bias; Nemotron-4 15B as its preset") {
+    // Nemotron-4 15B's shape (arXiv 2402.16819 Table 1) as transformers' NemotronConfig writes it.
+    const char* nemotron4_15b = R"({
+      "architectures": ["NemotronForCausalLM"], "model_type": "nemotron", "hidden_act": "relu2", "hidden_size": 6144,
+      "intermediate_size": 24576, "max_position_embeddings": 4096, "num_attention_heads": 48,
+      "num_hidden_layers": 32, "num_key_value_heads": 8, "norm_eps": 1e-05, "partial_rotary_factor": 0.5,
+      "rope_theta": 10000, "tie_word_embeddings": false, "vocab_size": 256000})";
+    const HfModel hf = parse_hf_config(nemotron4_15b, "nemotron4-15b.json", "");
+    CHECK(hf.spec.mlp == MlpKind::squared_relu);
+    CHECK(hf.spec.norm == NormKind::layernorm);
+    CHECK(hf.spec.norm_bias);
+    CHECK_FALSE(hf.spec.tied_embeddings);
+    CHECK(count_params(hf.spec).total == count_params(PresetStore::builtin().model("nemotron4-15b")).total);
+    // Minitron-8B's explicit head_dim 128 with 48 heads on hidden 4096: q is 6144 wide.
+    const char* minitron = R"({"model_type": "nemotron", "hidden_size": 4096, "intermediate_size": 16384,
+      "num_attention_heads": 48, "num_key_value_heads": 8, "head_dim": 128, "num_hidden_layers": 32,
+      "vocab_size": 256000})";
+    const ModelSpec m = parse_hf_config(minitron, "minitron.json", "").spec;
+    CHECK(count_params(m).block.attn_weights == 4096 * 6144 * 2 + 2 * 4096 * 1024);
+    CHECK(count_params(m).block.mlp_weights == 2 * 4096 * 16384);
   }
 
   TEST_CASE("Falcon-7B: everything but its shared LayerNorm, which the planner counts twice") {
