@@ -87,9 +87,9 @@ constexpr double kMinPeak = 1e9;  // never divide by zero, whatever the preset s
 // fit and its leave-one-source-out error. Volta has two runs: no fit (1). Blackwell (B200, GB200, B300, GB300) is
 // fitted on Megatron-Bridge's dense rows since 2026-12-04, against each part's rate at its board power (GB200 at
 // 0.950 of its datasheet: hardware.hpp full_clock_power_w); AMD's CDNA has no run: Hopper's value, an assumption.
-constexpr double kSustainedAmpere = 0.876;
-constexpr double kSustainedHopper = 0.828;
-constexpr double kSustainedBlackwell = 0.718;
+constexpr double kSustainedAmpere = 0.883;
+constexpr double kSustainedHopper = 0.831;
+constexpr double kSustainedBlackwell = 0.707;
 
 bool hopper_class(const GpuSpec& g) { return std::max(g.bf16_tflops, g.fp16_tflops) > kHopperTensorPeakTflops; }
 
