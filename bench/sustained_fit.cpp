@@ -1,8 +1,13 @@
 #include "bench/sustained_fit.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <exception>
+#include <functional>
 #include <map>
+#include <mutex>
+#include <thread>
 
 #include "planner/error.hpp"
 #include "planner/moe.hpp"
@@ -12,6 +17,31 @@ namespace shardplan::validation {
 namespace {
 
 using BySource = std::map<std::string, std::vector<const PublishedRun*>>;
+
+// fit(i) for i in [0, n), on as many threads as the machine has cores: each leave-one-source-out refit is independent
+// of the others and writes only its own slot, so the result does not depend on the threads (the planner holds no
+// state: sim/rerank.cpp simulates plan's candidates the same way). An exception is rethrown after every thread ended.
+void for_each_index_parallel(size_t n, const std::function<void(size_t)>& fit) {
+  std::atomic<size_t> next{0};
+  std::mutex lock;
+  std::exception_ptr failure;
+  auto work = [&] {
+    for (size_t i = next++; i < n; i = next++) {
+      try {
+        fit(i);
+      } catch (...) {
+        const std::lock_guard<std::mutex> g(lock);
+        if (!failure) failure = std::current_exception();
+      }
+    }
+  };
+  const size_t threads = std::min<size_t>(n, std::max(1u, std::thread::hardware_concurrency()));
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < threads; ++t) pool.emplace_back(work);
+  work();
+  for (std::thread& t : pool) t.join();
+  if (failure) std::rethrow_exception(failure);
+}
 
 // The override the planner takes (GpuSpec::sustained_tensor_fraction): the row's generation value (Volta, two rows,
 // is not fitted: 1; no AMD row is in the set).
@@ -132,6 +162,12 @@ double mean_abs_error(const std::vector<const PublishedRun*>& rows, const Comput
   return counted ? s / counted : 0;
 }
 
+std::vector<std::string> source_names(const BySource& by_source) {
+  std::vector<std::string> names;
+  for (const auto& entry : by_source) names.push_back(entry.first);
+  return names;
+}
+
 }  // namespace
 
 ComputeFit fit_compute_fraction(const PublishedRuns& runs, std::string (*group)(const PublishedRun&)) {
@@ -149,16 +185,21 @@ ComputeFit fit_compute_fraction(const PublishedRuns& runs, std::string (*group)(
     by_source[group(r)].push_back(&r);
   }
   out.fit = fit(by_source);
-  double in_sum = 0, out_sum = 0;
-  for (const auto& [source, rows] : by_source) {
-    SourceFit sf;
-    sf.source = source;
+  const std::vector<std::string> sources = source_names(by_source);
+  std::vector<SourceFit> fits(sources.size());
+  for_each_index_parallel(sources.size(), [&](size_t i) {
+    const std::vector<const PublishedRun*>& rows = by_source.at(sources[i]);
+    SourceFit& sf = fits[i];
+    sf.source = sources[i];
     sf.in_sample_error = mean_abs_error(rows, out.fit, sf.rows);
     BySource others = by_source;
-    others.erase(source);
-    sf.held_out = fit(others);
+    others.erase(sources[i]);
+    sf.held_out = fit(others);  // cold start: nothing of the left-out source reaches its own refit
     int n = 0;
     sf.held_out_error = mean_abs_error(rows, sf.held_out, n);
+  });
+  double in_sum = 0, out_sum = 0;
+  for (const SourceFit& sf : fits) {
     in_sum += sf.in_sample_error * sf.rows;
     out_sum += sf.held_out_error * sf.rows;
     out.rows += sf.rows;
@@ -199,18 +240,26 @@ MoeHostFit fit_moe_host(const PublishedRuns& runs, const ComputeFraction& dense,
     if (!r.historical && model_is_moe(r.model)) by_source[group(r)].push_back(&r);
   MoeHostFit out;
   out.fit = fit_host(by_source, dense);
-  double before = 0, in_sum = 0, out_sum = 0;
-  for (const auto& [source, rows] : by_source) {
-    MoeHostSource sf;
-    sf.source = source;
+  const std::vector<std::string> sources = source_names(by_source);
+  std::vector<MoeHostSource> fits(sources.size());
+  std::vector<double> without(sources.size());  // each source's summed |error| with no host time
+  for_each_index_parallel(sources.size(), [&](size_t i) {
+    const std::vector<const PublishedRun*>& rows = by_source.at(sources[i]);
+    MoeHostSource& sf = fits[i];
+    sf.source = sources[i];
     int n = 0;
     const MoeHost none;
-    before += mean_abs_error(rows, dense, n, &none) * n;
+    without[i] = mean_abs_error(rows, dense, n, &none) * n;
     sf.in_sample_error = mean_abs_error(rows, dense, sf.rows, &out.fit);
     BySource others = by_source;
-    others.erase(source);
+    others.erase(sources[i]);
     sf.held_out = fit_host(others, dense);
     sf.held_out_error = mean_abs_error(rows, dense, n, &sf.held_out);
+  });
+  double before = 0, in_sum = 0, out_sum = 0;
+  for (size_t i = 0; i < fits.size(); ++i) {
+    const MoeHostSource& sf = fits[i];
+    before += without[i];
     in_sum += sf.in_sample_error * sf.rows;
     out_sum += sf.held_out_error * sf.rows;
     out.rows += sf.rows;
