@@ -124,15 +124,22 @@ int64_t default_seq(HfModel& out, int64_t max_positions, bool learned) {
   return kHfDefaultSeqCap;
 }
 
-// Llama, Mistral, Qwen2 and Gemma: gated MLP (gate, up, down), RMSNorm, rotary, grouped-query attention.
-void read_llama_like(const Fields& f, HfModel& out) {
-  ModelSpec& m = out.spec;
+namespace {
+// The shape fields transformers' Llama-style configs share (LlamaConfig, NemotronConfig, ...).
+void read_decoder_shape(const Fields& f, ModelSpec& m) {
   m.hidden = f.integer({"hidden_size"});
   m.layers = f.integer({"num_hidden_layers"});
   m.heads = f.integer({"num_attention_heads"});
   m.kv_heads = f.integer_or({"num_key_value_heads"}, m.heads);
   m.ffn_hidden = f.integer({"intermediate_size"});
   m.vocab = f.integer({"vocab_size"});
+}
+}  // namespace
+
+// Llama, Mistral, Qwen2 and Gemma: gated MLP (gate, up, down), RMSNorm, rotary, grouped-query attention.
+void read_llama_like(const Fields& f, HfModel& out) {
+  ModelSpec& m = out.spec;
+  read_decoder_shape(f, m);
   const bool gemma = out.family == "gemma" || out.family == "gemma2" || out.family == "gemma3";
   if (gemma) {
     m.head_dim = f.integer({"head_dim"});  // Gemma-7B: 256 with 16 heads and hidden 3072
@@ -255,14 +262,9 @@ void read_falcon(const Fields& f, HfModel& out) {
 // relu² (NemotronMLP: up_proj, down_proj; hidden_act "relu2"), rotary on part of each head, untied by default.
 void read_nemotron(const Fields& f, HfModel& out) {
   ModelSpec& m = out.spec;
-  m.hidden = f.integer({"hidden_size"});
-  m.layers = f.integer({"num_hidden_layers"});
-  m.heads = f.integer({"num_attention_heads"});
-  m.kv_heads = f.integer_or({"num_key_value_heads"}, m.heads);
+  read_decoder_shape(f, m);
   m.head_dim = f.integer_or({"head_dim", "kv_channels"}, 0);
   if (m.head_dim > 0 && m.head_dim * m.heads == m.hidden) m.head_dim = 0;  // the usual h / a
-  m.ffn_hidden = f.integer({"intermediate_size"});
-  m.vocab = f.integer({"vocab_size"});
   const std::string act = f.string_or("hidden_act", "relu2");
   m.mlp = MlpKind::squared_relu;
   if (act != "relu2")

@@ -5,7 +5,8 @@
 
 namespace shardplan {
 
-// gelu and squared_relu are two-matrix MLPs (up, down) whose activation saves its input; swiglu has three matrices.
+// gelu and squared_relu are two-matrix MLPs (up, down) whose activation keeps one ffn-wide tensor for its backward;
+// swiglu has three matrices.
 // squared_relu: relu(x)² (So et al. 2021, "Primer", arXiv 2109.08668), Nemotron's; Megatron-LM --squared-relu.
 enum class MlpKind { gelu, swiglu, squared_relu };
 enum class NormKind { layernorm, rmsnorm };

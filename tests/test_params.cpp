@@ -48,7 +48,8 @@ TEST_SUITE("params") {
   TEST_CASE("Nemotron-4: squared-ReLU MLPs of two matrices; the reports' embedding and non-embedding counts") {
     // Nemotron-4 15B report (arXiv 2402.16819) §2: 3.2 B embedding, 12.5 B non-embedding parameters;
     // Nemotron-4 340B report (arXiv 2406.11704) Table 1: 9.4 B embedding, 331.6 B non-embedding.
-    for (const auto& [name, embedding, rest] : {std::tuple{"nemotron4-15b", 3.2e9, 12.5e9}, {"nemotron4-340b", 9.4e9, 331.6e9}}) {
+    for (const auto& [name, embedding, rest] :
+         {std::tuple{"nemotron4-15b", 3.2e9, 12.5e9}, {"nemotron4-340b", 9.4e9, 331.6e9}}) {
       CAPTURE(name);
       const ModelSpec m = presets().model(name);
       CHECK(m.mlp == MlpKind::squared_relu);

@@ -195,7 +195,8 @@ TEST_CASE("a value of the wrong type names the key and its line") {
   CHECK(contains(model_error(edit(kModel, "layers", "layers:")), "got nothing"));
   CHECK(contains(model_error(edit(kModel, "tied_embeddings", "tied_embeddings: yes")),
                  "'tied_embeddings' must be true or false, got 'yes'"));
-  CHECK(contains(model_error(edit(kModel, "mlp", "mlp: relu")), "'mlp' must be one of gelu, swiglu, squared-relu; got 'relu'"));
+  CHECK(contains(model_error(edit(kModel, "mlp", "mlp: relu")),
+                 "'mlp' must be one of gelu, swiglu, squared-relu; got 'relu'"));
   CHECK(contains(gpu_error(edit(kGpu, "memory_gib", "memory_gib: lots")), "'memory_gib' must be a positive number"));
 }
 
