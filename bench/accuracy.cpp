@@ -171,8 +171,8 @@ int main(int argc, char** argv) {
   // The fitted parameters and their leave-one-source-out check (bench/sustained_fit.hpp).
   const ComputeFit cf = fit_compute_fraction(runs, source_group);
   auto fractions = [](const ComputeFraction& f) {
-    return fmt::format("Ampere {:.3f}, Hopper {:.3f}, Blackwell {:.3f}, overlap slowdown {:.3f}", f.ampere, f.hopper,
-                       f.blackwell, f.overlap_slowdown);
+    return fmt::format("Ampere {:.3f}, Hopper {:.3f}, Blackwell {:.3f}, overlap slowdown {:.3f}, FP8 share {:.3f}",
+                       f.ampere, f.hopper, f.blackwell, f.overlap_slowdown, f.fp8_ratio);
   };
   std::cout << fmt::format(
       "\nfitted compute fractions (planner/compute_cost.cpp sustained_tensor_fraction) and overlap slowdown "

@@ -66,6 +66,7 @@ RowError row_error(const PublishedRun& r, const ComputeFraction& f, const MoeHos
   ClusterSpec c = r.cluster;
   c.gpu.sustained_tensor_fraction = fraction_of(r, f);
   c.gpu.comm_overlap_slowdown = std::max(f.overlap_slowdown, 1e-15);  // 0 means "the fitted default" to the planner
+  c.gpu.fp8_sustained_ratio = f.fp8_ratio;
   if (host) {  // 0 means "the fitted default" to the planner: the smallest positive time stands for none
     c.moe_host_layer_s = std::max(host->layer_s, 1e-15);
     c.moe_host_local_expert_s = std::max(host->local_expert_s, 1e-15);
@@ -115,10 +116,10 @@ double golden_section(double lo, double hi, int iterations, double tolerance, F 
 }
 
 // One fraction on [0.2, 1.2] (step times fall monotonically as tensor throughput rises); the overlap slowdown on
-// [0, 1] (Lee et al. 2025 measured up to 0.40).
+// [0, 1] (Lee et al. 2025 measured up to 0.40); FP8's share on [0.5, 1.2].
 void minimise(const BySource& by_source, ComputeFraction& f, double ComputeFraction::*coord) {
-  const bool slowdown = coord == &ComputeFraction::overlap_slowdown;
-  f.*coord = golden_section(slowdown ? 0.0 : 0.2, slowdown ? 1.0 : 1.2, 30, 1e-4, [&](double x) {
+  const bool slowdown = coord == &ComputeFraction::overlap_slowdown, fp8 = coord == &ComputeFraction::fp8_ratio;
+  f.*coord = golden_section(slowdown ? 0.0 : fp8 ? 0.5 : 0.2, slowdown ? 1.0 : 1.2, 30, 1e-4, [&](double x) {
     ComputeFraction g = f;
     g.*coord = x;
     return objective(by_source, g);
@@ -130,7 +131,7 @@ void minimise(const BySource& by_source, ComputeFraction& f, double ComputeFract
 // along the round's own move (a pattern move, Hooke and Jeeves 1961), until no value moves by more than 1e-4.
 ComputeFraction fit(const BySource& by_source) {
   using F = ComputeFraction;
-  constexpr double F::*kCoords[] = {&F::ampere, &F::hopper, &F::blackwell, &F::overlap_slowdown};
+  constexpr double F::*kCoords[] = {&F::ampere, &F::hopper, &F::blackwell, &F::overlap_slowdown, &F::fp8_ratio};
   F f;
   for (int round = 0; round < 12; ++round) {
     const F before = f;

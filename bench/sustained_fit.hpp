@@ -17,6 +17,8 @@ struct ComputeFraction {
   // Fitted with them: how much longer compute runs beside communication kernels (planner/step_time.hpp
   // overlap_compute_slowdown); the one value every generation shares.
   double overlap_slowdown = 0.1;
+  // The share of its generation's fraction an FP8 GEMM keeps (planner/compute_cost.cpp kFp8OverBf16Sustained).
+  double fp8_ratio = 1;
 };
 
 struct SourceFit {

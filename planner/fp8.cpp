@@ -60,6 +60,29 @@ Fp8CastBytes fp8_linear_cast_bytes(const Strategy& s, double T, double k, double
   return {b * (x + weight_casts * w), b * (2 * dy + x + weight_casts * w)};
 }
 
+double tp_gather_bytes_per_element(const ModelSpec& m, const Strategy& s, double compute_bytes) {
+  if (!fp8_on(s) || s.tp <= 1 || !s.sp || model_is_moe(m)) return compute_bytes;
+  // Transformer Engine quantizes a column-parallel layer's input before the sequence-parallel gather and a
+  // row-parallel layer's output gradient before its backward gather, for every recipe (module/layernorm_linear.py
+  // and linear.py: gather_along_first_dim(..., quantizer=...), or the userbuffers' all-gather buffers, uint8 under
+  // FP8: module/base.py initialize_ub, fp8_buf for every layer in layers_all_gather_overlap); the input saved for
+  // the weight gradient is the FP8 cast, re-gathered as such. Reduce-scatters carry GEMM outputs in bf16.
+  // torchtitan's float8 TP plan, tensorwise only (parallelize_llama apply_tp enable_float8_tensorwise_tp):
+  // torchao's Float8ColwiseParallel casts the input before redistributing it, Float8RowwiseParallel casts the output
+  // gradient to e5m2 before the backward gather (torchao/float8/float8_tensor_parallel.py, NoopFwToFloat8BwDynamic).
+  // An MoE block is left in the compute dtype: Megatron's dispatchers gather tokens themselves, and MLA gathers its
+  // latents explicitly (multi_latent_attention.py gather_from_sequence_parallel_region).
+  const bool te = transformer_engine(s);
+  const bool torchao_tp = s.framework == Framework::torchtitan && s.fp8 == Fp8Recipe::tensorwise;
+  if (!te && !torchao_tp) return compute_bytes;
+  // Scales: one fp32 per tensor (tensorwise), one E8M0 byte per 32 elements (MXFP8), one fp32 per 128 (blockwise).
+  switch (s.fp8) {
+    case Fp8Recipe::mxfp8: return 1.0 + 1.0 / 32;
+    case Fp8Recipe::blockwise: return 1.0 + 4.0 / 128;
+    default: return 1.0;
+  }
+}
+
 double fp8_cached_weight_bytes_per_param(const Strategy& s) {
   // The FP8 weight and its transpose (Hopper's FP8 GEMM takes K-major operands only), or MXFP8's rowwise and
   // columnwise copies on Blackwell: 2 × 1 B per parameter.

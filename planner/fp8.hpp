@@ -6,7 +6,8 @@
 // The four linear layers of every block (QKV, attention output, MLP up/gate, MLP down) take FP8 inputs; the LM head,
 // the attention core (flash attention in bf16) and the optimizer do not: torchtitan's float8 converter leaves the
 // "output" layer out (torchtitan/components/quantization/float8.py, filter_fqns), Megatron-Core's output layer is a
-// plain ColumnParallelLinear outside Transformer Engine's fp8_autocast. TP collectives stay in the compute dtype.
+// plain ColumnParallelLinear outside Transformer Engine's fp8_autocast. Under sequence parallelism the TP all-gathers of
+// a dense block move FP8 (tp_gather_bytes_per_element); reduce-scatters and all-reduces stay in the compute dtype.
 #include <optional>
 #include <string>
 
@@ -32,6 +33,11 @@ struct Fp8CastBytes {
 };
 Fp8CastBytes fp8_linear_cast_bytes(const Strategy& s, double T, double k, double n,
                                    double microbatches);
+
+// Bytes per element of a dense block's sequence-parallel TP all-gathers (a column-parallel layer's input in forward,
+// and its re-gather for the weight gradient; a row-parallel layer's output gradient in backward): the runtime
+// casts before it gathers, so they move FP8 and its scales, or `compute_bytes` where it does not.
+double tp_gather_bytes_per_element(const ModelSpec& m, const Strategy& s, double compute_bytes);
 
 // Bytes per block parameter of FP8 weight copies kept across the step (Transformer Engine: the weight's cast and
 // its transpose, cached from the first micro-batch); 0 for a runtime that casts per use (torchao).

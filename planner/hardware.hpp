@@ -94,6 +94,9 @@ struct GpuSpec {
   // How much longer compute runs while communication kernels share the GPU (step_time.hpp overlap_compute_slowdown);
   // 0 = the fitted value, kOverlapComputeSlowdown. Not a preset key: the accuracy bench sets it to refit it.
   double comm_overlap_slowdown = 0;
+  // The share of sustained_tensor_fraction that FP8 GEMMs keep (compute_cost.hpp training_device); 0 = the fitted
+  // value, kFp8OverBf16Sustained. Not a preset key: the accuracy bench sets it to refit it.
+  double fp8_sustained_ratio = 0;
   // Measured GEMM throughput and copy bandwidth (calibration profile); null = the analytic model.
   std::shared_ptr<const GemmCalibration> gemm_calibration;
 };

@@ -368,11 +368,13 @@ void block_tp_comm(const ModelSpec& m, const Strategy& s, const ClusterSpec& c, 
   if (s.tp <= 1) return;
   const GroupLayout g = tp_group(s, c);
   const double bytes = d.tokens * d.h * d.a, in_bytes = d.tokens * attention_gathered_width(m, s) * d.a;
+  // The all-gathers of a dense block move FP8 under --fp8 (planner/fp8.hpp tp_gather_bytes_per_element).
+  const double gather_scale = tp_gather_bytes_per_element(m, s, d.a) / d.a;
   TpCollectives tc;
-  tc.gather = collective_time_s(c, Collective::all_gather, bytes, g);
+  tc.gather = collective_time_s(c, Collective::all_gather, gather_scale * bytes, g);
   tc.scatter = collective_time_s(c, Collective::reduce_scatter, bytes, g);
   const bool same = in_bytes == bytes;  // every attention but Megatron's MLA: no second pricing
-  tc.gather_in = same ? tc.gather : collective_time_s(c, Collective::all_gather, in_bytes, g);
+  tc.gather_in = same ? tc.gather : collective_time_s(c, Collective::all_gather, gather_scale * in_bytes, g);
   tc.scatter_in = same ? tc.scatter : collective_time_s(c, Collective::reduce_scatter, in_bytes, g);
   const double gather = tc.gather, scatter = tc.scatter;
   // Collectives of the attention half, and of the MLP half when it meets them (an MoE MLP with expert TP 1 and no

@@ -14,6 +14,9 @@
 #include "planner/activations.hpp"
 #include "planner/error.hpp"
 #include "planner/fp8.hpp"
+#include "planner/comm_cost.hpp"
+#include "planner/groups.hpp"
+#include "planner/step_time.hpp"
 #include "planner/framework_support.hpp"
 #include "planner/predict.hpp"
 #include "sim/simulate.hpp"
@@ -118,6 +121,44 @@ TEST_SUITE("fp8") {
     s.fp8_all_gather = true;
     const Prediction fp8_gather = predict(m, s, c);
     CHECK(fp8_gather.time.dp_comm_total_s < bf16_gather.time.dp_comm_total_s);
+  }
+
+  TEST_CASE("sequence-parallel TP all-gathers move FP8 where the runtime casts before gathering (hand-computed)") {
+    const ModelSpec dense = presets().model("llama3-70b"), moe = presets().model("qwen3-30b-a3b");
+    Strategy s = llama8b(Framework::megatron, Fp8Recipe::tensorwise);
+    s.tp = 8, s.dp = 1, s.sp = true;
+    // Transformer Engine: every recipe quantizes before the gather; the scales ride along.
+    CHECK(tp_gather_bytes_per_element(dense, s, 2) == 1.0);
+    s.fp8 = Fp8Recipe::mxfp8;
+    CHECK(tp_gather_bytes_per_element(dense, s, 2) == doctest::Approx(1 + 1.0 / 32));
+    s.fp8 = Fp8Recipe::blockwise;
+    CHECK(tp_gather_bytes_per_element(dense, s, 2) == doctest::Approx(1 + 4.0 / 128));
+    // What stays in the compute dtype: no FP8, no sequence parallelism (all-reduces), an MoE block.
+    s.fp8 = Fp8Recipe::off;
+    CHECK(tp_gather_bytes_per_element(dense, s, 2) == 2.0);
+    s.fp8 = Fp8Recipe::tensorwise, s.sp = false;
+    CHECK(tp_gather_bytes_per_element(dense, s, 2) == 2.0);
+    s.sp = true;
+    CHECK(tp_gather_bytes_per_element(moe, s, 2) == 2.0);
+    // torchtitan's float8 TP plan exists for tensorwise scaling only.
+    s.framework = Framework::torchtitan;
+    CHECK(tp_gather_bytes_per_element(dense, s, 2) == 1.0);
+    s.fp8 = Fp8Recipe::rowwise;
+    CHECK(tp_gather_bytes_per_element(dense, s, 2) == 2.0);
+
+    // One block's forward without TP overlap: an all-gather of T·h in FP8 and a reduce-scatter of T·h in bf16 before
+    // and after each half.
+    const ClusterSpec c = presets().cluster("dgx-h100");
+    Strategy run = llama8b(Framework::megatron, Fp8Recipe::tensorwise);
+    run.tp = 8, run.dp = 1, run.sp = true, run.tp_comm_overlap = false;
+    const double tokens = static_cast<double>(run.micro_batch * run.seq), h = static_cast<double>(dense.hidden);
+    const GroupLayout g = tp_group(run, c);
+    const double gather = collective_time_s(c, Collective::all_gather, tokens * h * 1, g);
+    const double scatter = collective_time_s(c, Collective::reduce_scatter, tokens * h * 2, g);
+    CHECK(microbatch_costs(dense, run, c).block_tp_fwd_s == doctest::Approx(2 * (gather + scatter)));
+    run.fp8 = Fp8Recipe::off;
+    const double bf16_gather = collective_time_s(c, Collective::all_gather, tokens * h * 2, g);
+    CHECK(microbatch_costs(dense, run, c).block_tp_fwd_s == doctest::Approx(2 * (bf16_gather + scatter)));
   }
 
   TEST_CASE("Megatron's FP8 parameters (--fp8-all-gather = --fp8-param-gather): no bf16 copy, one-byte gathers") {
