@@ -87,16 +87,16 @@ constexpr double kMinPeak = 1e9;  // never divide by zero, whatever the preset s
 // fit and its leave-one-source-out error. Volta has two runs: no fit (1). Blackwell (B200, GB200, B300, GB300) is
 // fitted on Megatron-Bridge's dense rows since 2026-12-04, against each part's rate at its board power (GB200 at
 // 0.950 of its datasheet: hardware.hpp full_clock_power_w); AMD's CDNA has no run: Hopper's value, an assumption.
-constexpr double kSustainedAmpere = 0.883;
+constexpr double kSustainedAmpere = 0.882;
 constexpr double kSustainedHopper = 0.834;
-constexpr double kSustainedBlackwell = 0.725;
+constexpr double kSustainedBlackwell = 0.726;
 // FP8 GEMMs keep this share of the generation's fraction: at twice the 16-bit rate a tile's MACs take half the time
 // but its operand loads, pipeline fill and epilogue do not halve (cuBLAS on H100 SXM: ~1,300–1,500 of 1,979 FP8
 // TFLOP/s on large GEMMs against ~750–800 of 989 in bf16, 0.85–0.95 of the 16-bit share). Fitted with the fractions
-// on the rows that ran FP8 (bench/sustained_fit.cpp): 0.951, leave-one-source-out values 0.93–1.00; the 83
+// on the rows that ran FP8 (bench/sustained_fit.cpp): 0.950, leave-one-source-out values 0.93–1.00; the 83
 // same-layout BF16/FP8 pairs (DGX Cloud's, NeMo's and torchtitan's tables) identify it, their predicted FP8 speedup
 // then off by 3.7 % on average against 4.6 % with FP8 at the 16-bit share.
-constexpr double kFp8OverBf16Sustained = 0.951;
+constexpr double kFp8OverBf16Sustained = 0.950;
 
 bool hopper_class(const GpuSpec& g) { return std::max(g.bf16_tflops, g.fp16_tflops) > kHopperTensorPeakTflops; }
 

@@ -54,10 +54,16 @@ StageCompute stage_compute(const ModelSpec& m, const Strategy& s, const Microbat
 }
 
 // Gradient bucket of the framework's reducer: PyTorch DDP 25 MiB; DeepSpeed reduce_bucket_size elements;
-// Megatron buckets of 40 M parameters (its DDP config default).
-double gradient_bucket_bytes(const FrameworkTraits& fw, double grad_bytes) {
+// Megatron-Core max(40 M, 1 M × the data-parallel-with-CP size) parameters, "larger DP sizes need larger buckets to
+// ensure collectives do not become latency-bound", and one bucket per buffer when the reduction does not overlap
+// backward (core/distributed/distributed_data_parallel.py DistributedDataParallel.__init__; training.py
+// resolve of ddp_config.bucket_size; the expert buffers take the same size).
+double gradient_bucket_bytes(const Strategy& s, const FrameworkTraits& fw, double grad_bytes) {
   if (fw.reduce_bucket_elements > 0) return static_cast<double>(fw.reduce_bucket_elements) * grad_bytes;
-  if (fw.framework == Framework::megatron) return 40e6 * grad_bytes;
+  if (fw.framework == Framework::megatron) {
+    if (!effective_overlap_grad_reduce(s, fw)) return HUGE_VAL;
+    return std::max(40e6, 1e6 * static_cast<double>(s.dp * s.cp)) * grad_bytes;
+  }
   return kDdpBucketBytes;
 }
 
@@ -92,7 +98,7 @@ GradientBuckets gradient_buckets(const Strategy& s, const ClusterSpec& c, const 
   // One buffer's buckets: psi·grad_bytes in buckets of at most the framework's size.
   auto add = [&](double params, const GroupLayout& g) {
     if (!(params > 0)) return;
-    const double bucket = std::min(gradient_bucket_bytes(fw, grad_bytes), params * grad_bytes);
+    const double bucket = std::min(gradient_bucket_bytes(s, fw, grad_bytes), params * grad_bytes);
     const double count = std::ceil(params * grad_bytes / bucket);
     const double one =
         reduce_scatter ? collective_time_s(c, Collective::reduce_scatter, bucket, g) +

@@ -15,6 +15,7 @@
 #include "planner/partition.hpp"
 #include "planner/predict.hpp"
 #include "planner/precision.hpp"
+#include "planner/step_time.hpp"
 
 using namespace shardplan;
 
@@ -506,6 +507,29 @@ TEST_SUITE("step time") {
           doctest::Approx(estimate_step_time(m, ds_pure, c).dp_comm_total_s).epsilon(1e-12));
     // The memory model keeps ZeRO's 2 B amp gradients (precision.cpp).
     CHECK(precision_state_bytes(Precision::amp_bf16).grads == 2);
+  }
+
+  TEST_CASE("Megatron-Core's gradient buckets: max(40 M, 1 M x DP x CP) parameters, one bucket without overlap") {
+    // core/distributed/distributed_data_parallel.py: bucket_size = max(40000000, 1000000 * dp_group.size()).
+    const ClusterSpec c = presets().cluster("dgx-h100");
+    const FrameworkTraits fw = framework_traits(Framework::megatron);
+    Strategy s;
+    s.framework = Framework::megatron;
+    s.zero = 1;
+    const double psi = 7.5e9, grad_b = 2;  // a 15 B model at TP 2, bf16 main grads
+    s.dp = 8, s.gpus = 16, s.tp = 2;
+    CHECK(gradient_buckets(s, c, fw, psi, 0, grad_b).count == std::ceil(psi / 40e6));   // 188 buckets of 40 M
+    s.dp = 1024, s.gpus = 2048;
+    CHECK(gradient_buckets(s, c, fw, psi, 0, grad_b).count == std::ceil(psi / 1024e6));  // 8 buckets of 1,024 M
+    s.dp = 512, s.cp = 2, s.gpus = 2048;
+    CHECK(gradient_buckets(s, c, fw, psi, 0, grad_b).count == std::ceil(psi / 1024e6));  // DP x CP sizes them
+    s.overlap_grad_reduce = false;  // no overlap: bucket_size None, the whole buffer at once
+    CHECK(gradient_buckets(s, c, fw, psi, 0, grad_b).count == 1);
+    // Other runtimes keep their fixed buckets whatever the scale: PyTorch DDP's 25 MiB.
+    Strategy t = s;
+    t.framework = Framework::fsdp, t.zero = 0, t.cp = 1, t.dp = 1024, t.overlap_grad_reduce.reset();
+    CHECK(gradient_buckets(t, c, framework_traits(Framework::fsdp), psi, 0, grad_b).count ==
+          std::ceil(psi * grad_b / (25.0 * 1024 * 1024)));
   }
 
   TEST_CASE("uneven pipeline split: the remainder goes to the last stages") {
