@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "planner/attention_linears.hpp"
+#include "planner/fp8.hpp"
 #include "planner/moe.hpp"
 #include "planner/moe_costs.hpp"
 #include "planner/pipeline_layout.hpp"
@@ -368,6 +369,11 @@ double in_flight_stage_microbatches(const ModelSpec& m, const Strategy& s, int64
 double stage_boundary_bytes(const ModelSpec& m, const Strategy& s) {
   return static_cast<double>(dtype_bytes(precision_compute_dtype(s.precision))) * tokens_per_microbatch(s) *
          static_cast<double>(m.hidden) / static_cast<double>(s.sp ? s.tp : 1);
+}
+
+double sp_gather_output_bytes(const ModelSpec& m, const Strategy& s) {
+  const double a = static_cast<double>(dtype_bytes(precision_compute_dtype(s.precision)));
+  return stage_boundary_bytes(m, s) * static_cast<double>(s.tp) * tp_gather_bytes_per_element(m, s, a) / a;
 }
 
 double pipeline_buffer_bytes(const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw, int64_t stage,

@@ -68,6 +68,10 @@ double first_stage_extra_bytes(const ModelSpec& m, const Strategy& s);
 // compute dtype, sequence-scattered under SP (Korthikanti §4.2.2). Also SP's all-gather unit (× tp).
 double stage_boundary_bytes(const ModelSpec& m, const Strategy& s);
 
+// Sequence parallelism's all-gather output, one gathered layer input on one rank: the boundary tensor × tp, in FP8
+// where the runtime gathers FP8 (fp8.hpp tp_gather_bytes_per_element).
+double sp_gather_output_bytes(const ModelSpec& m, const Strategy& s);
+
 // What a pipeline stage's rank holds for the transfers between stages, beyond the saved activations: under
 // torch.distributed.pipelining (FrameworkTraits::pp_buffers_per_microbatch) a receive buffer per micro-batch and
 // model chunk for the input and for the output's gradient, and the in-flight micro-batches' outputs; elsewhere one

@@ -315,14 +315,14 @@ namespace memory_detail {
 
 void add_parallel_buffers(Ledger& l, const StageInputs& in) {
   const Strategy& s = in.strategy;
-  const double boundary = stage_boundary_bytes(in.model, s);
   if (s.pp > 1)
     l.add(&MemoryComponents::buffers, "buffers",
           text(in.fw.pp_buffers_per_microbatch
                    ? "pipeline receive buffers (one per micro-batch: inputs, output gradients) and in-flight outputs"
                    : "pipeline send/receive activations"),
           pipeline_buffer_bytes(in.model, s, in.fw, in.stage.stage, in.stage.first, in.stage.last));
-  if (s.sp) l.add(&MemoryComponents::buffers, "buffers", text("sequence-parallel all-gather output"), boundary * s.tp);
+  if (s.sp) l.add(&MemoryComponents::buffers, "buffers", text("sequence-parallel all-gather output"),
+                  sp_gather_output_bytes(in.model, s));
   // Expert parallelism (issue 17): the all-to-all's receive buffer of one MoE layer, T·k·h activations
   // (moe/token_dispatcher.py MoEAlltoAllTokenDispatcher: global_input_tokens, the all-to-all output, beside the
   // permuted send buffer that the activations count as the experts' input; freed once sorted by local expert).

@@ -215,9 +215,8 @@ StepPlan plan_step(const ModelSpec& m, const Strategy& s, const ClusterSpec& c) 
           add_static(sc, MemKind::reduce_buffers, memory_detail::stage_inputs(m, s, fw, sp).local_psi * sb.params);
       }
     }
-    const double boundary = stage_boundary_bytes(m, s);
     add_static(sc, MemKind::pipeline_buffers, pipeline_buffer_bytes(m, s, fw, sp.stage, sp.first, sp.last));
-    if (s.sp) add_static(sc, MemKind::sp_buffer, boundary * static_cast<double>(s.tp));
+    if (s.sp) add_static(sc, MemKind::sp_buffer, sp_gather_output_bytes(m, s));
     if (s.ep > 1 && sp.moe_layers > 0) add_static(sc, MemKind::ep_buffers, moe_all_to_all_bytes(m, s));  // memory.cpp
     if (s.cp > 1) add_static(sc, MemKind::cp_buffers, cp_kv_buffer_bytes(m, s));
     // The blocks' FP8 weight copies (memory.cpp fp8_cast_params), or under FP8 parameters the weights themselves.

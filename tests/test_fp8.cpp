@@ -123,7 +123,7 @@ TEST_SUITE("fp8") {
     CHECK(fp8_gather.time.dp_comm_total_s < bf16_gather.time.dp_comm_total_s);
   }
 
-  TEST_CASE("sequence-parallel TP all-gathers move FP8 where the runtime casts before gathering (hand-computed)") {
+  TEST_CASE("sequence-parallel TP all-gathers move and write FP8 where the runtime casts before gathering (hand-computed)") {
     const ModelSpec dense = presets().model("llama3-70b"), moe = presets().model("qwen3-30b-a3b");
     Strategy s = llama8b(Framework::megatron, Fp8Recipe::tensorwise);
     s.tp = 8, s.dp = 1, s.sp = true;
@@ -156,9 +156,12 @@ TEST_SUITE("fp8") {
     const double gather = collective_time_s(c, Collective::all_gather, tokens * h * 1, g);
     const double scatter = collective_time_s(c, Collective::reduce_scatter, tokens * h * 2, g);
     CHECK(microbatch_costs(dense, run, c).block_tp_fwd_s == doctest::Approx(2 * (gather + scatter)));
+    // The gathered layer input the all-gather writes: T·h bytes in FP8, 2·T·h in bf16 (memory.cpp, sim/costs.cpp).
+    CHECK(sp_gather_output_bytes(dense, run) == doctest::Approx(tokens * h));
     run.fp8 = Fp8Recipe::off;
     const double bf16_gather = collective_time_s(c, Collective::all_gather, tokens * h * 2, g);
     CHECK(microbatch_costs(dense, run, c).block_tp_fwd_s == doctest::Approx(2 * (bf16_gather + scatter)));
+    CHECK(sp_gather_output_bytes(dense, run) == doctest::Approx(2 * tokens * h));
   }
 
   TEST_CASE("Megatron's FP8 parameters (--fp8-all-gather = --fp8-param-gather): no bf16 copy, one-byte gathers") {
