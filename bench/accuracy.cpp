@@ -49,6 +49,34 @@ std::string source_group(const PublishedRun& c) {
   return group + (c.historical ? " DeepSpeed ZeRO-3" : "");
 }
 
+// The rows a source ran twice, in BF16 and in FP8, with everything else alike (DGX Cloud's and NeMo's tables,
+// torchtitan's): the ratio of their measured steps isolates how FP8 is priced from what the two share. Returns the
+// pairs' mean |log(predicted FP8 speedup / measured)| and mean log (its bias), over the pairs.
+struct Fp8Pairs {
+  int pairs = 0;
+  double mean_abs_log = 0, mean_log = 0;
+};
+struct PairSide {
+  double bf16 = 0, fp8 = 0;  // measured / predicted step of each side; 0 = absent
+  int count = 0;
+};
+std::string pair_key(const PublishedRun& r) {
+  return fmt::format("{}|{}|{}|{}|{}|{}|{}", r.source, r.model.name, r.cluster.gpu.name, r.strategy.gpus,
+                     layout_of(r.strategy), r.strategy.global_batch, to_string(r.strategy.framework));
+}
+Fp8Pairs fp8_pairs(const std::map<std::string, PairSide>& sides) {
+  Fp8Pairs out;
+  for (const auto& [key, side] : sides) {
+    if (side.count != 2 || !(side.bf16 > 0) || !(side.fp8 > 0)) continue;
+    const double l = std::log(side.fp8 / side.bf16);  // measured/predicted FP8 speedup, in log
+    out.mean_abs_log += std::fabs(l);
+    out.mean_log += l;
+    ++out.pairs;
+  }
+  if (out.pairs) out.mean_abs_log /= out.pairs, out.mean_log /= out.pairs;
+  return out;
+}
+
 void print_means(const std::map<std::string, Mean>& means, const char* title, bool markdown) {
   if (markdown) {
     std::cout << fmt::format("\n| {} | rows | mean abs error | worst |\n|---|---:|---:|---:|\n", title);
@@ -95,6 +123,7 @@ int main(int argc, char** argv) {
   std::string memory_table;     // rows whose source states a peak: predicted (allocator view) against it
   Mean memory_error;
   std::vector<std::string> over_capacity;  // runs that happened but are predicted beyond the GPU's memory
+  std::map<std::string, PairSide> fp8_sides;  // same-layout BF16/FP8 runs of one source (fp8_pairs)
   for (const PublishedRun& c : runs.runs) {
     Prediction p;
     try {
@@ -105,6 +134,11 @@ int main(int argc, char** argv) {
     }
     const double pred = predicted_metric(c, p);
     const double err = (pred - c.measured) / c.measured;
+    if (!c.historical) {
+      PairSide& side = fp8_sides[pair_key(c)];
+      (c.strategy.fp8 == Fp8Recipe::off ? side.bf16 : side.fp8) = measured_over_predicted_step(c, pred);
+      ++side.count;
+    }
     by_source[source_group(c)].add(std::fabs(err));
     if (c.historical) {
       historical.add(std::fabs(err));
@@ -168,6 +202,11 @@ int main(int argc, char** argv) {
   print_means(by_set, "by set (historical rows apart)", markdown);
   print_means(by_family, "by framework family / GPU generation (historical rows apart)", markdown);
   print_means(by_class, "by model class (historical rows apart)", markdown);
+  const Fp8Pairs pairs = fp8_pairs(fp8_sides);
+  std::cout << fmt::format("\nsame-layout BF16/FP8 pairs (one source, one layout, both precisions): {} pairs; the "
+                           "predicted FP8 speedup is off by {:.1f} % on average, bias {:+.1f} % (positive: FP8 "
+                           "predicted to gain more than it did)\n",
+                           pairs.pairs, 100 * (std::exp(pairs.mean_abs_log) - 1), 100 * (std::exp(pairs.mean_log) - 1));
   // The fitted parameters and their leave-one-source-out check (bench/sustained_fit.hpp).
   const ComputeFit cf = fit_compute_fraction(runs, source_group);
   auto fractions = [](const ComputeFraction& f) {
