@@ -72,7 +72,13 @@ struct TermList {
 // Bytes per element of what a block's linear layers save as their inputs: 1 under --fp8 where the runtime keeps the
 // FP8 cast (fp8_saves_quantized_linear_inputs), else the compute dtype's.
 double linear_input_bytes(const Strategy& s, const FrameworkTraits& fw, double a) {
-  return s.fp8 != Fp8Recipe::off && fw.fp8_saves_quantized_linear_inputs ? 1.0 : a;
+  if (s.fp8 == Fp8Recipe::off) return a;
+  // torchtitan's float8 TP plan hands every TP linear an input already cast to FP8 (PrepareFloat8ModuleInput casts
+  // before the all-gather, Float8RowwiseParallel casts its input: torchao/float8/float8_tensor_parallel.py), and the
+  // linear saves what it is given (float8_linear.py matmul_with_hp_or_float8_args). Measured on PyTorch's own saved
+  // tensors: reports/float8-tp-saved.json (bench/torch/float8_tp_saved.py).
+  const bool torchao_tp = s.framework == Framework::torchtitan && s.tp > 1 && s.fp8 == Fp8Recipe::tensorwise;
+  return fw.fp8_saves_quantized_linear_inputs || torchao_tp ? 1.0 : a;
 }
 
 constexpr uint32_t module_bit(RecomputeModule r) { return static_cast<uint32_t>(r); }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Creates the Python venv that bench/torch/ (the PyTorch FSDP2 memory cross-check, issue 15) runs in:
-# pinned torch and transformers from PyPI. The C++ build does not need it.
+# pinned torch, transformers and torchao (bench/torch/float8_tp_saved.py) from PyPI. The C++ build does not need it.
 #   scripts/torch-venv.sh [--torchtitan] [DIR]     (default: .venv-torch in the repository root)
 # --torchtitan also installs torchtitan 0.3.0 and 0.2.2, for tests/emit_torchtitan_args.sh, into DIR/torchtitan-0.3 and
 # DIR/torchtitan-0.2 (pip --target, put first on PYTHONPATH by that test only: torchtitan's datasets pins an older
@@ -11,15 +11,16 @@ with_torchtitan=0
 if [ "${1:-}" = "--torchtitan" ]; then with_torchtitan=1; shift; fi
 TORCH_VERSION=2.15.0
 TRANSFORMERS_VERSION=5.24.0
+TORCHAO_VERSION=0.18.0
 root=$(cd "$(dirname "$0")/.." && pwd)
 venv=${1:-$root/.venv-torch}
 
 have_pins() {
   [ -x "$venv/bin/python" ] || return 1
-  "$venv/bin/python" - "$TORCH_VERSION" "$TRANSFORMERS_VERSION" <<'EOF' 2>/dev/null
+  "$venv/bin/python" - "$TORCH_VERSION" "$TRANSFORMERS_VERSION" "$TORCHAO_VERSION" <<'EOF' 2>/dev/null
 import sys
 from importlib.metadata import version
-sys.exit(0 if (version("torch"), version("transformers")) == (sys.argv[1], sys.argv[2]) else 1)
+sys.exit(0 if (version("torch"), version("transformers"), version("torchao")) == tuple(sys.argv[1:4]) else 1)
 EOF
 }
 
@@ -52,7 +53,7 @@ install_torchtitan() {
 }
 
 if have_pins; then
-  echo "torch-venv: $venv already has torch $TORCH_VERSION and transformers $TRANSFORMERS_VERSION"
+  echo "torch-venv: $venv already has torch $TORCH_VERSION, transformers $TRANSFORMERS_VERSION and torchao $TORCHAO_VERSION"
   [ "$with_torchtitan" = 1 ] && install_torchtitan
   exit 0
 fi
@@ -63,7 +64,9 @@ start=$(date +%s)
 # PyPI only (the torch wheel there brings its CUDA runtime packages; nothing else is downloaded at run time).
 "$venv/bin/python" -m pip install --quiet --upgrade pip
 "$venv/bin/python" -m pip install --quiet "torch==$TORCH_VERSION" "transformers==$TRANSFORMERS_VERSION"
-have_pins || { echo "error: $venv does not report torch $TORCH_VERSION / transformers $TRANSFORMERS_VERSION after install" >&2; exit 1; }
-echo "torch-venv: installed torch $TORCH_VERSION and transformers $TRANSFORMERS_VERSION into $venv in $(( $(date +%s) - start )) s"
+# torchao without its optional dependencies: its float8 training and TP plan need only torch.
+"$venv/bin/python" -m pip install --quiet --no-deps "torchao==$TORCHAO_VERSION"
+have_pins || { echo "error: $venv does not report torch $TORCH_VERSION / transformers $TRANSFORMERS_VERSION / torchao $TORCHAO_VERSION after install" >&2; exit 1; }
+echo "torch-venv: installed torch $TORCH_VERSION, transformers $TRANSFORMERS_VERSION and torchao $TORCHAO_VERSION into $venv in $(( $(date +%s) - start )) s"
 [ "$with_torchtitan" = 1 ] && install_torchtitan
 exit 0

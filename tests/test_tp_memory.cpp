@@ -70,6 +70,35 @@ TEST_SUITE("tp memory") {
     CHECK(block_activation_bytes(m, no_sp, dtensor) == doctest::Approx(block_activation_bytes(m, no_sp, scattered)));
   }
 
+  TEST_CASE("torchao's float8 TP plan: the feed-forward saves its FP8 inputs (reports/float8-tp-saved.json)") {
+    // PyTorch's own saved tensors of a torchtitan SwiGLU feed-forward at TP 8 with SP, 8192 tokens, eager, in bf16
+    // and under torchao's float8 tensorwise TP plan (bench/torch/float8_tp_saved.py, torch 2.15, torchao 0.18): the
+    // gathered input and w2's input are kept as their FP8 casts. shardplan's "mlp input" and "SwiGLU intermediates"
+    // terms, per token on one rank, against them.
+    std::ifstream in(std::string(SHARDPLAN_SOURCE_DIR) + "/reports/float8-tp-saved.json");
+    REQUIRE(in.good());
+    const nlohmann::json j = nlohmann::json::parse(in);
+    REQUIRE(j.contains("float8_tensorwise"));
+    const ModelSpec m = presets().model("llama3-8b");
+    REQUIRE(m.hidden == j.at("hidden").get<int64_t>());
+    REQUIRE(m.ffn_hidden == j.at("ffn").get<int64_t>());
+    Strategy s = titan_tp(8, j.at("tp").get<int64_t>(), 3, Recompute::none, j.at("tokens").get<int64_t>());
+    const FrameworkTraits fw = framework_traits(Framework::torchtitan);
+    auto ffn_bytes_per_token = [&](const Strategy& st) {
+      double sum = 0;
+      for (const ActTerm& t : block_activation_terms(m, st, fw)) {
+        const std::string name = t.name;
+        if (name != "mlp input" && name != "SwiGLU intermediates") continue;
+        const bool split = t.split == ActSplit::tensor || (t.split == ActSplit::sequence && st.sp);
+        sum += t.bytes_per_token / (split ? static_cast<double>(st.tp) : 1.0);
+      }
+      return sum;
+    };
+    CHECK(ffn_bytes_per_token(s) == doctest::Approx(j.at("bf16").at("bytes_per_token").get<double>()));
+    s.fp8 = Fp8Recipe::tensorwise;
+    CHECK(ffn_bytes_per_token(s) == doctest::Approx(j.at("float8_tensorwise").at("bytes_per_token").get<double>()));
+  }
+
   TEST_CASE("loss_parallel holds 16 B per local logit at the cross-entropy backward, 12 without TP") {
     const FrameworkTraits t = framework_traits(Framework::torchtitan);
     Strategy s = titan_tp(16, 4, 3, Recompute::full, 8192);
