@@ -60,8 +60,13 @@ Fp8CastBytes fp8_linear_cast_bytes(const Strategy& s, double T, double k, double
   return {b * (x + weight_casts * w), b * (2 * dy + x + weight_casts * w)};
 }
 
-double tp_gather_bytes_per_element(const ModelSpec& m, const Strategy& s, double compute_bytes) {
-  if (!fp8_on(s) || s.tp <= 1 || !s.sp || model_is_moe(m)) return compute_bytes;
+double tp_gather_bytes_per_element(const ModelSpec& m, const Strategy& s, double compute_bytes, TpGatherSite site) {
+  if (!fp8_on(s) || s.tp <= 1 || !s.sp) return compute_bytes;
+  // An MoE layer's MLP half stays in the compute dtype (Megatron's token dispatchers gather the tokens themselves,
+  // moe/token_dispatcher.py gather_from_sequence_parallel_region), and so does MLA's input (multi_latent_attention.py
+  // gathers its latents explicitly); their attention's output projection is Transformer Engine's as in a dense block.
+  if (site == TpGatherSite::mlp && model_is_moe(m)) return compute_bytes;
+  if (site == TpGatherSite::attention_input && model_has_mla(m)) return compute_bytes;
   // Transformer Engine quantizes a column-parallel layer's input before the sequence-parallel gather and a
   // row-parallel layer's output gradient before its backward gather, for every recipe (module/layernorm_linear.py
   // and linear.py: gather_along_first_dim(..., quantizer=...), or the userbuffers' all-gather buffers, uint8 under
@@ -70,8 +75,6 @@ double tp_gather_bytes_per_element(const ModelSpec& m, const Strategy& s, double
   // torchtitan's float8 TP plan, tensorwise only (parallelize_llama apply_tp enable_float8_tensorwise_tp):
   // torchao's Float8ColwiseParallel casts the input before redistributing it, Float8RowwiseParallel casts the output
   // gradient to e5m2 before the backward gather (torchao/float8/float8_tensor_parallel.py, NoopFwToFloat8BwDynamic).
-  // An MoE block is left in the compute dtype: Megatron's dispatchers gather tokens themselves, and MLA gathers its
-  // latents explicitly (multi_latent_attention.py gather_from_sequence_parallel_region).
   const bool te = transformer_engine(s);
   const bool torchao_tp = s.framework == Framework::torchtitan && s.fp8 == Fp8Recipe::tensorwise;
   if (!te && !torchao_tp) return compute_bytes;

@@ -34,10 +34,15 @@ struct Fp8CastBytes {
 Fp8CastBytes fp8_linear_cast_bytes(const Strategy& s, double T, double k, double n,
                                    double microbatches);
 
-// Bytes per element of a dense block's sequence-parallel TP all-gathers (a column-parallel layer's input in forward,
-// and its re-gather for the weight gradient; a row-parallel layer's output gradient in backward): the runtime
-// casts before it gathers, so they move FP8 and its scales, or `compute_bytes` where it does not.
-double tp_gather_bytes_per_element(const ModelSpec& m, const Strategy& s, double compute_bytes);
+// Where a block's sequence-parallel TP all-gather sits: the attention's input (QKV, forward and its re-gather for the
+// weight gradient), the attention output projection's output gradient (backward), or the MLP's (its input and its
+// down projection's output gradient).
+enum class TpGatherSite { attention_input, attention_output_grad, mlp };
+
+// Bytes per element of that all-gather: where the runtime casts before it gathers, FP8 and its scales; else
+// `compute_bytes`.
+double tp_gather_bytes_per_element(const ModelSpec& m, const Strategy& s, double compute_bytes,
+                                   TpGatherSite site = TpGatherSite::mlp);
 
 // Bytes per block parameter of FP8 weight copies kept across the step (Transformer Engine: the weight's cast and
 // its transpose, cached from the first micro-batch); 0 for a runtime that casts per use (torchao).

@@ -326,7 +326,8 @@ double sp_regathers(const Strategy& s, const FrameworkTraits& fw) {
 // One block's TP collectives: of T·h activations, and at the attention's input of T × attention_gathered_width (the
 // same under multi-head attention).
 struct TpCollectives {
-  double gather = 0, scatter = 0;        // all-gather, reduce-scatter of T·h
+  double gather = 0, scatter = 0;        // all-gather, reduce-scatter of T·h (the MLP's)
+  double gather_out = 0;                 // the attention output projection's output-gradient all-gather of T·h
   double gather_in = 0, scatter_in = 0;  // the same at the attention's input
 };
 
@@ -354,7 +355,7 @@ void async_tp_comm(const ModelSpec& m, const Strategy& s, const FrameworkTraits&
   const bool up_one_matmul = model_mlp_matrices(m) == 2;  // GELU: one up matmul; SwiGLU: gate and up
   const double column = (qkv_one_matmul ? piped(tc.scatter_in, dgrad(gemms.qkv)) : tc.scatter_in) +
                         mlp * (up_one_matmul ? piped(tc.scatter, dgrad(gemms.up)) : tc.scatter);
-  const double row = piped(tc.gather, dgrad(gemms.proj)) + mlp * piped(tc.gather, dgrad(gemms.down));
+  const double row = piped(tc.gather_out, dgrad(gemms.proj)) + mlp * piped(tc.gather, dgrad(gemms.down));
   out.block_tp_fwd_s = forward;
   out.block_tp_bwd_s = row + column + sp_regathers(s, fw) / 2 * (tc.gather_in + mlp * tc.gather) +
                        (s.recompute == Recompute::full ? forward : 0);
@@ -368,13 +369,18 @@ void block_tp_comm(const ModelSpec& m, const Strategy& s, const ClusterSpec& c, 
   if (s.tp <= 1) return;
   const GroupLayout g = tp_group(s, c);
   const double bytes = d.tokens * d.h * d.a, in_bytes = d.tokens * attention_gathered_width(m, s) * d.a;
-  // The all-gathers of a dense block move FP8 under --fp8 (planner/fp8.hpp tp_gather_bytes_per_element).
-  const double gather_scale = tp_gather_bytes_per_element(m, s, d.a) / d.a;
+  // The all-gathers move FP8 under --fp8 where the runtime casts first (planner/fp8.hpp tp_gather_bytes_per_element).
+  auto gather_scale = [&](TpGatherSite site) { return tp_gather_bytes_per_element(m, s, d.a, site) / d.a; };
+  const double mlp_scale = gather_scale(TpGatherSite::mlp), out_scale = gather_scale(TpGatherSite::attention_output_grad);
+  const double in_scale = gather_scale(TpGatherSite::attention_input);
+  auto all_gather = [&](double b) { return collective_time_s(c, Collective::all_gather, b, g); };
   TpCollectives tc;
-  tc.gather = collective_time_s(c, Collective::all_gather, gather_scale * bytes, g);
+  tc.gather = all_gather(mlp_scale * bytes);
   tc.scatter = collective_time_s(c, Collective::reduce_scatter, bytes, g);
-  const bool same = in_bytes == bytes;  // every attention but Megatron's MLA: no second pricing
-  tc.gather_in = same ? tc.gather : collective_time_s(c, Collective::all_gather, gather_scale * in_bytes, g);
+  // Priced again only where the bytes differ: MLA's gathered width, an MoE block's bf16 MLP beside FP8 attention.
+  const bool same = in_bytes == bytes;
+  tc.gather_out = out_scale == mlp_scale ? tc.gather : all_gather(out_scale * bytes);
+  tc.gather_in = same && in_scale == mlp_scale ? tc.gather : all_gather(in_scale * in_bytes);
   tc.scatter_in = same ? tc.scatter : collective_time_s(c, Collective::reduce_scatter, in_bytes, g);
   const double gather = tc.gather, scatter = tc.scatter;
   // Collectives of the attention half, and of the MLP half when it meets them (an MoE MLP with expert TP 1 and no
@@ -398,10 +404,10 @@ void block_tp_comm(const ModelSpec& m, const Strategy& s, const ClusterSpec& c, 
     auto column = [&](double ag, double rs, const LinearTime& l) {
       return bulk_tp_collective(ag, l.bwd / 2, k) + bulk_tp_collective(rs, l.bwd / 2, k);
     };
-    auto row = [&](const LinearTime& l) { return pipelined_tp_collective(gather, l.bwd / 2, s.tp, k); };
+    auto row = [&](double ag, const LinearTime& l) { return pipelined_tp_collective(ag, l.bwd / 2, s.tp, k); };
     out.block_tp_fwd_s = forward;
-    out.block_tp_bwd_s = column(tc.gather_in, tc.scatter_in, gemms.qkv) + row(gemms.proj) +
-                         mlp * (column(gather, scatter, gemms.up) + row(gemms.down)) +
+    out.block_tp_bwd_s = column(tc.gather_in, tc.scatter_in, gemms.qkv) + row(tc.gather_out, gemms.proj) +
+                         mlp * (column(gather, scatter, gemms.up) + row(gather, gemms.down)) +
                          (s.recompute == Recompute::full ? forward : 0);
     return;
   }
@@ -410,7 +416,7 @@ void block_tp_comm(const ModelSpec& m, const Strategy& s, const ClusterSpec& c, 
   const double all_reduce = s.sp ? 0.0 : collective_time_s(c, Collective::all_reduce, bytes, g);
   const double all_reduce_in = s.sp || same ? all_reduce : collective_time_s(c, Collective::all_reduce, in_bytes, g);
   const double attn_fwd = s.sp ? tc.gather_in + scatter : all_reduce;
-  const double attn_bwd = s.sp ? gather + tc.scatter_in : all_reduce_in;
+  const double attn_bwd = s.sp ? tc.gather_out + tc.scatter_in : all_reduce_in;
   const double mlp_one = s.sp ? gather + scatter : all_reduce;
   out.block_tp_fwd_s = attn_fwd + mlp * mlp_one;
   // Sequence parallelism keeps the layer inputs scattered and (Megatron) all-gathers them again for the weight

@@ -139,7 +139,14 @@ TEST_SUITE("fp8") {
     s.fp8 = Fp8Recipe::tensorwise, s.sp = false;
     CHECK(tp_gather_bytes_per_element(dense, s, 2) == 2.0);
     s.sp = true;
-    CHECK(tp_gather_bytes_per_element(moe, s, 2) == 2.0);
+    // An MoE block: its MLP half in bf16 (the dispatcher gathers the tokens), its attention as a dense block's.
+    CHECK(tp_gather_bytes_per_element(moe, s, 2, TpGatherSite::mlp) == 2.0);
+    CHECK(tp_gather_bytes_per_element(moe, s, 2, TpGatherSite::attention_input) == 1.0);
+    CHECK(tp_gather_bytes_per_element(moe, s, 2, TpGatherSite::attention_output_grad) == 1.0);
+    // MLA gathers its latents explicitly, in bf16; its output projection is Transformer Engine's.
+    const ModelSpec mla = presets().model("deepseek-v3");
+    CHECK(tp_gather_bytes_per_element(mla, s, 2, TpGatherSite::attention_input) == 2.0);
+    CHECK(tp_gather_bytes_per_element(mla, s, 2, TpGatherSite::attention_output_grad) == 1.0);
     // torchtitan's float8 TP plan exists for tensorwise scaling only.
     s.framework = Framework::torchtitan;
     CHECK(tp_gather_bytes_per_element(dense, s, 2) == 1.0);
