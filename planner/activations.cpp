@@ -73,12 +73,10 @@ struct TermList {
 // FP8 cast (fp8_saves_quantized_linear_inputs), else the compute dtype's.
 double linear_input_bytes(const Strategy& s, const FrameworkTraits& fw, double a) {
   if (s.fp8 == Fp8Recipe::off) return a;
-  // torchtitan's float8 TP plan hands every TP linear an input already cast to FP8 (PrepareFloat8ModuleInput casts
-  // before the all-gather, Float8RowwiseParallel casts its input: torchao/float8/float8_tensor_parallel.py), and the
-  // linear saves what it is given (float8_linear.py matmul_with_hp_or_float8_args). Measured on PyTorch's own saved
-  // tensors: reports/float8-tp-saved.json (bench/torch/float8_tp_saved.py).
-  const bool torchao_tp = s.framework == Framework::torchtitan && s.tp > 1 && s.fp8 == Fp8Recipe::tensorwise;
-  return fw.fp8_saves_quantized_linear_inputs || torchao_tp ? 1.0 : a;
+  // torchtitan's float8 TP plan hands every TP linear an input already cast to FP8 (fp8.hpp torchao_float8_tp_plan),
+  // and the linear saves what it is given (float8_linear.py matmul_with_hp_or_float8_args). Measured on PyTorch's own
+  // saved tensors: reports/float8-tp-saved.json (bench/torch/float8_tp_saved.py).
+  return fw.fp8_saves_quantized_linear_inputs || torchao_float8_tp_plan(s) ? 1.0 : a;
 }
 
 constexpr uint32_t module_bit(RecomputeModule r) { return static_cast<uint32_t>(r); }
@@ -379,7 +377,9 @@ double stage_boundary_bytes(const ModelSpec& m, const Strategy& s) {
 
 double sp_gather_output_bytes(const ModelSpec& m, const Strategy& s) {
   const double a = static_cast<double>(dtype_bytes(precision_compute_dtype(s.precision)));
-  return stage_boundary_bytes(m, s) * static_cast<double>(s.tp) * tp_gather_bytes_per_element(m, s, a) / a;
+  // The MLP's gathered input: the largest, and in an MoE block the dispatcher's bf16 gather.
+  return stage_boundary_bytes(m, s) * static_cast<double>(s.tp) *
+         tp_gather_bytes_per_element(m, s, a, TpGatherSite::mlp) / a;
 }
 
 double pipeline_buffer_bytes(const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw, int64_t stage,

@@ -60,7 +60,12 @@ Fp8CastBytes fp8_linear_cast_bytes(const Strategy& s, double T, double k, double
   return {b * (x + weight_casts * w), b * (2 * dy + x + weight_casts * w)};
 }
 
-double tp_gather_bytes_per_element(const ModelSpec& m, const Strategy& s, double compute_bytes, TpGatherSite site) {
+bool torchao_float8_tp_plan(const Strategy& s) {
+  return s.framework == Framework::torchtitan && s.tp > 1 && s.fp8 == Fp8Recipe::tensorwise;
+}
+
+double tp_gather_bytes_per_element(const ModelSpec& m, const Strategy& s, double compute_bytes,
+                                   TpGatherSite site) {
   if (!fp8_on(s) || s.tp <= 1 || !s.sp) return compute_bytes;
   // An MoE layer's MLP half stays in the compute dtype (Megatron's token dispatchers gather the tokens themselves,
   // moe/token_dispatcher.py gather_from_sequence_parallel_region), and so does MLA's input (multi_latent_attention.py
@@ -72,12 +77,9 @@ double tp_gather_bytes_per_element(const ModelSpec& m, const Strategy& s, double
   // and linear.py: gather_along_first_dim(..., quantizer=...), or the userbuffers' all-gather buffers, uint8 under
   // FP8: module/base.py initialize_ub, fp8_buf for every layer in layers_all_gather_overlap); the input saved for
   // the weight gradient is the FP8 cast, re-gathered as such. Reduce-scatters carry GEMM outputs in bf16.
-  // torchtitan's float8 TP plan, tensorwise only (parallelize_llama apply_tp enable_float8_tensorwise_tp):
-  // torchao's Float8ColwiseParallel casts the input before redistributing it, Float8RowwiseParallel casts the output
-  // gradient to e5m2 before the backward gather (torchao/float8/float8_tensor_parallel.py, NoopFwToFloat8BwDynamic).
-  const bool te = transformer_engine(s);
-  const bool torchao_tp = s.framework == Framework::torchtitan && s.fp8 == Fp8Recipe::tensorwise;
-  if (!te && !torchao_tp) return compute_bytes;
+  // torchtitan's float8 TP plan (torchao_float8_tp_plan) does the same; its output-gradient cast is e5m2
+  // (NoopFwToFloat8BwDynamic).
+  if (!transformer_engine(s) && !torchao_float8_tp_plan(s)) return compute_bytes;
   // Scales: one fp32 per tensor (tensorwise), one E8M0 byte per 32 elements (MXFP8), one fp32 per 128 (blockwise).
   switch (s.fp8) {
     case Fp8Recipe::mxfp8: return 1.0 + 1.0 / 32;

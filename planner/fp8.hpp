@@ -6,8 +6,9 @@
 // The four linear layers of every block (QKV, attention output, MLP up/gate, MLP down) take FP8 inputs; the LM head,
 // the attention core (flash attention in bf16) and the optimizer do not: torchtitan's float8 converter leaves the
 // "output" layer out (torchtitan/components/quantization/float8.py, filter_fqns), Megatron-Core's output layer is a
-// plain ColumnParallelLinear outside Transformer Engine's fp8_autocast. Under sequence parallelism the TP all-gathers of
-// a dense block move FP8 (tp_gather_bytes_per_element); reduce-scatters and all-reduces stay in the compute dtype.
+// plain ColumnParallelLinear outside Transformer Engine's fp8_autocast. Under sequence parallelism the TP all-gathers
+// move FP8 where the runtime casts first (tp_gather_bytes_per_element, by site); reduce-scatters and all-reduces stay
+// in the compute dtype.
 #include <optional>
 #include <string>
 
@@ -34,6 +35,11 @@ struct Fp8CastBytes {
 Fp8CastBytes fp8_linear_cast_bytes(const Strategy& s, double T, double k, double n,
                                    double microbatches);
 
+// torchtitan's float8 TP plan (parallelize_llama apply_tp enable_float8_tensorwise_tp: tensorwise only): torchao's
+// Float8ColwiseParallel / PrepareFloat8ModuleInput cast a TP linear's input before gathering it, Float8RowwiseParallel
+// casts its input and its output gradient (torchao/float8/float8_tensor_parallel.py).
+bool torchao_float8_tp_plan(const Strategy& s);
+
 // Where a block's sequence-parallel TP all-gather sits: the attention's input (QKV, forward and its re-gather for the
 // weight gradient), the attention output projection's output gradient (backward), or the MLP's (its input and its
 // down projection's output gradient).
@@ -41,8 +47,7 @@ enum class TpGatherSite { attention_input, attention_output_grad, mlp };
 
 // Bytes per element of that all-gather: where the runtime casts before it gathers, FP8 and its scales; else
 // `compute_bytes`.
-double tp_gather_bytes_per_element(const ModelSpec& m, const Strategy& s, double compute_bytes,
-                                   TpGatherSite site = TpGatherSite::mlp);
+double tp_gather_bytes_per_element(const ModelSpec& m, const Strategy& s, double compute_bytes, TpGatherSite site);
 
 // Bytes per block parameter of FP8 weight copies kept across the step (Transformer Engine: the weight's cast and
 // its transpose, cached from the first micro-batch); 0 for a runtime that casts per use (torchao).

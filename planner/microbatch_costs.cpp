@@ -371,7 +371,8 @@ void block_tp_comm(const ModelSpec& m, const Strategy& s, const ClusterSpec& c, 
   const double bytes = d.tokens * d.h * d.a, in_bytes = d.tokens * attention_gathered_width(m, s) * d.a;
   // The all-gathers move FP8 under --fp8 where the runtime casts first (planner/fp8.hpp tp_gather_bytes_per_element).
   auto gather_scale = [&](TpGatherSite site) { return tp_gather_bytes_per_element(m, s, d.a, site) / d.a; };
-  const double mlp_scale = gather_scale(TpGatherSite::mlp), out_scale = gather_scale(TpGatherSite::attention_output_grad);
+  const double mlp_scale = gather_scale(TpGatherSite::mlp);
+  const double out_scale = gather_scale(TpGatherSite::attention_output_grad);
   const double in_scale = gather_scale(TpGatherSite::attention_input);
   auto all_gather = [&](double b) { return collective_time_s(c, Collective::all_gather, b, g); };
   TpCollectives tc;

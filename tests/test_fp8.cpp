@@ -13,12 +13,12 @@
 #include "planner/moe_costs.hpp"
 #include "planner/activations.hpp"
 #include "planner/error.hpp"
-#include "planner/fp8.hpp"
 #include "planner/comm_cost.hpp"
-#include "planner/groups.hpp"
-#include "planner/step_time.hpp"
+#include "planner/fp8.hpp"
 #include "planner/framework_support.hpp"
+#include "planner/groups.hpp"
 #include "planner/predict.hpp"
+#include "planner/step_time.hpp"
 #include "sim/simulate.hpp"
 #include "tests/cli_runner.hpp"
 
@@ -123,24 +123,25 @@ TEST_SUITE("fp8") {
     CHECK(fp8_gather.time.dp_comm_total_s < bf16_gather.time.dp_comm_total_s);
   }
 
-  TEST_CASE("sequence-parallel TP all-gathers move and write FP8 where the runtime casts before gathering (hand-computed)") {
+  TEST_CASE("sequence-parallel TP all-gathers move and write FP8 where the runtime casts first (hand-computed)") {
     const ModelSpec dense = presets().model("llama3-70b"), moe = presets().model("qwen3-30b-a3b");
     Strategy s = llama8b(Framework::megatron, Fp8Recipe::tensorwise);
     s.tp = 8, s.dp = 1, s.sp = true;
+    constexpr TpGatherSite mlp = TpGatherSite::mlp;
     // Transformer Engine: every recipe quantizes before the gather; the scales ride along.
-    CHECK(tp_gather_bytes_per_element(dense, s, 2) == 1.0);
+    CHECK(tp_gather_bytes_per_element(dense, s, 2, mlp) == 1.0);
     s.fp8 = Fp8Recipe::mxfp8;
-    CHECK(tp_gather_bytes_per_element(dense, s, 2) == doctest::Approx(1 + 1.0 / 32));
+    CHECK(tp_gather_bytes_per_element(dense, s, 2, mlp) == doctest::Approx(1 + 1.0 / 32));
     s.fp8 = Fp8Recipe::blockwise;
-    CHECK(tp_gather_bytes_per_element(dense, s, 2) == doctest::Approx(1 + 4.0 / 128));
+    CHECK(tp_gather_bytes_per_element(dense, s, 2, mlp) == doctest::Approx(1 + 4.0 / 128));
     // What stays in the compute dtype: no FP8, no sequence parallelism (all-reduces), an MoE block.
     s.fp8 = Fp8Recipe::off;
-    CHECK(tp_gather_bytes_per_element(dense, s, 2) == 2.0);
+    CHECK(tp_gather_bytes_per_element(dense, s, 2, mlp) == 2.0);
     s.fp8 = Fp8Recipe::tensorwise, s.sp = false;
-    CHECK(tp_gather_bytes_per_element(dense, s, 2) == 2.0);
+    CHECK(tp_gather_bytes_per_element(dense, s, 2, mlp) == 2.0);
     s.sp = true;
     // An MoE block: its MLP half in bf16 (the dispatcher gathers the tokens), its attention as a dense block's.
-    CHECK(tp_gather_bytes_per_element(moe, s, 2, TpGatherSite::mlp) == 2.0);
+    CHECK(tp_gather_bytes_per_element(moe, s, 2, mlp) == 2.0);
     CHECK(tp_gather_bytes_per_element(moe, s, 2, TpGatherSite::attention_input) == 1.0);
     CHECK(tp_gather_bytes_per_element(moe, s, 2, TpGatherSite::attention_output_grad) == 1.0);
     // MLA gathers its latents explicitly, in bf16; its output projection is Transformer Engine's.
@@ -149,9 +150,9 @@ TEST_SUITE("fp8") {
     CHECK(tp_gather_bytes_per_element(mla, s, 2, TpGatherSite::attention_output_grad) == 1.0);
     // torchtitan's float8 TP plan exists for tensorwise scaling only.
     s.framework = Framework::torchtitan;
-    CHECK(tp_gather_bytes_per_element(dense, s, 2) == 1.0);
+    CHECK(tp_gather_bytes_per_element(dense, s, 2, mlp) == 1.0);
     s.fp8 = Fp8Recipe::rowwise;
-    CHECK(tp_gather_bytes_per_element(dense, s, 2) == 2.0);
+    CHECK(tp_gather_bytes_per_element(dense, s, 2, mlp) == 2.0);
 
     // One block's forward without TP overlap: an all-gather of T·h in FP8 and a reduce-scatter of T·h in bf16 before
     // and after each half.

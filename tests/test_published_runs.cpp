@@ -131,8 +131,8 @@ TEST_SUITE("published runs") {
     // own pipelining by bench/torch/pp_mem.py: −13.9 / −12.6 %), 75.3 / 75.9 / 77.1 / 84.9 (Table 6, CP 1/2/4/8:
     // −5.4 … −12.6 %), 47.96 / 46.97 (Trainy's H200 runs of June 2025, selective op AC from the toml they ran, the
     // loss compiled with the model: framework.cpp compile_compiles_loss); compared without the CUDA/NCCL runtime, and
-    // only where the source gives the recomputation. Every row within 15 % but the three 405B PP rows (18 %); the H200 rows, 20 GiB below Table 3's at
-    // the same micro-batch, within 5 % (with the eager loss's fp32 logits they were +41 %).
+    // only where the source gives the recomputation. Every row within 15 % but the three 405B PP rows (18 %); the H200
+    // rows, 20 GiB below Table 3's at the same micro-batch, within 5 % (with the eager loss's fp32 logits: +41 %).
     const PublishedRuns runs = load_modern_runs(modern_csv_path(), PresetStore::builtin());
     int with_peak = 0;
     double sum = 0;

@@ -77,7 +77,7 @@ def saved_activation_bytes(mesh, args, float8: bool) -> dict:
         from torchao.float8 import Float8LinearConfig, convert_to_float8_training
         convert_to_float8_training(model, config=Float8LinearConfig.from_recipe_name("tensorwise"))
     parallelize_module(model, mesh, tp_plan(float8))
-    x = torch.randn(1, args.tokens // args.tp, args.hidden).requires_grad_(False)
+    x = torch.randn(1, args.tokens // args.tp, args.hidden)  # this rank's sequence shard of the residual
     seen, tensors = set(), []
 
     def pack(t):
