@@ -4,7 +4,9 @@
 // generation. N21 Table 2's DeepSpeed-2021 ZeRO-3 rows are reported apart, outside the headline (issue 14, item 5).
 //
 //   shardplan_accuracy [published_runs.csv] [--modern published_runs_modern.csv] [--markdown]
-//                      [--emit-bands planner/error_band_data.cpp]
+//                      [--emit-bands planner/error_band_data.cpp] [--detail TEXT]
+// --detail prints, for every row whose source, model or layout contains TEXT, the busiest stage's memory parts and the
+// step's time parts, and stops there (no fits): the quick look behind one row's error.
 // --emit-bands writes the error band table (planner/error_band.hpp) that these predictions give, and prints the
 // bands.
 #include <cmath>
@@ -90,17 +92,39 @@ void print_means(const std::map<std::string, Mean>& means, const char* title, bo
   }
 }
 
+// One row's prediction, part by part (--detail).
+void print_detail(const PublishedRun& c, const Prediction& p, double pred, double err) {
+  const StageMemory& st = p.memory.peak_stage();
+  std::cout << fmt::format("\n{} {} {} GPUs {} ({}): measured {:.4g}, predicted {:.4g} ({:+.1f} %)\n", c.source,
+                           c.model.name, c.strategy.gpus, c.cluster.gpu.name, layout_of(c.strategy), c.measured, pred,
+                           100 * err);
+  std::cout << fmt::format("  memory: stage {} of {} at {}, peak {:.2f} GiB, fit {:.2f} of {:.2f} GiB\n", st.stage,
+                           p.memory.stages.size(), moment_name(st.peak_phase, st.peak_block),
+                           p.peak_bytes() / 1073741824.0, p.fit_bytes() / 1073741824.0,
+                           p.memory.capacity_bytes / 1073741824.0);
+  for (const MemoryItem& it : st.items)
+    std::cout << fmt::format("    {:<14}{:>9.2f} GiB  {}\n", it.component, it.bytes / 1073741824.0, it.what);
+  const StepTime& t = p.time;
+  std::cout << fmt::format("  time: step {:.4f} s = compute {:.4f} (overlap slowdown {:.4f}) + bubble {:.4f} + "
+                           "optimizer {:.4f} + exposed comm {:.4f} (tp {:.4f}, cp {:.4f}, pp {:.4f}, dp {:.4f}, ep "
+                           "{:.4f}; all DP traffic {:.4f})\n",
+                           t.step_s, t.compute_s, t.overlap_slowdown_s, t.bubble_s, t.optimizer_s, t.exposed_comm_s,
+                           t.exposed_tp_s, t.exposed_cp_s, t.exposed_pp_s, t.exposed_dp_s, t.exposed_ep_s,
+                           t.dp_comm_total_s);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string path = default_csv_path(), modern_path = modern_csv_path();
   bool markdown = false;
-  std::string bands_out;
+  std::string bands_out, detail;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--markdown") markdown = true;
     else if (a == "--emit-bands" && i + 1 < argc) bands_out = argv[++i];
     else if (a == "--modern" && i + 1 < argc) modern_path = argv[++i];
+    else if (a == "--detail" && i + 1 < argc) detail = argv[++i];
     else path = a;
   }
   PublishedRuns runs;
@@ -134,6 +158,11 @@ int main(int argc, char** argv) {
     }
     const double pred = predicted_metric(c, p);
     const double err = (pred - c.measured) / c.measured;
+    if (!detail.empty()) {
+      const std::string id = fmt::format("{} {} {} {}", c.source, c.model.name, c.cluster.gpu.name, layout_of(c.strategy));
+      if (id.find(detail) != std::string::npos) print_detail(c, p, pred, err);
+      continue;
+    }
     if (!c.historical) {
       PairSide& side = fp8_sides[pair_key(c)];
       (c.strategy.fp8 == Fp8Recipe::off ? side.bf16 : side.fp8) = measured_over_predicted_step(c, pred);
@@ -182,6 +211,7 @@ int main(int argc, char** argv) {
                                     c.model.name, c.strategy.gpus, layout_of(c.strategy), metric_name(c.metric),
                                     c.measured, pred, 100 * err, notes);
   }
+  if (!detail.empty()) return 0;
   std::cout << table;
   std::cout << fmt::format("\n{} rows predicted, {} historical rows apart; mean absolute error {:.1f} %, worst {:.1f} %\n",
                            headline.rows, historical.rows, 100 * headline.mean(), 100 * headline.worst);

@@ -7,6 +7,8 @@
 #include <fstream>
 #include <set>
 
+#include <nlohmann/json.hpp>
+
 #include "bench/published_runs.hpp"
 #include "planner/error.hpp"
 
@@ -154,9 +156,10 @@ TEST_SUITE("published runs") {
         const double reserved = p.peak_bytes() - p.memory.peak_stage().peak.runtime;
         const double err = std::fabs(reserved - r.measured_peak_bytes) / r.measured_peak_bytes;
         sum += err;
-        // Torchtitan's 405B pipeline rows (Table 5, Table 6 at CP 8) miss by 16–17 %, under-predicted: ~12 GiB that no
-        // reading has found (reports/accuracy.md); they were at 13–14 % until the float8 TP plan's FP8 saved inputs,
-        // measured on PyTorch's own saved tensors (reports/float8-tp-saved.json), took 3 GB off the recomputed block.
+        // Torchtitan's 405B pipeline rows (Table 5, Table 6 at CP 8) miss by 16–17 %, under-predicted; they were at
+        // 13–14 % until the float8 TP plan's FP8 saved inputs, measured on PyTorch's own saved tensors
+        // (reports/float8-tp-saved.json), took 3 GB off the recomputed block. PyTorch's own allocations of their first
+        // stage under Float8 agree with shardplan's within 2.2 % (the test below): what is missing is reserve.
         const bool pp_405b = r.source == "TT-2412-T5" || (r.source == "TT-2412-T6" && r.strategy.cp == 8);
         CHECK(err <= (pp_405b ? 0.18 : 0.15));
         if (r.source == "TT-2506-H200") CHECK(err <= 0.05);
@@ -169,6 +172,40 @@ TEST_SUITE("published runs") {
       if (r.source == "TT-2412-T1" && !r.strategy.compile) t1 = &r;
     REQUIRE(t1);
     CHECK(t1->measured_peak_bytes == doctest::Approx(82.4 * 1073741824.0));
+  }
+
+  TEST_CASE("torchtitan's 405B first pipeline stage under Float8: shardplan's allocations are PyTorch's") {
+    // PyTorch's own allocations on stage 0 of Table 5's 1F1B layout and Table 6's CP 1 layout (the same 32,768 tokens
+    // per micro-batch), eager, with torchao's float8 linears, float8 TP plan and FP8 all-gather, measured on fake
+    // tensors by bench/torch/pp_mem.py --float8 (reports/pp-memory-float8-*.json, reports/pp-memory.md). shardplan's
+    // stage-0 peak less its CUDA/NCCL runtime and allocator reserve is within 3 % of both; the published
+    // max_memory_reserved is 12 and 19 GiB above the measured allocations, and the runs' allocations being equal,
+    // what the two reserved differs by 7 GiB: the gap the three 405B PP rows show is the allocator's (under
+    // torch.compile and async TP), not an allocation shardplan misses.
+    const PublishedRuns runs = load_modern_runs(modern_csv_path(), PresetStore::builtin());
+    for (const char* name : {"t5", "t6cp1"}) {
+      CAPTURE(name);
+      std::ifstream in(std::string(SHARDPLAN_SOURCE_DIR) + "/reports/pp-memory-float8-" + name + ".json");
+      REQUIRE(in.good());
+      const nlohmann::json j = nlohmann::json::parse(in);
+      const nlohmann::json& c = j.at("case");
+      REQUIRE(c.at("float8").get<bool>());
+      REQUIRE(c.at("pp_rank").get<int>() == 0);
+      const PublishedRun* row = nullptr;
+      for (const PublishedRun& r : runs.runs)
+        if (r.model.name == "llama3-405b" && r.strategy.pp == c.at("pp").get<int64_t>() && r.strategy.vpp == 1 &&
+            r.strategy.cp == 1 && r.strategy.seq == c.at("seq").get<int64_t>() &&
+            r.strategy.micro_batch == c.at("micro_batch").get<int64_t>())
+          row = &r;
+      REQUIRE(row);
+      CHECK(row->strategy.fp8 == Fp8Recipe::tensorwise);
+      const Prediction p = predict(row->model, row->strategy, row->cluster);
+      const MemoryComponents& stage0 = p.memory.stages.at(0).peak;
+      const double allocated = peak_bytes(stage0) - stage0.runtime - stage0.fragmentation;
+      const double measured = j.at("peak").at("bytes").get<double>();
+      CHECK(std::fabs(allocated - measured) / measured <= 0.03);
+      CHECK(row->measured_peak_bytes - measured > 10 * 1073741824.0);
+    }
   }
 
   TEST_CASE("every modern row loads: predicted, or skipped with a reason") {

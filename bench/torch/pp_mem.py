@@ -90,7 +90,7 @@ class StageDecoder(models.TitanDecoder):
         return h
 
 
-def apply_tp_stage(model: StageDecoder, tp_mesh) -> None:
+def apply_tp_stage(model: StageDecoder, tp_mesh, float8: bool = False) -> None:
     """tp_plan.apply_tp restricted to the modules this stage holds (torchtitan applies the same plan after the
     pipeline split; parallelize_module cannot take plan entries for modules set to None)."""
     from torch.distributed.tensor import Replicate, Shard
@@ -104,7 +104,7 @@ def apply_tp_stage(model: StageDecoder, tp_mesh) -> None:
     if plan:
         parallelize_module(model, tp_mesh, plan)
     for block in model.layers.values():
-        tp_plan.apply_tp_block(block, tp_mesh)
+        tp_plan.apply_tp_block(block, tp_mesh, float8)
 
 
 def apply_recompute_stage(impl, model, mode: str, early_stop: bool) -> None:
@@ -385,6 +385,9 @@ def parse_args(argv):
     p.add_argument("--no-return-outputs", action="store_true",
                    help="schedule.step(return_outputs=False); default: torch's default True, as torchtitan 9dec370 "
                         "called step")
+    p.add_argument("--float8", action="store_true", help="torchao float8 tensorwise linears, their TP plan, FP8 "
+                   "all-gather (torchtitan's Table 5/6 runs; tp_plan.convert_float8)")
+    p.add_argument("--no-fp8-all-gather", action="store_true", help="with --float8: bf16 all-gather")
     p.add_argument("--optimizer", choices=["foreach", "fused", "for-loop"], default="foreach")
     p.add_argument("--min-mb", type=float, default=1.0, help="list live allocations of at least this many MiB")
     p.add_argument("--top", type=int, default=60, help="live allocations listed one by one")
@@ -472,8 +475,10 @@ def run(args) -> dict:
             layer_ids = range(sid * lps, (sid + 1) * lps)
             with torch.device("meta"):
                 part = StageDecoder(shape, seq, layer_ids, first, last)
+            if args.float8:
+                tp_plan.convert_float8(part, fsdp_float8_all_gather=not args.no_fp8_all_gather)
             if tp > 1:
-                apply_tp_stage(part, mesh["tp"])
+                apply_tp_stage(part, mesh["tp"], args.float8)
             apply_recompute_stage(impl, part, args.recompute, args.ac_early_stop)
             n_units += apply_fsdp_stage(part, dp_mesh, args.reshard_after_forward)
             part.to_empty(device="cpu")
@@ -566,7 +571,7 @@ def run(args) -> dict:
         "case": {"model": shape.name, "pp": pp, "pp_rank": args.pp_rank, "dp": dp, "tp": tp,
                  "schedule": args.schedule, "vpp": vpp, "stages": stage_ids, "n_stages": n_stages,
                  "layers_per_stage": lps, "n_microbatches": n_mb, "micro_batch": mb, "seq": seq,
-                 "recompute": args.recompute, "ac_early_stop": args.ac_early_stop,
+                 "recompute": args.recompute, "float8": args.float8, "ac_early_stop": args.ac_early_stop,
                  "reshard_after_forward": args.reshard_after_forward,
                  "return_outputs": return_outputs, "optimizer": args.optimizer, "world": world, "rank": rank},
         "versions": {"torch": torch.__version__},

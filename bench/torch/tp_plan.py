@@ -75,22 +75,41 @@ def apply_tp(model, tp_mesh) -> None:
         apply_tp_block(block, tp_mesh)
 
 
-def apply_tp_block(block, tp_mesh) -> None:
+def apply_tp_block(block, tp_mesh, float8: bool = False) -> None:
     """torchtitan's plan for one decoder block: sequence-parallel norms, the attention and MLP inputs all-gathered,
-    column-wise in-projections, row-wise out-projections scattering back over the sequence."""
+    column-wise in-projections, row-wise out-projections scattering back over the sequence. With float8 the
+    blocks' Float8Linear layers take torchao's float8 variants (parallelize_llama.py apply_tp at 9dec370 with
+    enable_float8: PrepareFloat8ModuleInput casts before the gather, Float8Colwise/RowwiseParallel)."""
+    colwise, rowwise, prepare = ColwiseParallel, RowwiseParallel, PrepareModuleInput
+    kw = {}
+    if float8:
+        import torch
+        from torchao.float8.float8_tensor_parallel import (Float8ColwiseParallel, Float8RowwiseParallel,
+                                                           PrepareFloat8ModuleInput)
+        colwise, rowwise, prepare = Float8ColwiseParallel, Float8RowwiseParallel, PrepareFloat8ModuleInput
+        kw = {"float8_dtype": torch.float8_e4m3fn}
     plan = {
         "attention_norm": SequenceParallel(),
-        "attention": PrepareModuleInput(input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),)),
-        "attention.wqkv": ColwiseParallel(),
-        "attention.wo": RowwiseParallel(output_layouts=Shard(1)),
+        "attention": prepare(input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),), **kw),
+        "attention.wqkv": colwise(),
+        "attention.wo": rowwise(output_layouts=Shard(1)),
         "ffn_norm": SequenceParallel(),
-        "feed_forward": PrepareModuleInput(input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),)),
-        "feed_forward.w1": ColwiseParallel(),
-        "feed_forward.w2": RowwiseParallel(output_layouts=Shard(1)),
+        "feed_forward": prepare(input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),), **kw),
+        "feed_forward.w1": colwise(),
+        "feed_forward.w2": rowwise(output_layouts=Shard(1)),
     }
     if hasattr(block.feed_forward, "w3"):
-        plan["feed_forward.w3"] = ColwiseParallel()
+        plan["feed_forward.w3"] = colwise()
     parallelize_module(block, tp_mesh, plan)
+
+
+def convert_float8(model, fsdp_float8_all_gather: bool) -> None:
+    """torchtitan's Float8Handler.convert_to_float8_training (float8.py at 9dec370): every nn.Linear but the LM head
+    becomes a torchao Float8Linear with dynamic tensorwise scaling, and with FSDP its weight is all-gathered in FP8
+    (enable_fsdp_float8_all_gather)."""
+    from torchao.float8 import Float8LinearConfig, convert_to_float8_training
+    convert_to_float8_training(model, config=Float8LinearConfig(enable_fsdp_float8_all_gather=fsdp_float8_all_gather),
+                               module_filter_fn=lambda mod, fqn: "lm_head" not in fqn)
 
 
 def loss_context(tp: int):
