@@ -55,6 +55,11 @@ FLASH_OP = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default
 SOFTMAX_OP = torch.ops.aten._softmax.default
 
 
+# The tracker's names for the buffers FSDP2 allocates on its own streams (_fsdp_param_group.py: all_gather_stream,
+# reduce_scatter_stream), for allocator_replay.py.
+SIDE_STREAMS = {"All Gather": "all_gather", "Reduce Scatter": "reduce_scatter"}
+
+
 class MomentTracker(FSDPMemTracker):
     """FSDPMemTracker that also names the moment of every maximum: the training phase the loop is in, the
     innermost FSDP unit and module running (forward, backward or recompute), FSDP's hook state and the op; and
@@ -132,6 +137,26 @@ class MomentTracker(FSDPMemTracker):
                 winfo = self._WINFO[st][0]
                 winfo.is_logits = True
                 self.logit_bytes += winfo.mem_consumed
+
+    def _update_snap(self, u_type, winfo, old_mem_consumed=None, old_reftype=None):
+        """Every change of tracked memory, also as allocator events when `alloc_trace` is a list (allocator_replay.py):
+        a new storage, a freed one, and FSDP's storage resizes (free_storage / alloc_storage) as a free and an
+        allocation."""
+        super()._update_snap(u_type, winfo, old_mem_consumed, old_reftype)
+        trace = getattr(self, "alloc_trace", None)
+        if trace is None:
+            return
+        name = u_type.name
+        if name == "REF" and getattr(winfo, "_alloc_key", None) is not None and winfo.reftype.value in SIDE_STREAMS:
+            # FSDP's all-gather output and reduce-scatter input, named at their collective: they were allocated on
+            # FSDP's all-gather / reduce-scatter stream, whose blocks the caching allocator pools apart
+            trace.append(("s", winfo._alloc_key, SIDE_STREAMS[winfo.reftype.value]))
+        if name in ("DEL", "SIZE") and getattr(winfo, "_alloc_key", None) is not None:
+            trace.append(("f", winfo._alloc_key))
+            winfo._alloc_key = None
+        if name in ("ADD", "SIZE") and winfo.mem_consumed > 0:
+            winfo._alloc_key = len(trace)
+            trace.append(("a", winfo._alloc_key, winfo.mem_consumed))
 
     def _delete_callback(self, winfo, w_st):
         if getattr(winfo, "is_logits", False):
@@ -341,6 +366,8 @@ def parse_args(argv):
     p.add_argument("--optimizer", choices=["foreach", "fused", "for-loop"], default="foreach",
                    help="AdamW implementation (foreach: PyTorch's default on CUDA)")
     p.add_argument("--layers", type=int, default=0, help="override the shape's layer count (small checks)")
+    p.add_argument("--alloc-replay", action="store_true", help="also replay the allocations through the caching "
+                   "allocator's rules (allocator_replay.py): step 2's max reserved")
     p.add_argument("--out", help="also write the JSON here")
     return p.parse_args(argv)
 
@@ -390,7 +417,9 @@ def run(args) -> dict:
         tokens = torch.randint(0, shape.vocab, (args.micro_batch, args.seq), dtype=torch.int64)  # [B, S]
         labels = torch.randint(0, shape.vocab, (args.micro_batch, args.seq), dtype=torch.int64)  # [B, S]
         tracker = MomentTracker(model, optimizer, shape.vocab // tp)  # logits are vocabulary-sharded under TP
+        tracker.alloc_trace = [] if args.alloc_replay else None
         tracker.track_inputs((tokens, labels))
+        replay_from = 0
         mark_recompute(model, tracker)
         times["build_s"] = time.time() - t0
         steps = []
@@ -398,6 +427,8 @@ def run(args) -> dict:
         with sdpa_kernel([SDPBackend.FLASH_ATTENTION]), tracker:
             for step in range(2):
                 ts = time.time()
+                if step == 1 and args.alloc_replay:
+                    replay_from = len(tracker.alloc_trace)
                 start = tracker.begin_step() if step == 1 else current_device_snapshot(tracker)
                 with tp_plan.loss_context(tp):
                     tracker.phase = "forward"
@@ -419,6 +450,10 @@ def run(args) -> dict:
     times["total_s"] = round(time.time() - t0, 2)
     times["build_s"] = round(times["build_s"], 2)
     s2 = steps[1]
+    replayed = None
+    if args.alloc_replay:  # what the caching allocator would reserve for these allocations (allocator_replay.py)
+        import allocator_replay
+        replayed = allocator_replay.replay(tracker.alloc_trace, 0, replay_from)
     moments = sorted(tracker.moments.items(), key=lambda kv: -kv[1]["total"])
     peak_moment = moment_json(tracker.peak_key, tracker.moments[tracker.peak_key]) if tracker.peak_key else None
     shard_bytes = expected_shard_bytes(param_shapes, dp_ranks, 4)
@@ -457,6 +492,7 @@ def run(args) -> dict:
         "peak": {"bytes": s2["peak"][TOTAL], "breakdown": s2["peak"], "moment": peak_moment},
         "phase_peaks": phase_peaks,
         "moments": [moment_json(k, m) for k, m in moments[:16]],
+        "allocator_replay": replayed,
         "step1_peak_bytes": steps[0]["peak"][TOTAL],
         "step2": {"start": s2["start"], "end": s2["end"]},
         "units": unit_stats,

@@ -388,6 +388,10 @@ def parse_args(argv):
     p.add_argument("--float8", action="store_true", help="torchao float8 tensorwise linears, their TP plan, FP8 "
                    "all-gather (torchtitan's Table 5/6 runs; tp_plan.convert_float8)")
     p.add_argument("--no-fp8-all-gather", action="store_true", help="with --float8: bf16 all-gather")
+    p.add_argument("--alloc-replay", action="store_true", help="also replay the allocations through the caching "
+                   "allocator's rules (allocator_replay.py): step 2's max reserved")
+    p.add_argument("--hbm-gib", type=float, default=0, help="with --alloc-replay: what the allocator may reserve "
+                   "before it releases cached segments (0: unlimited)")
     p.add_argument("--optimizer", choices=["foreach", "fused", "for-loop"], default="foreach")
     p.add_argument("--min-mb", type=float, default=1.0, help="list live allocations of at least this many MiB")
     p.add_argument("--top", type=int, default=60, help="live allocations listed one by one")
@@ -503,7 +507,9 @@ def run(args) -> dict:
         tokens = torch.randint(0, shape.vocab, (mb * n_mb, seq), dtype=torch.int64)  # the local batch
         labels = torch.randint(0, shape.vocab, (mb * n_mb, seq), dtype=torch.int64)
         tracker = PPTracker(parts, optimizer, shape.vocab // tp, int(args.min_mb * MiB))
+        tracker.alloc_trace = [] if args.alloc_replay else None
         tracker.track_inputs((tokens, labels))
+        replay_from = 0
         for part in parts:
             fsdp2_mem.mark_recompute(part, tracker)
         janitor = GradHookJanitor()
@@ -519,6 +525,7 @@ def run(args) -> dict:
                 ts = time.time()
                 tracker.step_no = step + 1
                 if step == 1:
+                    replay_from = len(tracker.alloc_trace) if args.alloc_replay else 0
                     start = tracker.begin_step()
                     tracker.record_live = True
                 else:
@@ -541,6 +548,11 @@ def run(args) -> dict:
                 steps.append({"start": start, "peak": peak, "end": fsdp2_mem.current_device_snapshot(tracker),
                               "seconds": round(time.time() - ts, 2)})
     s2 = steps[1]
+    replayed = None
+    if args.alloc_replay:  # what the caching allocator would reserve for these allocations (allocator_replay.py)
+        import allocator_replay
+        replayed = allocator_replay.replay(tracker.alloc_trace, int(args.hbm_gib * GiB), replay_from)
+        replayed["events"] = len(tracker.alloc_trace)
     peak_key = tracker.peak_key
     peak_moment = fsdp2_mem.moment_json(peak_key, tracker.moments[peak_key]) if peak_key else None
     live = []
@@ -588,6 +600,7 @@ def run(args) -> dict:
             "tensors": live[: args.top],
         },
         "phase_peaks": dict(sorted(phase_peaks.items(), key=lambda kv: -kv[1]["bytes"])),
+        "allocator_replay": replayed,
         "step1_peak_bytes": steps[0]["peak"][TOTAL],
         "step2": {"start": s2["start"], "end": s2["end"]},
         "seconds": {"build": round(build_s, 2), "step1": steps[0]["seconds"], "step2": s2["seconds"],

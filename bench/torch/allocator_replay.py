@@ -1,0 +1,171 @@
+"""PyTorch's CUDA caching allocator, replayed: what a sequence of allocations and frees would *reserve*.
+
+The fake-tensor harnesses (fsdp2_mem.py, pp_mem.py) see what PyTorch allocates, tensor by tensor, in order; a GPU's
+`max_memory_reserved` (what torchtitan's tables print) also holds the segments the caching allocator keeps cached
+around them. This module places the same allocations by the allocator's own rules and reports the segments it would
+have reserved. Rules (c10/cuda/CUDACachingAllocator.cpp, torch 2.x, default configuration):
+  * round_size: requests round up to 512 B (kMinBlockSize);
+  * requests up to 1 MiB (kSmallSize) come from the small pool, larger ones from the large pool;
+  * get_free_block: the smallest cached free block of the pool at least as large as the request (best fit; with the
+    default max_split_size every block may be split);
+  * alloc_block: without one, a new segment of get_allocation_size(size): 2 MiB (kSmallBuffer) for a small request,
+    20 MiB (kLargeBuffer) for one under 10 MiB (kMinLargeAlloc), else the request rounded up to 2 MiB (kRoundLarge);
+  * should_split: a block is split when what remains is at least 512 B (small pool) or more than 1 MiB (large pool);
+    the remainder stays in the pool as a free block of the same segment;
+  * free_block: a freed block merges with free neighbours of its segment (try_merge_blocks);
+  * on a failed cudaMalloc (the reserve would pass `capacity`): release_cached_blocks returns every wholly free
+    segment to the device and the allocation is retried (the runs compared here never failed).
+Streams: a block belongs to the stream it was allocated on and only that stream's requests reuse it (the pools are
+keyed by stream). Fake tensors carry no stream; the harness names FSDP's all-gather outputs and reduce-scatter inputs
+(allocated on FSDP's own streams) by an ("s", key, stream) event, everything else is the compute stream. Expandable
+segments are not replayed (the published runs did not set them).
+"""
+import bisect
+import itertools
+
+MIN_BLOCK = 512
+SMALL_SIZE = 1 << 20
+SMALL_BUFFER = 2 << 20
+LARGE_BUFFER = 20 << 20
+MIN_LARGE_ALLOC = 10 << 20
+ROUND_LARGE = 2 << 20
+
+
+def round_size(size: int) -> int:
+    return MIN_BLOCK if size < MIN_BLOCK else MIN_BLOCK * ((size + MIN_BLOCK - 1) // MIN_BLOCK)
+
+
+def allocation_size(size: int) -> int:
+    if size <= SMALL_SIZE:
+        return SMALL_BUFFER
+    if size < MIN_LARGE_ALLOC:
+        return LARGE_BUFFER
+    return ROUND_LARGE * ((size + ROUND_LARGE - 1) // ROUND_LARGE)
+
+
+class Block:
+    __slots__ = ("size", "ptr", "segment", "prev", "next", "free", "pool")
+
+    def __init__(self, size, ptr, segment, pool):
+        self.size, self.ptr, self.segment, self.pool = size, ptr, segment, pool
+        self.prev = self.next = None
+        self.free = True
+
+
+class CachingAllocator:
+    def __init__(self, capacity: int = 0):
+        self.capacity = capacity  # bytes the allocator may reserve; 0 = unlimited
+        self.pools = {}  # (stream, small?) -> sorted (size, ptr, id, block) of free blocks
+        self.segments = {}  # segment id -> its size
+        self.reserved = self.allocated = 0
+        self.max_reserved = self.max_allocated = 0
+        self.cuda_mallocs = self.releases = 0
+        self._ids = itertools.count()
+        self._next_ptr = 0
+
+    def reset_peaks(self) -> None:
+        """torch.cuda.reset_peak_memory_stats: the maxima restart from what is reserved and allocated now."""
+        self.max_reserved, self.max_allocated = self.reserved, self.allocated
+
+    def _insert(self, b: Block) -> None:
+        bisect.insort(self.pools.setdefault(b.pool, []), (b.size, b.ptr, id(b), b))
+
+    def _remove(self, b: Block) -> None:
+        pool = self.pools[b.pool]
+        i = bisect.bisect_left(pool, (b.size, b.ptr, id(b)))
+        assert pool[i][3] is b
+        del pool[i]
+
+    def _new_segment(self, size: int, pool) -> Block:
+        seg_size = allocation_size(size)
+        if self.capacity and self.reserved + seg_size > self.capacity:
+            self._release_cached_blocks()
+        seg = next(self._ids)
+        self.segments[seg] = seg_size
+        self.reserved += seg_size
+        self.max_reserved = max(self.max_reserved, self.reserved)
+        self.cuda_mallocs += 1
+        b = Block(seg_size, self._next_ptr, seg, pool)
+        self._next_ptr += seg_size
+        return b
+
+    def _release_cached_blocks(self) -> None:
+        for key in list(self.pools):
+            keep = []
+            for entry in self.pools[key]:
+                b = entry[3]
+                if b.prev is None and b.next is None:  # the whole segment is free
+                    self.reserved -= self.segments.pop(b.segment)
+                    self.releases += 1
+                else:
+                    keep.append(entry)
+            self.pools[key] = keep
+
+    def malloc(self, nbytes: int, stream: str = "compute") -> Block:
+        size = round_size(nbytes)
+        small = size <= SMALL_SIZE
+        key = (stream, small)
+        pool = self.pools.setdefault(key, [])
+        i = bisect.bisect_left(pool, (size,))
+        if i < len(pool):
+            b = pool.pop(i)[3]
+        else:
+            b = self._new_segment(size, key)
+        remaining = b.size - size
+        if (small and remaining >= MIN_BLOCK) or (not small and remaining > SMALL_SIZE):
+            rest = Block(remaining, b.ptr + size, b.segment, key)
+            rest.prev, rest.next = b, b.next
+            if b.next is not None:
+                b.next.prev = rest
+            b.next = rest
+            b.size = size
+            self._insert(rest)
+        b.free = False
+        self.allocated += b.size
+        self.max_allocated = max(self.max_allocated, self.allocated)
+        return b
+
+    def free(self, b: Block) -> None:
+        b.free = True
+        self.allocated -= b.size
+        for neighbour in (b.prev, b.next):
+            if neighbour is not None and neighbour.free:
+                self._remove(neighbour)
+                if neighbour is b.prev:  # merge into the earlier block's address
+                    b.ptr = neighbour.ptr
+                    b.prev = neighbour.prev
+                    if b.prev is not None:
+                        b.prev.next = b
+                else:
+                    b.next = neighbour.next
+                    if b.next is not None:
+                        b.next.prev = b
+                b.size += neighbour.size
+        self._insert(b)
+
+
+def replay(events, capacity: int = 0, reset_at: int = 0) -> dict:
+    """events: ("a", key, bytes), ("f", key) and ("s", key, stream) (the allocation `key` was on that stream) in
+    program order; an allocation's key is its index in `events`. The peaks restart at event index `reset_at` (the
+    reported step's start, as torchtitan resets them between logged steps)."""
+    alloc = CachingAllocator(capacity)
+    stream_of = {ev[1]: ev[2] for ev in events if ev[0] == "s"}
+    live = {}
+    for i, ev in enumerate(events):
+        if i == reset_at and i > 0:
+            # The reported step starts from a fresh allocator holding what is live, placed in allocation order: the
+            # first step's segments are not carried over, since under fake tensors its optimizer initialisation makes
+            # full-size temporaries a GPU run does not (fsdp2_mem.py: why step 2 is reported).
+            sizes = {key: b.size for key, b in live.items()}
+            streams = {key: b.pool[0] for key, b in live.items()}
+            alloc = CachingAllocator(capacity)
+            live = {key: alloc.malloc(sizes[key], streams[key]) for key in sorted(sizes)}
+            alloc.reset_peaks()
+        if ev[0] == "a":
+            live[ev[1]] = alloc.malloc(ev[2], stream_of.get(ev[1], "compute"))
+        elif ev[0] == "f":
+            b = live.pop(ev[1], None)
+            if b is not None:
+                alloc.free(b)
+    return {"max_reserved": alloc.max_reserved, "max_allocated": alloc.max_allocated,
+            "reserved_at_end": alloc.reserved, "cuda_mallocs": alloc.cuda_mallocs, "segment_releases": alloc.releases}
