@@ -117,6 +117,10 @@ FrameworkTraits fsdp2_traits() {
   // one h-wide gradient more (measured 2.06 B/hidden element: 70B full recompute s8192, block 78).
   t.block_backward_f_tensors = 2;
   t.block_backward_h_tensors = 1;
+  // _fsdp_collectives.py foreach_reduce: the reduce-scatter output (the unit's new sharded gradient) is allocated
+  // under device_handle.stream(reduce_scatter_stream); FSDP1 allocates new_sharded_grad under
+  // _post_backward_stream (_runtime_utils.py _post_backward_hook, _reduce_grad).
+  t.sharded_grads_on_reduce_stream = true;
   return t;
 }
 

@@ -182,6 +182,12 @@ struct FrameworkTraits {
   double block_backward_h_tensors = 0;
   // Each attention layer keeps its own complex64 RoPE cache of the training length (torchtitan ComplexRoPE).
   bool rope_cache_per_layer = false;
+  // Each unit's new gradient shard is allocated on FSDP's reduce-scatter stream, and the caching allocator serves a
+  // stream only from the blocks it cached for that stream (c10/cuda/CUDACachingAllocator.cpp: BlockPool entries are
+  // keyed by stream): the compute stream's cached free blocks cannot hold the shards, so a step reserves, beside the
+  // compute stream's high-water mark, every shard still to come (memory_moments.cpp add_reduce_stream_reserve;
+  // measured by replaying PyTorch's allocations: reports/allocator-replay.md).
+  bool sharded_grads_on_reduce_stream = false;
 
   // When gradients are reduced under accumulation by default: with replicated gradients (DDP, ZeRO-1) and with
   // sharded ones (ZeRO-2/3). pp_reduces_after_last_backward makes it once per step under a pipeline.

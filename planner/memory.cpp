@@ -448,6 +448,10 @@ StageMemory estimate_stage(const ModelSpec& m, const Strategy& s, const Framewor
     out.peak_block = peak.block;
     out.peak = peak.ledger.parts_;
     out.items = std::move(peak.ledger.items_);
+    const memory_detail::MomentLedger most = memory_detail::peak_moment(in, false, true);
+    out.allocated_phase = most.phase;
+    out.allocated_block = most.block;
+    out.allocated = most.ledger.parts_;
     return out;
   }
   Ledger fb = forward_backward_phase(in, true);
@@ -474,6 +478,9 @@ StageMemory estimate_stage(const ModelSpec& m, const Strategy& s, const Framewor
   }
   out.peak = step_wins ? step.parts_ : fb.parts_;
   out.items = std::move(step_wins ? step.items_ : fb.items_);
+  out.allocated_phase = out.peak_phase;  // the reserve here is proportional: the same moment
+  out.allocated_block = out.peak_block;
+  out.allocated = out.peak;
   return out;
 }
 

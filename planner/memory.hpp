@@ -55,6 +55,12 @@ struct StageMemory {
   int64_t peak_block = -1;      // block_backward: which of the stage's blocks (0 = its first in forward order)
   MemoryComponents peak;        // at the stage's peak
   std::vector<MemoryItem> items;  // the peak's parts, finer grained
+  // The moment with the most bytes allocated (torch.cuda.max_memory_allocated) and its parts. The peak above is what
+  // the caching allocator reserves (max_memory_reserved): where part of its reserve depends on the moment (gradient
+  // shards still to come on FSDP's reduce-scatter stream, a freed segment kept cached) the two moments can differ.
+  MemoryPhase allocated_phase = MemoryPhase::forward_backward;
+  int64_t allocated_block = -1;
+  MemoryComponents allocated;
 };
 
 struct MemoryEstimate {

@@ -43,6 +43,10 @@ struct Sizes {
   bool keep_all_gathered = false;  // torchtitan under PP: every unit gathered from first forward to last backward
   bool reduce_after_last = false;  // ... and every unit reduced after the stage's last backward, none during it
   AllocatorReserve reserve;        // the caching allocator's, the same at every moment (allocator_reserve.hpp)
+  // Every gradient shard of the step, when FSDP allocates them on its reduce-scatter stream
+  // (FrameworkTraits::sharded_grads_on_reduce_stream); 0 otherwise.
+  double reduce_stream_shards = 0;
+  double shards_before_backward = 0;  // the shards a micro-batch's backward starts with (earlier micro-batches')
 };
 
 // torch.distributed.pipelining's interleaved order (InterleavedOrder, as Megatron's). A chunk's parameters stay
@@ -150,6 +154,9 @@ Sizes sizes_of(const StageInputs& in) {
   z.reduce_after_last = s.pp > 1 && in.fw.pp_reduces_after_last_backward;
   if (z.keep_all_gathered && z.reduce_after_last && in.keeps_unsharded_grads) interleaved_hold(in, z);
   z.reserve = caching_allocator_reserve(in.model, s, in.fw, st);
+  if (in.fw.sharded_grads_on_reduce_stream) z.reduce_stream_shards = z.local * z.grad_shard_b;
+  // add_states: sharded gradients exist before a backward when an earlier micro-batch reduced them (no no_sync).
+  z.shards_before_backward = !in.keeps_unsharded_grads && z.accum > 1 ? z.local * z.grad_shard_b : 0;
   return z;
 }
 
@@ -266,6 +273,16 @@ void add_common(Ledger& l, const StageInputs& in, const Sizes& z) {
         z.reserve.holes);
 }
 
+// FrameworkTraits::sharded_grads_on_reduce_stream: the shards not yet allocated at this moment (`present` are) will be
+// allocated on the reduce-scatter stream, whose pool the compute stream's cached blocks are not in; so the step's
+// reserve (max_memory_reserved) is this moment's plus them.
+void add_reduce_stream_reserve(Ledger& l, const Sizes& z, double present) {
+  l.add(&MemoryComponents::fragmentation, "fragmentation",
+        text("caching allocator: the gradient shards still to come this step, on FSDP's reduce-scatter stream (the "
+             "compute stream's cached blocks cannot hold them)"),
+        std::max(0.0, z.reduce_stream_shards - present));
+}
+
 void loss_backward(Ledger& l, const StageInputs& in, const Sizes& z) {
   const ModelSpec& m = in.model;
   const Strategy& s = in.strategy;
@@ -296,6 +313,7 @@ void loss_backward(Ledger& l, const StageInputs& in, const Sizes& z) {
   // A fused loss keeps its logits alive to the end of its backward: nothing of them is freed early.
   l.add(&MemoryComponents::fragmentation, "fragmentation", text("caching allocator: the freed bf16 logits' segment, too small for the loss's fp32 gradients"),
         z.a < 4 && !fused ? elements * z.a : 0);
+  add_reduce_stream_reserve(l, z, z.shards_before_backward);
 }
 
 // Block k of the stage (0 = first in forward order) during its backward; sub 0: the MLP's backward (its output
@@ -309,9 +327,10 @@ void block_backward(Ledger& l, const StageInputs& in, const Sizes& z, double k, 
   // ZeRO-2: units reshard at their post-backward (_fsdp_param_group.py FSDPParamGroup.post_backward → reshard).
   add_gathered(l, in, z, z.zero3 ? (k > 0 ? 2 : 1) : k + 1, true);
   const bool fresh = !in.keeps_unsharded_grads && z.accum <= 1;
+  const double reduced = fresh ? (z.layers - 1 - k) * z.block_local * z.grad_shard_b : 0;
   if (fresh)
     l.add(&MemoryComponents::grads, "grads", [&] { return fmt::format("sharded gradients of the {:.0f} blocks reduced ({} B/param)", z.layers - 1 - k, z.grad_shard_b); },
-          (z.layers - 1 - k) * z.block_local * z.grad_shard_b);
+          reduced);
   if (!in.keeps_unsharded_grads) {
     l.add(&MemoryComponents::grads, "grads", text("LM head gradients (bf16, written first in backward; the root is reduced last)"),
           z.head_grad_params * z.a);
@@ -339,13 +358,15 @@ void block_backward(Ledger& l, const StageInputs& in, const Sizes& z, double k, 
           attention_backward_temp_bytes(m, s, in.fw, z.a));
   }
   add_common(l, in, z);
+  add_reduce_stream_reserve(l, z, z.shards_before_backward + reduced);
 }
 
 void root_post_backward(Ledger& l, const StageInputs& in, const Sizes& z) {
   add_states(l, in, z, false);
-  if (!in.keeps_unsharded_grads && z.accum <= 1)
+  const double blocks_reduced = !in.keeps_unsharded_grads && z.accum <= 1 ? (z.local - z.root / z.n) * z.grad_shard_b : 0;
+  if (blocks_reduced > 0)
     l.add(&MemoryComponents::grads, "grads", [&] { return fmt::format("sharded gradients of every block ({} B/param)", z.grad_shard_b); },
-          (z.local - z.root / z.n) * z.grad_shard_b);
+          blocks_reduced);
   if (!in.keeps_unsharded_grads)
     l.add(&MemoryComponents::grads, "grads", text("root unit gradients (bf16)"), z.root * z.a);
   l.add(&MemoryComponents::grads, "grads", [&] { return fmt::format("root unit gradients as reduce-scatter input ({} B/param)", z.reduce_b); },
@@ -353,6 +374,7 @@ void root_post_backward(Ledger& l, const StageInputs& in, const Sizes& z) {
   // Under a pipeline the other micro-batches in flight keep their activations.
   if (z.in_flight > 1) add_block_activations(l, in, z, 0);
   add_common(l, in, z);
+  add_reduce_stream_reserve(l, z, z.shards_before_backward + blocks_reduced);
 }
 
 void optimizer_step(Ledger& l, const StageInputs& in, const Sizes& z) {
@@ -390,7 +412,7 @@ MomentLedger moment_at(const StageInputs& in, MemoryPhase phase, int64_t block, 
   return moment_with(in, sizes_of(in), phase, block, sub, record);
 }
 
-MomentLedger peak_moment(const StageInputs& in, bool record) {
+MomentLedger peak_moment(const StageInputs& in, bool record, bool by_allocation) {
   const int64_t layers = in.stage.layers;
   struct Candidate {
     MemoryPhase phase;
@@ -424,11 +446,14 @@ MomentLedger peak_moment(const StageInputs& in, bool record) {
     cands[n++] = {MemoryPhase::block_backward, layers - 1, 1};
   }
   auto sizes_for = [&](int i) -> const Sizes& { return i >= firsts ? first : z; };
+  auto key = [&](const MomentLedger& m) {
+    return m.ledger.parts_.total() - (by_allocation ? m.ledger.parts_.fragmentation : 0.0);
+  };
   int best = 0;
   MomentLedger peak = moment_with(in, sizes_for(0), cands[0].phase, cands[0].block, cands[0].sub, false);
   for (int i = 1; i < n; ++i) {
     MomentLedger m = moment_with(in, sizes_for(i), cands[i].phase, cands[i].block, cands[i].sub, false);
-    if (m.ledger.parts_.total() > peak.ledger.parts_.total()) peak = std::move(m), best = i;
+    if (key(m) > key(peak)) peak = std::move(m), best = i;
   }
   // Interleaved (interleaved_hold): the bytes are the worst backward's whatever block stands for it; name its block.
   const bool renamed = z.interleaved_hold && peak.phase == MemoryPhase::block_backward && peak.block == layers - 1;
@@ -502,6 +527,7 @@ MomentParts moment_parts(const ModelSpec& m, const Strategy& s, const FrameworkT
   p.root_sharded_grads = z.root * z.grad_shard_b / z.n;
   p.optimizer_temps = z.local * fw.optimizer_temp_bytes_per_param;
   p.allocator_reserve = z.reserve.total();
+  p.reduce_stream_reserve = z.reduce_stream_shards;
   return p;
 }
 

@@ -34,7 +34,9 @@ struct MomentLedger {
 
 // The stage's largest moment (runtime, buffers and the allocator's reserve included). With `record`, its items are
 // described.
-MomentLedger peak_moment(const StageInputs& in, bool record);
+// by_allocation: the moment with the most bytes allocated (torch.cuda.max_memory_allocated) instead of reserved, the
+// caching allocator's moment-dependent reserve (cached segments, shards to come on another stream) left out.
+MomentLedger peak_moment(const StageInputs& in, bool record, bool by_allocation = false);
 
 // One moment, by phase (and block for block_backward; sub 0 = the MLP's backward, 1 = the attention's): for the
 // simulator's agreement tests and for reports that list every moment.
@@ -68,6 +70,9 @@ struct MomentParts {
   double accumulated_block = 0, accumulated_root = 0;      // no_sync: unsharded gradients kept across micro-batches
   double optimizer_temps = 0;
   double allocator_reserve = 0;  // the `fragmentation` component (allocator_reserve.hpp), the same at every moment
+  // FrameworkTraits::sharded_grads_on_reduce_stream: every gradient shard of the step, reserved (`fragmentation`) until
+  // its unit's reduce-scatter allocates it (memory_moments.cpp add_reduce_stream_reserve); 0 otherwise.
+  double reduce_stream_reserve = 0;
 };
 MomentParts moment_parts(const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw, const StageParams& st);
 

@@ -63,6 +63,8 @@ void use_moment_parts(StageCosts& sc, const MomentParts& mp, const FrameworkTrai
   sc.unit_grads = mp.accumulated_block;  // no_sync only (0 otherwise)
   sc.root_grads = mp.accumulated_root;
   sc.allocator_reserve = mp.allocator_reserve;
+  add_static(sc, MemKind::cached_free, mp.reduce_stream_reserve);
+  sc.shards_replace_reserve = mp.reduce_stream_reserve > 0;
 }
 
 }  // namespace

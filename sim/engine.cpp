@@ -104,6 +104,9 @@ void Engine::alloc_at_start(int32_t op, MemKind kind, double bytes) {
 void Engine::free_at_end(int32_t op, MemKind kind, double bytes) {
   if (bytes > 0) mem_events_.push_back({op, kind, true, bytes});
 }
+void Engine::free_at_start(int32_t op, MemKind kind, double bytes) {
+  if (bytes > 0) mem_events_.push_back({op, kind, false, -bytes});
+}
 void Engine::alloc_static(int32_t rank, MemKind kind, double bytes) {
   ranks_ = std::max(ranks_, rank + 1);
   if (bytes > 0) static_allocs_.push_back({rank, {kind, bytes}});
@@ -142,11 +145,11 @@ void Engine::apply_memory(int32_t op, bool at_end, double now) {
     const MemEvent& e = mem_events_[static_cast<size_t>(i)];
     if (e.at_end != at_end) continue;
     const auto k = static_cast<size_t>(e.kind);
-    const double delta = at_end ? -e.bytes : e.bytes;
+    const double delta = at_end ? -e.bytes : e.bytes;  // free_at_start: negative bytes at the start
     current_[r] += delta;
     live_[r][k] += delta;
-    live_count_[r][k] += at_end ? -1 : 1;
-    grew = grew || !at_end;
+    live_count_[r][k] += delta < 0 ? -1 : 1;
+    grew = grew || delta > 0;
   }
   if (record_timeline_ && mem_begin_[static_cast<size_t>(op)] < mem_begin_[static_cast<size_t>(op) + 1])
     timeline_[r].push_back({now, current_[r]});

@@ -93,6 +93,8 @@ class Engine {
   void add_dep(int32_t op, int32_t depends_on);  // ignored when depends_on < 0
   void alloc_at_start(int32_t op, MemKind kind, double bytes);
   void free_at_end(int32_t op, MemKind kind, double bytes);
+  // Frees at the op's start, before its allocations count: what it allocates takes the place of what it frees.
+  void free_at_start(int32_t op, MemKind kind, double bytes);
   void alloc_static(int32_t rank, MemKind kind, double bytes);  // alive for the whole step
 
   // Plays the step out. Throws std::runtime_error when ops are left that can never start (a schedule error).

@@ -66,7 +66,7 @@ class FsdpMemory {
     if (sharded_alive_.back()) return;
     const int32_t after = e_.add_op(reduce_, OpKind::release, 0, mb);
     e_.add_dep(after, rs);
-    e_.alloc_at_start(after, MemKind::grads, c_.root_sharded_grads);
+    shard_at_start(after, c_.root_sharded_grads);
     sharded_alive_.back() = true;
   }
 
@@ -88,8 +88,14 @@ class FsdpMemory {
   void issue(int32_t op) {
     if (pending_.rs == kNone) return;
     e_.alloc_at_start(op, MemKind::reduce_inputs, pending_.input);
-    e_.alloc_at_start(op, MemKind::grads, pending_.sharded);
+    shard_at_start(op, pending_.sharded);
     pending_ = {};
+  }
+
+  // A unit's gradient shard, in place of its share of the reduce-scatter stream's reserve (StageCosts).
+  void shard_at_start(int32_t op, double bytes) {
+    if (c_.shards_replace_reserve) e_.free_at_start(op, MemKind::cached_free, bytes);
+    e_.alloc_at_start(op, MemKind::grads, bytes);
   }
 
   // Frees the reduce-scatter input held once both its reduce-scatter and `after` have ended; the next unit's

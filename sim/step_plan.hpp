@@ -67,6 +67,9 @@ struct StageCosts {
   bool reshard_after_forward = true;   // ZeRO-2 keeps a unit gathered until its backward ends
   double logits_bwd_extra = 0;         // the loss's backward on top of its forward's logits
   double logits_cached = 0;            // the freed bf16 logits' segment, cached while it runs (MemKind::cached_free)
+  // FSDP's gradient shards come on its reduce-scatter stream (FrameworkTraits::sharded_grads_on_reduce_stream): all of
+  // them are reserved from the step's start (MemKind::cached_free) and each takes its reserve's place when allocated.
+  bool shards_replace_reserve = false;
   double backward_grads = 0, backward_temps = 0;  // a block's gradients and temporaries at its backward's peak
   double head_grads = 0, embed_grads = 0;         // the root's bf16 gradients, written by head / embedding backward
   double block_reduce_input = 0, root_reduce_input = 0;    // reduce-scatter inputs (reduce dtype)

@@ -8,7 +8,7 @@
 namespace shardplan::test {
 
 inline double tracked_allocation(const Prediction& p) {
-  const MemoryComponents& c = p.memory.peak_stage().peak;
+  const MemoryComponents& c = p.memory.peak_stage().allocated;  // at the moment of the most allocated
   return c.total() - c.runtime - c.fragmentation;
 }
 

@@ -16,8 +16,9 @@ have reserved. Rules (c10/cuda/CUDACachingAllocator.cpp, torch 2.x, default conf
   * on a failed cudaMalloc (the reserve would pass `capacity`): release_cached_blocks returns every wholly free
     segment to the device and the allocation is retried (the runs compared here never failed).
 Streams: a block belongs to the stream it was allocated on and only that stream's requests reuse it (the pools are
-keyed by stream). Fake tensors carry no stream; the harness names FSDP's all-gather outputs and reduce-scatter inputs
-(allocated on FSDP's own streams) by an ("s", key, stream) event, everything else is the compute stream. Expandable
+keyed by stream). Fake tensors carry no stream; the harness records the stream FSDP entered when it allocated
+(fsdp2_mem.py StreamScope: the all-gather buffers, the reduce-scatter output) by an ("s", key, stream) event;
+everything else is the compute stream. Expandable
 segments are not replayed (the published runs did not set them).
 """
 import bisect

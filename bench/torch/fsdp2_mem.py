@@ -55,9 +55,43 @@ FLASH_OP = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default
 SOFTMAX_OP = torch.ops.aten._softmax.default
 
 
-# The tracker's names for the buffers FSDP2 allocates on its own streams (_fsdp_param_group.py: all_gather_stream,
-# reduce_scatter_stream), for allocator_replay.py.
-SIDE_STREAMS = {"All Gather": "all_gather", "Reduce Scatter": "reduce_scatter"}
+class StreamScope:
+    """The stream each allocation is made on, for allocator_replay.py (the caching allocator pools blocks by stream).
+    Fake CPU tensors carry none, but FSDP2 enters its streams through the device handle (here torch.cpu) as on a GPU:
+    _fsdp_collectives.py foreach_all_gather allocates the all-gather input and output under
+    `device_handle.stream(all_gather_copy_in_stream)`, foreach_reduce the reduce-scatter output (the new sharded
+    gradient) under `stream(reduce_scatter_stream)` and its input on the current stream. Wrapping torch.cpu.stream
+    records which stream object is current; "compute" outside any."""
+    stack = []
+    names = {}
+
+    @classmethod
+    def install(cls) -> None:
+        if getattr(torch.cpu.stream, "_scoped", False):
+            return
+        original = torch.cpu.stream
+
+        class Scope:
+            def __init__(self, s):
+                self.s, self.ctx = s, original(s)
+
+            def __enter__(self):
+                cls.stack.append(cls.names.setdefault(id(self.s), f"side stream {len(cls.names) + 1}"))
+                return self.ctx.__enter__()
+
+            def __exit__(self, *exc):
+                cls.stack.pop()
+                return self.ctx.__exit__(*exc)
+
+        def stream(s):
+            return Scope(s)
+
+        stream._scoped = True
+        torch.cpu.stream = stream
+
+    @classmethod
+    def current(cls) -> str:
+        return cls.stack[-1] if cls.stack else "compute"
 
 
 class MomentTracker(FSDPMemTracker):
@@ -147,16 +181,14 @@ class MomentTracker(FSDPMemTracker):
         if trace is None:
             return
         name = u_type.name
-        if name == "REF" and getattr(winfo, "_alloc_key", None) is not None and winfo.reftype.value in SIDE_STREAMS:
-            # FSDP's all-gather output and reduce-scatter input, named at their collective: they were allocated on
-            # FSDP's all-gather / reduce-scatter stream, whose blocks the caching allocator pools apart
-            trace.append(("s", winfo._alloc_key, SIDE_STREAMS[winfo.reftype.value]))
         if name in ("DEL", "SIZE") and getattr(winfo, "_alloc_key", None) is not None:
             trace.append(("f", winfo._alloc_key))
             winfo._alloc_key = None
         if name in ("ADD", "SIZE") and winfo.mem_consumed > 0:
             winfo._alloc_key = len(trace)
             trace.append(("a", winfo._alloc_key, winfo.mem_consumed))
+            if StreamScope.current() != "compute":
+                trace.append(("s", winfo._alloc_key, StreamScope.current()))
 
     def _delete_callback(self, winfo, w_st):
         if getattr(winfo, "is_logits", False):
@@ -418,6 +450,8 @@ def run(args) -> dict:
         labels = torch.randint(0, shape.vocab, (args.micro_batch, args.seq), dtype=torch.int64)  # [B, S]
         tracker = MomentTracker(model, optimizer, shape.vocab // tp)  # logits are vocabulary-sharded under TP
         tracker.alloc_trace = [] if args.alloc_replay else None
+        if args.alloc_replay:
+            StreamScope.install()
         tracker.track_inputs((tokens, labels))
         replay_from = 0
         mark_recompute(model, tracker)

@@ -508,6 +508,8 @@ def run(args) -> dict:
         labels = torch.randint(0, shape.vocab, (mb * n_mb, seq), dtype=torch.int64)
         tracker = PPTracker(parts, optimizer, shape.vocab // tp, int(args.min_mb * MiB))
         tracker.alloc_trace = [] if args.alloc_replay else None
+        if args.alloc_replay:
+            fsdp2_mem.StreamScope.install()
         tracker.track_inputs((tokens, labels))
         replay_from = 0
         for part in parts:
