@@ -21,6 +21,7 @@
 #include "io/atomic_write.hpp"
 #include "planner/error.hpp"
 #include "planner/moe.hpp"
+#include "planner/step_time.hpp"
 
 using namespace shardplan;
 using namespace shardplan::validation;
@@ -104,6 +105,12 @@ void print_detail(const PublishedRun& c, const Prediction& p, double pred, doubl
                            p.memory.capacity_bytes / 1073741824.0);
   for (const MemoryItem& it : st.items)
     std::cout << fmt::format("    {:<14}{:>9.2f} GiB  {}\n", it.component, it.bytes / 1073741824.0, it.what);
+  const MicrobatchCosts mc = microbatch_costs(c.model, c.strategy, c.cluster);
+  std::cout << fmt::format("  one block, one micro-batch: forward {:.3f} ms, backward {:.3f} ms, recomputed {:.3f} ms, "
+                           "TP {:.3f} + {:.3f} ms, host gap {:.3f} ms; {} micro-batches a step\n",
+                           1e3 * mc.block_fwd_s, 1e3 * mc.block_bwd_s, 1e3 * mc.block_recompute_s,
+                           1e3 * mc.block_tp_fwd_s, 1e3 * mc.block_tp_bwd_s, 1e3 * mc.block_host_gap_s,
+                           grad_accum_steps(c.strategy));
   const StepTime& t = p.time;
   std::cout << fmt::format("  time: step {:.4f} s = compute {:.4f} (overlap slowdown {:.4f}) + bubble {:.4f} + "
                            "optimizer {:.4f} + exposed comm {:.4f} (tp {:.4f}, cp {:.4f}, pp {:.4f}, dp {:.4f}, ep "
