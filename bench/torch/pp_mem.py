@@ -90,23 +90,6 @@ class StageDecoder(models.TitanDecoder):
         return h
 
 
-def apply_tp_stage(model: StageDecoder, tp_mesh, float8: bool = False) -> None:
-    """tp_plan.apply_tp restricted to the modules this stage holds (torchtitan applies the same plan after the
-    pipeline split; parallelize_module cannot take plan entries for modules set to None)."""
-    from torch.distributed.tensor import Replicate, Shard
-    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, SequenceParallel, parallelize_module
-    plan = {}
-    if model.tok_embeddings is not None:
-        plan["tok_embeddings"] = RowwiseParallel(input_layouts=Replicate(), output_layouts=Shard(1))
-    if model.norm is not None:
-        plan["norm"] = SequenceParallel()
-        plan["lm_head"] = ColwiseParallel(input_layouts=Shard(1), output_layouts=Shard(-1), use_local_output=False)
-    if plan:
-        parallelize_module(model, tp_mesh, plan)
-    for block in model.layers.values():
-        tp_plan.apply_tp_block(block, tp_mesh, float8)
-
-
 def apply_recompute_stage(impl, model, mode: str, early_stop: bool) -> None:
     """fsdp2_mem.apply_recompute, whose full AC passes early_stop=False (torchtitan since 25413d2, Aug 2025: the
     recomputation reruns the whole block). torchtitan 9dec370 (the Dec 2024 405B runs) called
@@ -482,7 +465,7 @@ def run(args) -> dict:
             if args.float8:
                 tp_plan.convert_float8(part, fsdp_float8_all_gather=not args.no_fp8_all_gather)
             if tp > 1:
-                apply_tp_stage(part, mesh["tp"], args.float8)
+                tp_plan.apply_tp_stage(part, mesh["tp"], args.float8)
             apply_recompute_stage(impl, part, args.recompute, args.ac_early_stop)
             n_units += apply_fsdp_stage(part, dp_mesh, args.reshard_after_forward)
             part.to_empty(device="cpu")
