@@ -160,6 +160,10 @@ def main() -> int:
                   abs(r["max_allocated"] - d["peak"]["bytes"]) <= 1e-3 * d["peak"]["bytes"], True)
             check(failures, f"{tag} the replay reserves at least what it allocates", r["max_reserved"] >=
                   r["max_allocated"], True)
+            # FSDP2's all-gather buffers (copy-in stream) and new gradient shards (reduce-scatter stream), each unit's,
+            # every step: StreamScope saw FSDP enter its two streams
+            check(failures, f"{tag} allocations on FSDP's own streams", (len(r["streams"]),
+                  r["side_stream_allocations"] >= 2 * (LAYERS + 1)), (2, True))
             peak, start = d["peak"]["bytes"], d["step2"]["start"]["Total"]
             check(failures, f"{tag} step-2 peak above its start and named", peak > start and
                   d["peak"]["moment"] is not None, True)
