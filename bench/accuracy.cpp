@@ -5,8 +5,9 @@
 //
 //   shardplan_accuracy [published_runs.csv] [--modern published_runs_modern.csv] [--markdown]
 //                      [--emit-bands planner/error_band_data.cpp] [--detail TEXT]
-// --detail prints, for every row whose source, model or layout contains TEXT, the busiest stage's memory parts and the
-// step's time parts, and stops there (no fits): the quick look behind one row's error.
+// --detail prints, for every row whose source, model, GPU or layout contains TEXT, the busiest stage's memory parts,
+// one block's times per micro-batch and the step's time parts, and stops there (no fits): the quick look behind one
+// row's error.
 // --emit-bands writes the error band table (planner/error_band.hpp) that these predictions give, and prints the
 // bands.
 #include <cmath>
@@ -101,10 +102,10 @@ void print_detail(const PublishedRun& c, const Prediction& p, double pred, doubl
                            100 * err);
   std::cout << fmt::format("  memory: stage {} of {} at {}, peak {:.2f} GiB, fit {:.2f} of {:.2f} GiB\n", st.stage,
                            p.memory.stages.size(), moment_name(st.peak_phase, st.peak_block),
-                           p.peak_bytes() / 1073741824.0, p.fit_bytes() / 1073741824.0,
-                           p.memory.capacity_bytes / 1073741824.0);
+                           p.peak_bytes() / kGiB, p.fit_bytes() / kGiB,
+                           p.memory.capacity_bytes / kGiB);
   for (const MemoryItem& it : st.items)
-    std::cout << fmt::format("    {:<14}{:>9.2f} GiB  {}\n", it.component, it.bytes / 1073741824.0, it.what);
+    std::cout << fmt::format("    {:<14}{:>9.2f} GiB  {}\n", it.component, it.bytes / kGiB, it.what);
   const MicrobatchCosts mc = microbatch_costs(c.model, c.strategy, c.cluster);
   std::cout << fmt::format("  one block, one micro-batch: forward {:.3f} ms, backward {:.3f} ms, recomputed {:.3f} ms, "
                            "TP {:.3f} + {:.3f} ms, host gap {:.3f} ms; {} micro-batches a step\n",

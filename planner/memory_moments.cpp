@@ -46,7 +46,6 @@ struct Sizes {
   // Every gradient shard of the step, when FSDP allocates them on its reduce-scatter stream
   // (FrameworkTraits::sharded_grads_on_reduce_stream); 0 otherwise.
   double reduce_stream_shards = 0;
-  double shards_before_backward = 0;  // the shards a micro-batch's backward starts with (earlier micro-batches')
 };
 
 // torch.distributed.pipelining's interleaved order (InterleavedOrder, as Megatron's). A chunk's parameters stay
@@ -155,8 +154,6 @@ Sizes sizes_of(const StageInputs& in) {
   if (z.keep_all_gathered && z.reduce_after_last && in.keeps_unsharded_grads) interleaved_hold(in, z);
   z.reserve = caching_allocator_reserve(in.model, s, in.fw, st);
   if (in.fw.sharded_grads_on_reduce_stream) z.reduce_stream_shards = z.local * z.grad_shard_b;
-  // add_states: sharded gradients exist before a backward when an earlier micro-batch reduced them (no no_sync).
-  z.shards_before_backward = !in.keeps_unsharded_grads && z.accum > 1 ? z.local * z.grad_shard_b : 0;
   return z;
 }
 
@@ -192,8 +189,9 @@ double attention_backward_temp_bytes(const ModelSpec& m, const Strategy& s, cons
   return (a * (2 * q + 2 * kv + gqa) + (1 + fw.block_backward_h_tensors) * a * h / seq_split(s)) * tokens(s);
 }
 
-// Model states every moment holds, and the gradients that exist before this micro-batch's backward.
-void add_states(Ledger& l, const StageInputs& in, const Sizes& z, bool step) {
+// Model states every moment holds, and the gradients that exist before this micro-batch's backward. Returns the bytes
+// of sharded gradients among them (add_reduce_stream_reserve).
+double add_states(Ledger& l, const StageInputs& in, const Sizes& z, bool step) {
   if (in.state.master > 0)
     l.add(&MemoryComponents::master, "master", text("fp32 master weights (the parameter shards: FSDP keeps no bf16 copy between gathers)"),
           z.local * z.shard_b);
@@ -225,7 +223,9 @@ void add_states(Ledger& l, const StageInputs& in, const Sizes& z, bool step) {
     // micro-batch none exists; later micro-batches and the step hold every unit's.
     l.add(&MemoryComponents::grads, "grads", [&] { return fmt::format("sharded gradients ({} B/param{})", z.grad_shard_b, step ? "" : ", from the earlier micro-batches"); },
           z.local * z.grad_shard_b);
+    return z.local * z.grad_shard_b;
   }
+  return 0;
 }
 
 // Gathered compute-dtype parameters: the root unit (never resharded after forward: _fsdp_state.py FSDPState._lazy_init
@@ -286,7 +286,7 @@ void add_reduce_stream_reserve(Ledger& l, const Sizes& z, double present) {
 void loss_backward(Ledger& l, const StageInputs& in, const Sizes& z) {
   const ModelSpec& m = in.model;
   const Strategy& s = in.strategy;
-  add_states(l, in, z, false);
+  const double shards = add_states(l, in, z, false);
   // ZeRO-3: the root, and the last block when the root's pre-backward (which prefetches it:
   // _fsdp_param_group.py FSDPParamGroup._backward_prefetch) ran before the loss's backward. ZeRO-2 (reshard_after_forward
   // False): every unit stays gathered until its post-backward.
@@ -313,7 +313,7 @@ void loss_backward(Ledger& l, const StageInputs& in, const Sizes& z) {
   // A fused loss keeps its logits alive to the end of its backward: nothing of them is freed early.
   l.add(&MemoryComponents::fragmentation, "fragmentation", text("caching allocator: the freed bf16 logits' segment, too small for the loss's fp32 gradients"),
         z.a < 4 && !fused ? elements * z.a : 0);
-  add_reduce_stream_reserve(l, z, z.shards_before_backward);
+  add_reduce_stream_reserve(l, z, shards);
 }
 
 // Block k of the stage (0 = first in forward order) during its backward; sub 0: the MLP's backward (its output
@@ -322,7 +322,7 @@ void loss_backward(Ledger& l, const StageInputs& in, const Sizes& z) {
 void block_backward(Ledger& l, const StageInputs& in, const Sizes& z, double k, int sub) {
   const ModelSpec& m = in.model;
   const Strategy& s = in.strategy;
-  add_states(l, in, z, false);
+  const double shards = add_states(l, in, z, false);
   // ZeRO-3: block k and the block prefetched for the next backward (none after block 0: the root is gathered);
   // ZeRO-2: units reshard at their post-backward (_fsdp_param_group.py FSDPParamGroup.post_backward → reshard).
   add_gathered(l, in, z, z.zero3 ? (k > 0 ? 2 : 1) : k + 1, true);
@@ -358,11 +358,11 @@ void block_backward(Ledger& l, const StageInputs& in, const Sizes& z, double k, 
           attention_backward_temp_bytes(m, s, in.fw, z.a));
   }
   add_common(l, in, z);
-  add_reduce_stream_reserve(l, z, z.shards_before_backward + reduced);
+  add_reduce_stream_reserve(l, z, shards + reduced);
 }
 
 void root_post_backward(Ledger& l, const StageInputs& in, const Sizes& z) {
-  add_states(l, in, z, false);
+  const double shards = add_states(l, in, z, false);
   const double blocks_reduced = !in.keeps_unsharded_grads && z.accum <= 1 ? (z.local - z.root / z.n) * z.grad_shard_b : 0;
   if (blocks_reduced > 0)
     l.add(&MemoryComponents::grads, "grads", [&] { return fmt::format("sharded gradients of every block ({} B/param)", z.grad_shard_b); },
@@ -374,7 +374,7 @@ void root_post_backward(Ledger& l, const StageInputs& in, const Sizes& z) {
   // Under a pipeline the other micro-batches in flight keep their activations.
   if (z.in_flight > 1) add_block_activations(l, in, z, 0);
   add_common(l, in, z);
-  add_reduce_stream_reserve(l, z, z.shards_before_backward + blocks_reduced);
+  add_reduce_stream_reserve(l, z, shards + blocks_reduced);
 }
 
 void optimizer_step(Ledger& l, const StageInputs& in, const Sizes& z) {

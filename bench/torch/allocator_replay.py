@@ -170,4 +170,4 @@ def replay(events, capacity: int = 0, reset_at: int = 0) -> dict:
                 alloc.free(b)
     return {"max_reserved": alloc.max_reserved, "max_allocated": alloc.max_allocated,
             "reserved_at_end": alloc.reserved, "cuda_mallocs": alloc.cuda_mallocs, "segment_releases": alloc.releases,
-            "side_stream_allocations": len(stream_of), "streams": sorted(set(stream_of.values()))}
+            "side_stream_allocations": len(stream_of), "streams": sorted(set(stream_of.values())), "events": len(events)}

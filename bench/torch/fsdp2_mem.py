@@ -94,6 +94,22 @@ class StreamScope:
         return cls.stack[-1] if cls.stack else "compute"
 
 
+def begin_alloc_trace(tracker, on: bool) -> None:
+    """--alloc-replay: the tracker logs allocator events (MomentTracker._update_snap) with their streams."""
+    tracker.alloc_trace = [] if on else None
+    if on:
+        StreamScope.install()
+
+
+def replay_alloc_trace(tracker, reset_at: int):
+    """What the caching allocator would reserve for the logged allocations (allocator_replay.py), the peaks from event
+    `reset_at` (the reported step's start); None without a trace."""
+    if tracker.alloc_trace is None:
+        return None
+    import allocator_replay
+    return allocator_replay.replay(tracker.alloc_trace, reset_at=reset_at)
+
+
 class MomentTracker(FSDPMemTracker):
     """FSDPMemTracker that also names the moment of every maximum: the training phase the loop is in, the
     innermost FSDP unit and module running (forward, backward or recompute), FSDP's hook state and the op; and
@@ -449,9 +465,7 @@ def run(args) -> dict:
         tokens = torch.randint(0, shape.vocab, (args.micro_batch, args.seq), dtype=torch.int64)  # [B, S]
         labels = torch.randint(0, shape.vocab, (args.micro_batch, args.seq), dtype=torch.int64)  # [B, S]
         tracker = MomentTracker(model, optimizer, shape.vocab // tp)  # logits are vocabulary-sharded under TP
-        tracker.alloc_trace = [] if args.alloc_replay else None
-        if args.alloc_replay:
-            StreamScope.install()
+        begin_alloc_trace(tracker, args.alloc_replay)
         tracker.track_inputs((tokens, labels))
         replay_from = 0
         mark_recompute(model, tracker)
@@ -484,10 +498,7 @@ def run(args) -> dict:
     times["total_s"] = round(time.time() - t0, 2)
     times["build_s"] = round(times["build_s"], 2)
     s2 = steps[1]
-    replayed = None
-    if args.alloc_replay:  # what the caching allocator would reserve for these allocations (allocator_replay.py)
-        import allocator_replay
-        replayed = allocator_replay.replay(tracker.alloc_trace, 0, replay_from)
+    replayed = replay_alloc_trace(tracker, replay_from)
     moments = sorted(tracker.moments.items(), key=lambda kv: -kv[1]["total"])
     peak_moment = moment_json(tracker.peak_key, tracker.moments[tracker.peak_key]) if tracker.peak_key else None
     shard_bytes = expected_shard_bytes(param_shapes, dp_ranks, 4)

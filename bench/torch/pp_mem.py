@@ -373,8 +373,6 @@ def parse_args(argv):
     p.add_argument("--no-fp8-all-gather", action="store_true", help="with --float8: bf16 all-gather")
     p.add_argument("--alloc-replay", action="store_true", help="also replay the allocations through the caching "
                    "allocator's rules (allocator_replay.py): step 2's max reserved")
-    p.add_argument("--hbm-gib", type=float, default=0, help="with --alloc-replay: what the allocator may reserve "
-                   "before it releases cached segments (0: unlimited)")
     p.add_argument("--optimizer", choices=["foreach", "fused", "for-loop"], default="foreach")
     p.add_argument("--min-mb", type=float, default=1.0, help="list live allocations of at least this many MiB")
     p.add_argument("--top", type=int, default=60, help="live allocations listed one by one")
@@ -465,7 +463,7 @@ def run(args) -> dict:
             if args.float8:
                 tp_plan.convert_float8(part, fsdp_float8_all_gather=not args.no_fp8_all_gather)
             if tp > 1:
-                tp_plan.apply_tp_stage(part, mesh["tp"], args.float8)
+                tp_plan.apply_tp(part, mesh["tp"], args.float8)
             apply_recompute_stage(impl, part, args.recompute, args.ac_early_stop)
             n_units += apply_fsdp_stage(part, dp_mesh, args.reshard_after_forward)
             part.to_empty(device="cpu")
@@ -490,9 +488,7 @@ def run(args) -> dict:
         tokens = torch.randint(0, shape.vocab, (mb * n_mb, seq), dtype=torch.int64)  # the local batch
         labels = torch.randint(0, shape.vocab, (mb * n_mb, seq), dtype=torch.int64)
         tracker = PPTracker(parts, optimizer, shape.vocab // tp, int(args.min_mb * MiB))
-        tracker.alloc_trace = [] if args.alloc_replay else None
-        if args.alloc_replay:
-            fsdp2_mem.StreamScope.install()
+        fsdp2_mem.begin_alloc_trace(tracker, args.alloc_replay)
         tracker.track_inputs((tokens, labels))
         replay_from = 0
         for part in parts:
@@ -533,11 +529,7 @@ def run(args) -> dict:
                 steps.append({"start": start, "peak": peak, "end": fsdp2_mem.current_device_snapshot(tracker),
                               "seconds": round(time.time() - ts, 2)})
     s2 = steps[1]
-    replayed = None
-    if args.alloc_replay:  # what the caching allocator would reserve for these allocations (allocator_replay.py)
-        import allocator_replay
-        replayed = allocator_replay.replay(tracker.alloc_trace, int(args.hbm_gib * GiB), replay_from)
-        replayed["events"] = len(tracker.alloc_trace)
+    replayed = fsdp2_mem.replay_alloc_trace(tracker, replay_from)
     peak_key = tracker.peak_key
     peak_moment = fsdp2_mem.moment_json(peak_key, tracker.moments[peak_key]) if peak_key else None
     live = []

@@ -65,14 +65,20 @@ def hide_sharding_propagation() -> None:
     ShardingPropagator._propagate_tensor_meta_non_cached = propagate
 
 
-def apply_tp(model, tp_mesh) -> None:
-    parallelize_module(model, tp_mesh, {
-        "tok_embeddings": RowwiseParallel(input_layouts=Replicate(), output_layouts=Shard(1)),
-        "norm": SequenceParallel(),
-        "lm_head": ColwiseParallel(input_layouts=Shard(1), output_layouts=Shard(-1), use_local_output=False),
-    })
+def apply_tp(model, tp_mesh, float8: bool = False) -> None:
+    """The whole model's plan, or a pipeline stage's (pp_mem.py StageDecoder: the embedding only on the first stage,
+    the final norm and LM head only on the last; torchtitan applies the same plan after the pipeline split, and
+    parallelize_module cannot take plan entries for modules set to None)."""
+    plan = {}
+    if model.tok_embeddings is not None:
+        plan["tok_embeddings"] = RowwiseParallel(input_layouts=Replicate(), output_layouts=Shard(1))
+    if model.norm is not None:
+        plan["norm"] = SequenceParallel()
+        plan["lm_head"] = ColwiseParallel(input_layouts=Shard(1), output_layouts=Shard(-1), use_local_output=False)
+    if plan:
+        parallelize_module(model, tp_mesh, plan)
     for block in model.layers.values():
-        apply_tp_block(block, tp_mesh)
+        apply_tp_block(block, tp_mesh, float8)
 
 
 def apply_tp_block(block, tp_mesh, float8: bool = False) -> None:
@@ -101,22 +107,6 @@ def apply_tp_block(block, tp_mesh, float8: bool = False) -> None:
     if hasattr(block.feed_forward, "w3"):
         plan["feed_forward.w3"] = colwise()
     parallelize_module(block, tp_mesh, plan)
-
-
-def apply_tp_stage(model, tp_mesh, float8: bool = False) -> None:
-    """apply_tp restricted to the modules a pipeline stage holds (pp_mem.py StageDecoder: the embedding only on the
-    first stage, the final norm and LM head only on the last; torchtitan applies the same plan after the pipeline
-    split, and parallelize_module cannot take plan entries for modules set to None)."""
-    plan = {}
-    if model.tok_embeddings is not None:
-        plan["tok_embeddings"] = RowwiseParallel(input_layouts=Replicate(), output_layouts=Shard(1))
-    if model.norm is not None:
-        plan["norm"] = SequenceParallel()
-        plan["lm_head"] = ColwiseParallel(input_layouts=Shard(1), output_layouts=Shard(-1), use_local_output=False)
-    if plan:
-        parallelize_module(model, tp_mesh, plan)
-    for block in model.layers.values():
-        apply_tp_block(block, tp_mesh, float8)
 
 
 def convert_float8(model, fsdp_float8_all_gather: bool) -> None:
