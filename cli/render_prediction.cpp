@@ -147,6 +147,15 @@ json memory_json(const Prediction& p) {
     if (p.strategy.offload_optimizer && z > 0) c.master = c.optimizer = 0;  // on the host (ZeRO-Offload)
     by_zero.push_back({{"zero", z}, {"bytes", rounded(c.model_states())}});
   }
+  // The moment of the most allocated (what torch.cuda.max_memory_allocated and PyTorch's memory trackers report),
+  // less the CUDA/NCCL runtime and the allocator's reserve, which they do not see.
+  json allocated_components = json::object();
+  for (const NamedBytes& nb : component_bytes(st.allocated)) allocated_components[nb.name] = nb.bytes;
+  const json allocated = {
+      {"bytes", bytes_to_int(st.allocated.total() - st.allocated.runtime - st.allocated.fragmentation)},
+      {"phase", to_string(st.allocated_phase)},
+      {"block", st.allocated_block},
+      {"components", allocated_components}};
   const int64_t peak = p.peak_bytes();
   return {{"peak_bytes", peak},
           {"capacity_bytes", m.capacity_bytes},
@@ -163,6 +172,7 @@ json memory_json(const Prediction& p) {
           {"components", components},
           {"items", items},
           {"stages", stages},
+          {"allocated", allocated},
           {"model_states_by_zero", by_zero},
           {"host",
            {{"bytes_per_rank", rounded(m.host_bytes_per_rank)},

@@ -255,10 +255,14 @@ double block_backward_scratch_bytes(const ModelSpec& m, const Strategy& s) {
 
 namespace {
 
-// torchtitan's op-level policy as it counts (activation_checkpoint.py _get_custom_policy): within each block's
-// forward, the 1st, 3rd, ... aten.mm are saved and the others recomputed, as is everything elementwise; SDPA's output
-// and log-sum-exp are saved; the checkpoint keeps the block input. Biased projections dispatch addmm, which the
-// policy does not save. Matmuls in forward order: q, k, v (or one fused qkv), out; gate, up, down (GELU: fc1, fc2).
+// torchtitan's op-level policy as it counts (distributed/activation_checkpoint.py SelectiveAC _get_custom_policy):
+// within each block's forward, the 1st, 3rd, ... aten.mm / aten.linear are saved and the others recomputed, as is
+// everything elementwise; SDPA's output and log-sum-exp are saved; the checkpoint keeps the block input. A biased
+// projection dispatches aten.addmm (at::linear's fused path for contiguous input), which the policy saves whole
+// (_get_default_save_ops: the partitioner's compute_intensive_ops, addmm among them) without counting it among the
+// alternating matmuls (reports/fsdp2-memory-outside.md, Qwen2.5 7B: 0.98 GiB of q/k/v outputs at 16 ranks).
+// torchtitan 9dec370 (2024-12) neither saved nor counted it: its _save_list held aten.mm only, and its models had
+// no biases. Matmuls in forward order: q, k, v (or one fused qkv), out; gate, up, down (GELU: fc1, fc2).
 double odd_matmul_selective_bytes(const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw) {
   const double a = activation_dtype_bytes(s);
   const double h = static_cast<double>(m.hidden), q = static_cast<double>(model_q_width(m));
@@ -273,14 +277,20 @@ double odd_matmul_selective_bytes(const ModelSpec& m, const Strategy& s, const F
   if (fw.fused_qkv_projection) mms[n++] = {q + 2 * kv, ActSplit::tensor, m.qkv_bias};
   else mms[n++] = {q, ActSplit::tensor, m.qkv_bias}, mms[n++] = {kv, ActSplit::tensor, m.qkv_bias},
        mms[n++] = {kv, ActSplit::tensor, m.qkv_bias};
-  mms[n++] = {h, ActSplit::sequence, m.out_bias};
+  // A row-parallel projection's output under DTensor TP is the Partial local product, [T, h] whole on every rank
+  // until its reduce-scatter (tensor/parallel/style.py RowwiseParallel: the redistribute to Shard(1) runs after the
+  // linear), and that is what the policy saves (reports/tp-memory.md: 4,096 B a token more at 8B, TP 2).
+  const ActSplit row_out = fw.tp_saves_gathered_inputs ? ActSplit::replicated : ActSplit::sequence;
+  mms[n++] = {h, row_out, m.out_bias};
   for (int64_t i = 0; i + 1 < model_mlp_matrices(m); ++i) mms[n++] = {f, ActSplit::tensor, m.out_bias};
-  mms[n++] = {h, ActSplit::sequence, m.out_bias};
+  mms[n++] = {h, row_out, m.out_bias};
   TermList terms;
   terms.push_back({"block input", a * h, ActSplit::sequence, false});
   terms.push_back({"attention output and log-sum-exp", a * q + 4 * static_cast<double>(m.heads), ActSplit::tensor, false});
-  for (int i = 0; i < n; i += 2)
-    if (!mms[i].biased) terms.push_back({"saved matmul output", a * mms[i].width, mms[i].split, false});
+  int counted = 0;
+  for (int i = 0; i < n; ++i)
+    if (mms[i].biased) terms.push_back({"saved biased matmul output (addmm)", a * mms[i].width, mms[i].split, false});
+    else if (counted++ % 2 == 0) terms.push_back({"saved matmul output", a * mms[i].width, mms[i].split, false});
   return sum_terms(terms, s, false);
 }
 

@@ -88,8 +88,14 @@ StepPlan plan_step(const ModelSpec& m, const Strategy& s, const ClusterSpec& c) 
   const int64_t n = shard_degree(s);
   const bool per_step = effective_grad_sync(s, fw) == GradSync::per_step;
   plan.sync_every_micro = !per_step;
-  if (grad_reduce_degree(s) > 1)
-    plan.dp_mode = s.zero >= 2 && n > 1 && (fw.zero2_gathers_units || s.zero == 3) ? DpMode::units : DpMode::buckets;
+  // FSDP over one rank still works unit by unit — gathers (a copy), frees its bf16 copies, keeps no gradients between
+  // steps — and torchtitan applies it whatever the degree (models/llama3/parallelize.py: "with shard_degree=1 it is a
+  // no-op for the all-gather but still installs the MixedPrecisionPolicy"): the memory moments hold there too.
+  const bool fsdp_on_one_rank = n == 1 && fw.memory_moments && s.zero >= 2 && !s.offload_optimizer;
+  if (grad_reduce_degree(s) > 1 || fsdp_on_one_rank)
+    plan.dp_mode = s.zero >= 2 && (n > 1 || fsdp_on_one_rank) && (fw.zero2_gathers_units || s.zero == 3)
+                       ? DpMode::units
+                       : DpMode::buckets;
   plan.keeps_unsharded_grads = s.zero >= 2 && n > 1 && plan.micro_batches > 1 && per_step;
   plan.overlap_buckets = effective_overlap_grad_reduce(s, fw);
   plan.overlap_param_gather = effective_overlap_param_gather(s, fw);

@@ -6,8 +6,9 @@ configurations, and writes the Markdown comparison (reports/fsdp2-memory.md) and
 
 Components are compared on common ground (README.md "Component mapping"): shardplan's buffers are split by their
 items into gathered parameters, unsharded gradients and optimizer temporaries; the tracker's categories are summed
-into the same groups. The shardplan figure compared is its peak less `runtime` and `fragmentation`, which the
-tracker cannot see (CUDA context, NCCL, cuBLAS workspace, allocator reserve).
+into the same groups. The shardplan figure compared is its moment of the most allocated (predict's
+`memory.allocated`: the allocation less `runtime` and `fragmentation`, which the tracker cannot see: CUDA context,
+NCCL, cuBLAS workspace, allocator reserve); its reported peak is the moment of the most reserved.
 """
 import argparse
 import datetime
@@ -61,6 +62,27 @@ def tp_cases():
             case("llama3-70b", "titan", 16, 3, "full", 4096, tp=8)]
 
 
+def outside_cases():
+    """Shapes outside the default table (bench/torch/shapes/): q/k/v biases (Qwen2.5 7B), tied embeddings (Llama 3.2
+    1B), an attention wider than the model (head_dim 128 on a 2560-wide model, Qwen3-4B's shape), a small vocabulary
+    (Mistral 7B); 16 and 32 ranks, 3-sequence micro-batches, seq 4096: the issue's check "shapes outside your own
+    table" run here before anyone runs it elsewhere (reports/fsdp2-memory-outside.md)."""
+    shape = lambda name: f"bench/torch/shapes/{name}.yaml"  # relative to the repository root, as the JSON keeps it
+    cases = []
+    for impl in ("hf", "titan"):
+        cases += [case(shape("qwen2.5-7b"), impl, 16, 3, "none", 4096), case(shape("qwen2.5-7b"), impl, 16, 2, "full", 4096),
+                  case(shape("qwen2.5-7b"), impl, 16, 3, "selective", 4096),
+                  case(shape("llama3.2-1b"), impl, 8, 3, "none", 4096, 3), case(shape("llama3.2-1b"), impl, 8, 2, "full", 4096, 3),
+                  case(shape("wide-head-4b"), impl, 32, 3, "none", 4096), case(shape("wide-head-4b"), impl, 32, 3, "full", 4096, 2),
+                  case(shape("mistral-7b"), impl, 16, 3, "selective", 4096, 2), case(shape("mistral-7b"), impl, 16, 2, "none", 4096)]
+    # every projection biased (GPT-style), and torchtitan's TP plan over the new shapes
+    cases += [case("bench/torch/gpt3-1.3b.yaml", "titan", 8, 3, "selective", 2048, 2),
+              case(shape("qwen2.5-7b"), "titan", 16, 3, "selective", 4096, tp=4),
+              case(shape("wide-head-4b"), "titan", 16, 3, "full", 8192, tp=2),
+              case(shape("llama3.2-1b"), "titan", 8, 2, "none", 4096, 2, tp=2)]
+    return cases
+
+
 def quick_cases():
     return [case("llama3-8b", "hf", 8, 3, "none", 2048), case("llama3-8b", "titan", 8, 2, "full", 2048)]
 
@@ -71,13 +93,20 @@ def case_id(c) -> str:
     return f'{m}-{c["impl"]}-n{c["ranks"]}{tp}-z{c["zero"]}-{c["recompute"]}-s{c["seq"]}-b{c["micro_batch"]}'
 
 
-def model_flags(c):
-    return ["--model", c["model"]] if c["model"].endswith(".yaml") else ["--preset", c["model"]]
+def model_path(c) -> str:
+    """A case's model YAML: a path relative to the repository root, or absolute."""
+    return os.path.join(ROOT, c["model"])
+
+
+def model_flags(c, resolve=True):
+    if not c["model"].endswith(".yaml"):
+        return ["--preset", c["model"]]
+    return ["--model", model_path(c) if resolve else c["model"]]
 
 
 def model_yaml(shardplan, c, tmp) -> str:
     if c["model"].endswith(".yaml"):
-        return c["model"]
+        return model_path(c)
     path = os.path.join(tmp, c["model"] + ".yaml")
     if not os.path.exists(path):
         text = subprocess.run([shardplan, "presets", "show", c["model"]], check=True, capture_output=True,
@@ -93,8 +122,8 @@ def framework_of(c) -> str:
     return "torchtitan" if c["impl"] == "titan" else "fsdp"
 
 
-def predict_cmd(shardplan, c):
-    return [shardplan, "predict", *model_flags(c), "--framework", framework_of(c), "--precision", "amp-bf16",
+def predict_cmd(shardplan, c, resolve=True):
+    return [shardplan, "predict", *model_flags(c, resolve), "--framework", framework_of(c), "--precision", "amp-bf16",
             "--zero", str(c["zero"]), "--recompute", c["recompute"], "--gpus", str(c["ranks"]),
             "--seq", str(c["seq"]), "--micro-batch", str(c["micro_batch"]),
             "--global-batch", str(c["micro_batch"] * c["ranks"] // c.get("tp", 1)), "--gpu", "h100-sxm",
@@ -119,11 +148,20 @@ def measure(shardplan, c, tmp, results_dir, reuse, timeout):
 
 
 def predicted_groups(pred) -> dict:
-    """shardplan's components regrouped as the tracker sees them."""
-    comp = pred["memory"]["components"]
+    """shardplan's components at its moment of the most allocated (predict's memory.allocated: what the tracker
+    measures; the reported peak is the moment of the most reserved), regrouped as the tracker sees them. The items
+    that split `buffers` into gathered parameters, gradient buffers and optimizer temporaries are the reserved
+    peak's: used when the two moments are one."""
+    mem = pred["memory"]
+    alloc = mem["allocated"]
+    comp = alloc["components"]
     g = {"params": comp["params"], "grads": comp["grads"], "opt": comp["master"] + comp["optimizer"],
-         "act": comp["activations"], "logits": comp["logits"], "buffers": 0}
-    for item in pred["memory"].get("items", []):
+         "act": comp["activations"], "logits": comp["logits"], "buffers": comp["buffers"]}
+    g["total"] = alloc["bytes"]
+    if alloc["phase"] != mem["peak_phase"]:
+        return g
+    g["buffers"] = 0
+    for item in mem.get("items", []):
         if item["component"] != "buffers":
             continue
         what = item["what"]
@@ -135,7 +173,6 @@ def predicted_groups(pred) -> dict:
             g["opt"] += item["bytes"]
         else:
             g["buffers"] += item["bytes"]
-    g["total"] = pred["memory"]["peak_bytes"] - comp["runtime"] - comp["fragmentation"]
     return g
 
 
@@ -168,10 +205,11 @@ def describe(m) -> str:
 
 
 def predicted_moment(pred) -> str:
-    """shardplan's moment of the peak (predict's memory.stages[].phase, and the block for a block's backward)."""
-    st = max(pred["memory"].get("stages", [{}]), key=lambda x: x.get("peak_bytes", 0))
-    phase = st.get("phase", "-")
-    return f"block {st['block']} backward" if phase == "block backward" and st.get("block", -1) >= 0 else phase
+    """shardplan's moment of the most allocated (predict's memory.allocated.phase, and the block for a block's
+    backward)."""
+    a = pred["memory"]["allocated"]
+    phase = a.get("phase", "-")
+    return f"block {a['block']} backward" if phase == "block backward" and a.get("block", -1) >= 0 else phase
 
 
 def summary(rows, key) -> str:
@@ -219,9 +257,10 @@ def short(c) -> str:
     return f'{m} {c["impl"]} N={c["ranks"]}{tp} Z{c["zero"]} {c["recompute"]} s{c["seq"]} b{c["micro_batch"]}'
 
 
-def render(rows, argv, started, seconds) -> str:
-    title = "FSDP2 × TP" if any(r["case"].get("tp", 1) > 1 for r in rows) else "FSDP2"
-    lines = [f"# {title} memory: PyTorch's allocations against `shardplan predict`", "",
+def render(rows, argv, started, seconds, case_set="default") -> str:
+    title = {"outside": "FSDP2 (and × TP) memory on shapes outside the default table",
+             "tp": "FSDP2 × TP memory"}.get(case_set, "FSDP2 memory")
+    lines = [f"# {title}: PyTorch's allocations against `shardplan predict`", "",
              "Generated by `bench/torch/compare.py` (issue 15, item 1). Command:", "",
              "```", " ".join(shlex.quote(a) for a in argv), "```", "",
              "(from the repository root, after `scripts/torch-venv.sh`; each case's own command is "
@@ -230,8 +269,8 @@ def render(rows, argv, started, seconds) -> str:
              f"Rendered {started} UTC; the cases took {seconds:.0f} s of harness time in all; torch {rows[0]['meas']['versions']['torch']}, transformers "
              f"{rows[0]['meas']['versions']['transformers']}; one H100-SXM rank (`--gpu h100-sxm`). "
              "Measured: step 2's peak of FSDPMemTracker over fake tensors (allocations rounded to 512 B as the "
-             "CUDA caching allocator does). Predicted: `shardplan predict` peak less `runtime` and "
-             "`fragmentation`. GiB = 2^30 bytes. `hf` = transformers LlamaForCausalLM (sdpa), `titan` = "
+             "CUDA caching allocator does). Predicted: `shardplan predict`'s moment of the most allocated "
+             "(`memory.allocated`: its allocation less `runtime` and `fragmentation`). GiB = 2^30 bytes. `hf` = transformers LlamaForCausalLM (sdpa), `titan` = "
              "torchtitan-style model (bench/torch/models.py). Error = (predicted − measured) / measured.", "",
              "## Peaks", "",
              "| case | measured GiB | moment of the measured peak | shardplan GiB (less runtime, frag.) | shardplan's moment | error % |",
@@ -314,7 +353,7 @@ def find_shardplan():
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--shardplan", default=find_shardplan(), help="the shardplan binary (default build/shardplan)")
-    ap.add_argument("--cases", choices=["default", "quick", "tp"], default="default")
+    ap.add_argument("--cases", choices=["default", "quick", "tp", "outside"], default="default")
     ap.add_argument("--only", default="", help="run only the cases whose id contains this text")
     ap.add_argument("--results", help="folder for each case's JSON (default: a temporary folder)")
     ap.add_argument("--reuse", action="store_true", help="use a case's JSON from --results when it is there")
@@ -326,7 +365,7 @@ def main(argv=None) -> int:
         print("error: --shardplan: no shardplan binary found; build it and pass its path", file=sys.stderr)
         return 2
     started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M")
-    cases = {"default": default_cases, "quick": quick_cases, "tp": tp_cases}[args.cases]()
+    cases = {"default": default_cases, "quick": quick_cases, "tp": tp_cases, "outside": outside_cases}[args.cases]()
     cases = [c for c in cases if args.only in case_id(c)]
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -342,13 +381,13 @@ def main(argv=None) -> int:
             peak = meas["peak"]
             logits = peak["moment"]["logits"] if peak["moment"] else 0
             rows.append({"case": c, "meas": meas, "pred": pred, "mg": measured_groups(peak["breakdown"], logits),
-                         "pg": predicted_groups(pred), "predict_command": predict_cmd("shardplan", c)})
+                         "pg": predicted_groups(pred), "predict_command": predict_cmd("shardplan", c, resolve=False)})
     if not rows:
         print("error: --only: no case matches", file=sys.stderr)
         return 2
     python = os.path.relpath(sys.executable, ROOT) if sys.executable.startswith(ROOT) else sys.executable
     text = render(rows, [python, "bench/torch/compare.py"] + (argv if argv is not None else sys.argv[1:]), started,
-                  sum(r["meas"]["seconds"]["total_s"] for r in rows))
+                  sum(r["meas"]["seconds"]["total_s"] for r in rows), args.cases)
     if args.out:
         kept = ""
         if os.path.exists(args.out):

@@ -252,6 +252,15 @@ def hf_llama(s: Shape, seq: int) -> nn.Module:
                       tie_word_embeddings=s.tied_embeddings, attention_bias=s.qkv_bias, mlp_bias=s.out_bias,
                       use_cache=False, rope_parameters={"rope_type": "default", "rope_theta": s.rope_theta})
     cfg._attn_implementation = "sdpa"
+    if s.qkv_bias and not s.out_bias:
+        # LlamaConfig's attention_bias puts a bias on o_proj too; Qwen2's attention has one on q/k/v only
+        # (transformers models/qwen2/modeling_qwen2.py Qwen2Attention) and is otherwise Llama's block.
+        from transformers import Qwen2Config, Qwen2ForCausalLM
+
+        q = Qwen2Config(**{k: v for k, v in cfg.to_dict().items() if k not in ("attention_bias", "mlp_bias",
+                                                                              "model_type", "architectures")})
+        q._attn_implementation = "sdpa"
+        return Qwen2ForCausalLM(q)
     return LlamaForCausalLM(cfg)
 
 

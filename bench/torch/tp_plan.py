@@ -75,8 +75,16 @@ def apply_tp(model, tp_mesh, float8: bool = False) -> None:
     if model.norm is not None:
         plan["norm"] = SequenceParallel()
         plan["lm_head"] = ColwiseParallel(input_layouts=Shard(1), output_layouts=Shard(-1), use_local_output=False)
+    tied = model.tok_embeddings is not None and model.norm is not None and \
+        model.lm_head.weight is model.tok_embeddings.weight
     if plan:
         parallelize_module(model, tp_mesh, plan)
+    if tied:
+        # Each ParallelStyle registers a new Parameter, which unties the weights; torchtitan shards the one tied
+        # weight Shard(0) for both modules (models/common/decoder_sharding.py set_decoder_sharding_config: both
+        # state_shardings tp=S(0)) and keeps it tied (decoder.py: tok_embeddings.weight = lm_head.weight). The
+        # embedding's Rowwise and the head's Colwise shard the same [vocab, hidden] weight on dim 0: re-tie.
+        model.tok_embeddings.weight = model.lm_head.weight
     for block in model.layers.values():
         apply_tp_block(block, tp_mesh, float8)
 
