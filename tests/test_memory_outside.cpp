@@ -1,7 +1,7 @@
 // Shapes outside the FSDP2 cross-check's own table (reports/fsdp2-memory-outside.json, bench/torch/compare.py
 // --cases outside): q/k/v biases (Qwen2.5 7B), tied embeddings (Llama 3.2 1B), an attention wider than the model
-// (head_dim 128 on 2560), a small vocabulary (Mistral 7B), a GPT-style model under selective checkpointing, and
-// torchtitan's TP plan over them. PyTorch's own allocations on fake tensors (torch 2.15, transformers 5.24), against
+// (head_dim 128 on 2560), a small vocabulary (Mistral 7B), a GPT-style model under selective checkpointing,
+// torchtitan's TP plan over them, hybrid sharding and gradient accumulation. PyTorch's own allocations on fake tensors (torch 2.15, transformers 5.24), against
 // shardplan's moment of the most allocated; and the two DTensor facts they showed, by hand.
 #include <doctest/doctest.h>
 
@@ -33,8 +33,9 @@ ModelSpec model_of(const std::string& model) {
   return presets().model_file(std::string(SHARDPLAN_SOURCE_DIR) + "/" + (at == std::string::npos ? model : model.substr(at)));
 }
 
-// FSDP2 (ZeRO-2/3, per-block units and the root) over `ranks / tp` data-parallel ranks, torchtitan's TP plan with
-// sequence parallelism where tp > 1; bf16 parameters, fp32 reductions.
+// FSDP2 (ZeRO-2/3, per-block units and the root) over `ranks / tp` data-parallel ranks (sharded within groups of
+// `hsdp` where set), torchtitan's TP plan with sequence parallelism where tp > 1, `grad_accum` micro-batches a step;
+// bf16 parameters, fp32 reductions.
 Strategy fsdp2_case(const nlohmann::json& c) {
   Strategy s;
   s.framework = c["impl"] == "titan" ? Framework::torchtitan : Framework::fsdp;
@@ -46,8 +47,9 @@ Strategy fsdp2_case(const nlohmann::json& c) {
   s.zero = c["zero"];
   s.recompute = test::recompute_named(c["recompute"]);
   s.seq = c["seq"];
+  s.hsdp = c.value("hsdp", 0);
   s.micro_batch = c["micro_batch"];
-  s.global_batch = s.micro_batch * s.dp;
+  s.global_batch = s.micro_batch * s.dp * c.value("grad_accum", 1);
   return s;
 }
 

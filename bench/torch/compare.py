@@ -26,11 +26,15 @@ GIB = 2**30
 KEEP_MARK = "<!-- findings: compare.py keeps everything below this line when it rewrites the file -->"
 
 
-def case(model, impl, ranks, zero, recompute, seq, mb=1, tp=1):
+def case(model, impl, ranks, zero, recompute, seq, mb=1, tp=1, hsdp=0, ga=1):
     c = {"model": model, "impl": impl, "ranks": ranks, "zero": zero, "recompute": recompute, "seq": seq,
          "micro_batch": mb}
     if tp > 1:
         c["tp"] = tp  # torchtitan's TP plan with SP and loss_parallel (tp_plan.py); FSDP over ranks / tp
+    if hsdp:
+        c["hsdp"] = hsdp  # shard within groups of hsdp ranks, replicate across them
+    if ga > 1:
+        c["grad_accum"] = ga  # micro-batches per optimizer step, each one's gradients reduced
     return c
 
 
@@ -80,6 +84,11 @@ def outside_cases():
               case(shape("qwen2.5-7b"), "titan", 16, 3, "selective", 4096, tp=4),
               case(shape("wide-head-4b"), "titan", 16, 3, "full", 8192, tp=2),
               case(shape("llama3.2-1b"), "titan", 8, 2, "none", 4096, 2, tp=2)]
+    # hybrid sharding and gradient accumulation (torchtitan's train step reduces every micro-batch)
+    cases += [case(shape("llama3.2-1b"), "titan", 16, 3, "full", 4096, 2, hsdp=8, ga=3),
+              case(shape("qwen2.5-7b"), "hf", 16, 2, "none", 2048, ga=4),
+              case(shape("mistral-7b"), "titan", 32, 3, "selective", 4096, hsdp=8, ga=2),
+              case("llama3-8b", "titan", 8, 3, "selective", 4096, tp=2, ga=2)]
     return cases
 
 
@@ -90,7 +99,9 @@ def quick_cases():
 def case_id(c) -> str:
     m = os.path.splitext(os.path.basename(c["model"]))[0]
     tp = f'-tp{c["tp"]}' if c.get("tp", 1) > 1 else ""
-    return f'{m}-{c["impl"]}-n{c["ranks"]}{tp}-z{c["zero"]}-{c["recompute"]}-s{c["seq"]}-b{c["micro_batch"]}'
+    tp += f'-hsdp{c["hsdp"]}' if c.get("hsdp") else ""
+    ga = f'-ga{c["grad_accum"]}' if c.get("grad_accum", 1) > 1 else ""
+    return f'{m}-{c["impl"]}-n{c["ranks"]}{tp}-z{c["zero"]}-{c["recompute"]}-s{c["seq"]}-b{c["micro_batch"]}{ga}'
 
 
 def model_path(c) -> str:
@@ -126,8 +137,9 @@ def predict_cmd(shardplan, c, resolve=True):
     return [shardplan, "predict", *model_flags(c, resolve), "--framework", framework_of(c), "--precision", "amp-bf16",
             "--zero", str(c["zero"]), "--recompute", c["recompute"], "--gpus", str(c["ranks"]),
             "--seq", str(c["seq"]), "--micro-batch", str(c["micro_batch"]),
-            "--global-batch", str(c["micro_batch"] * c["ranks"] // c.get("tp", 1)), "--gpu", "h100-sxm",
-            *(["--tp", str(c["tp"])] if c.get("tp", 1) > 1 else []), "--format", "json"]
+            "--global-batch", str(c["micro_batch"] * c["ranks"] // c.get("tp", 1) * c.get("grad_accum", 1)),
+            "--gpu", "h100-sxm", *(["--tp", str(c["tp"])] if c.get("tp", 1) > 1 else []),
+            *(["--hsdp", str(c["hsdp"])] if c.get("hsdp") else []), "--format", "json"]
 
 
 def measure(shardplan, c, tmp, results_dir, reuse, timeout):
@@ -137,7 +149,8 @@ def measure(shardplan, c, tmp, results_dir, reuse, timeout):
             return json.load(f)
     cmd = [sys.executable, os.path.join(HERE, "fsdp2_mem.py"), "--model-yaml", model_yaml(shardplan, c, tmp),
            "--impl", c["impl"], "--ranks", str(c["ranks"]), "--zero", str(c["zero"]), "--recompute", c["recompute"],
-           "--seq", str(c["seq"]), "--micro-batch", str(c["micro_batch"]), "--tp", str(c.get("tp", 1)), "--out", out]
+           "--seq", str(c["seq"]), "--micro-batch", str(c["micro_batch"]), "--tp", str(c.get("tp", 1)),
+           "--hsdp", str(c.get("hsdp", 0)), "--grad-accum", str(c.get("grad_accum", 1)), "--out", out]
     t0 = time.time()
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     if r.returncode != 0:
@@ -254,7 +267,9 @@ def shardplan_logit_bytes(pred):
 def short(c) -> str:
     m = os.path.splitext(os.path.basename(c["model"]))[0]
     tp = f' TP{c["tp"]}' if c.get("tp", 1) > 1 else ""
-    return f'{m} {c["impl"]} N={c["ranks"]}{tp} Z{c["zero"]} {c["recompute"]} s{c["seq"]} b{c["micro_batch"]}'
+    tp += f' HSDP{c["hsdp"]}' if c.get("hsdp") else ""
+    ga = f' ×{c["grad_accum"]}' if c.get("grad_accum", 1) > 1 else ""
+    return f'{m} {c["impl"]} N={c["ranks"]}{tp} Z{c["zero"]} {c["recompute"]} s{c["seq"]} b{c["micro_batch"]}{ga}'
 
 
 def render(rows, argv, started, seconds, case_set="default") -> str:

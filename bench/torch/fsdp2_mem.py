@@ -414,6 +414,10 @@ def parse_args(argv):
     p.add_argument("--optimizer", choices=["foreach", "fused", "for-loop"], default="foreach",
                    help="AdamW implementation (foreach: PyTorch's default on CUDA)")
     p.add_argument("--layers", type=int, default=0, help="override the shape's layer count (small checks)")
+    p.add_argument("--grad-accum", type=int, default=1, help="micro-batches per optimizer step; FSDP2 reduces "
+                   "each one's gradients as torchtitan's train step does (no set_requires_gradient_sync)")
+    p.add_argument("--hsdp", type=int, default=0, help="hybrid sharding: shard within groups of N ranks, replicate "
+                   "across them (a 2-D (replicate, shard) mesh, as torchtitan's dp_replicate × dp_shard)")
     p.add_argument("--alloc-replay", action="store_true", help="also replay the allocations through the caching "
                    "allocator's rules (allocator_replay.py): step 2's max reserved")
     p.add_argument("--out", help="also write the JSON here")
@@ -440,13 +444,19 @@ def run(args) -> dict:
         tp_plan.check_divisible(shape, tp)
         tp_plan.allow_meshes_under_fake_mode()
         tp_plan.hide_sharding_propagation()
+    if args.hsdp and (tp > 1 or args.ranks % args.hsdp):
+        raise ValueError(f"--hsdp {args.hsdp} needs --tp 1 and --ranks a multiple of it")
     if not dist.is_initialized():
         dist.init_process_group("fake", rank=0, world_size=args.ranks, store=FakeStore())
     from torch.distributed.device_mesh import init_device_mesh
-    # Outside FakeTensorMode, as torchtitan's estimator notes; with TP a 2-D (dp, tp) mesh, FSDP over dp.
+    # Outside FakeTensorMode, as torchtitan's estimator notes; with TP a 2-D (dp, tp) mesh, FSDP over dp; HSDP a 2-D
+    # (replicate, shard) mesh, which fully_shard takes as replicate-then-shard.
     mesh2d = init_device_mesh("cpu", (args.ranks // tp, tp), mesh_dim_names=("dp", "tp")) if tp > 1 else None
-    mesh = mesh2d["dp"] if tp > 1 else init_device_mesh("cpu", (args.ranks,))
-    dp_ranks = args.ranks // tp
+    if args.hsdp:
+        mesh = init_device_mesh("cpu", (args.ranks // args.hsdp, args.hsdp), mesh_dim_names=("replicate", "shard"))
+    else:
+        mesh = mesh2d["dp"] if tp > 1 else init_device_mesh("cpu", (args.ranks,))
+    dp_ranks = args.hsdp or args.ranks // tp  # the ranks a parameter is sharded over
     torch.manual_seed(0)
     times = {}
     # With TP, DTensor's dispatch reads the meshes' real rank tables: those are the only non-fake inputs.
@@ -478,12 +488,15 @@ def run(args) -> dict:
                 if step == 1 and args.alloc_replay:
                     replay_from = len(tracker.alloc_trace)
                 start = tracker.begin_step() if step == 1 else current_device_snapshot(tracker)
-                with tp_plan.loss_context(tp):
-                    tracker.phase = "forward"
-                    loss = impl.loss(model, tokens, labels)
-                    tracker.phase = "backward"
-                    loss.backward()
-                    del loss
+                for micro in range(args.grad_accum):  # torchtitan train.py train_step: forward_backward_step each
+                    if micro:
+                        tracker.reset_mod_stats()  # the tracker's per-module stats take one forward per step
+                    with tp_plan.loss_context(tp):
+                        tracker.phase = "forward"
+                        loss = impl.loss(model, tokens, labels)
+                        tracker.phase = "backward"
+                        loss.backward()
+                        del loss
                 tracker.phase = "optimizer"
                 optimizer.step()
                 tracker.phase = "zero_grad"
@@ -529,7 +542,8 @@ def run(args) -> dict:
         if key[0] not in phase_peaks or m["total"] > phase_peaks[key[0]]["bytes"]:
             phase_peaks[key[0]] = moment_json(key, m)
     return {
-        "case": {"model": shape.name, "impl": args.impl, "ranks": args.ranks, "tp": tp, "zero": args.zero,
+        "case": {"model": shape.name, "impl": args.impl, "ranks": args.ranks, "tp": tp, "hsdp": args.hsdp,
+                 "grad_accum": args.grad_accum, "zero": args.zero,
                  "recompute": args.recompute, "seq": args.seq, "micro_batch": args.micro_batch, "wrap": args.wrap,
                  "optimizer": args.optimizer, "layers": shape.layers},
         "versions": {"torch": torch.__version__, "transformers": _transformers_version()},
@@ -574,7 +588,8 @@ def run_and_print(run_case, args) -> int:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    for flag, v in (("--ranks", args.ranks), ("--seq", args.seq), ("--micro-batch", args.micro_batch)):
+    for flag, v in (("--ranks", args.ranks), ("--seq", args.seq), ("--micro-batch", args.micro_batch),
+                    ("--grad-accum", args.grad_accum)):
         if v < 1:
             print(f"error: {flag} must be at least 1, got {v}", file=sys.stderr)
             return 2
