@@ -7,7 +7,7 @@ const std::vector<std::string_view>& moe_model_keys() {
       "experts",          "experts_per_token", "shared_experts",   "expert_ffn_hidden", "dense_layers",
       "moe_layer_freq",   "router_bias",       "q_lora_rank",      "kv_lora_rank",      "qk_rope_head_dim",
       "qk_nope_head_dim", "v_head_dim",        "mtp_layers",       "sliding_window",    "sliding_window_pattern",
-      "qk_norm",          "attention_sinks",   "block_norms"};
+      "qk_norm",          "qk_norm_full_width", "attention_sinks", "block_norms"};
   return keys;
 }
 
@@ -28,7 +28,8 @@ void read_moe_keys(const yaml::MapReader& r, ModelSpec& m) {
   m.mtp_layers = r.integer_or("mtp_layers", 0, Bound::non_negative);
   m.sliding_window = r.integer_or("sliding_window", 0, Bound::positive);
   m.sliding_window_pattern = r.integer_or("sliding_window_pattern", 1, Bound::positive);
-  m.qk_norm = r.boolean_or("qk_norm", false);
+  m.qk_norm_full_width = r.boolean_or("qk_norm_full_width", false);
+  m.qk_norm = r.boolean_or("qk_norm", false) || m.qk_norm_full_width;
   m.attention_sinks = r.boolean_or("attention_sinks", false);
   m.block_norms = r.integer_or("block_norms", 2, Bound::positive);
 }

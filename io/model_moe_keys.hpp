@@ -1,6 +1,6 @@
 #pragma once
 // The optional model-YAML keys of mixture-of-experts, MLA, MTP and sliding-window models (CONTRACT.md fixes the
-// names experts … sliding_window; moe_layer_freq, router_bias, sliding_window_pattern, qk_norm, attention_sinks and block_norms are
+// names experts … sliding_window; moe_layer_freq, router_bias, sliding_window_pattern, qk_norm, qk_norm_full_width, attention_sinks and block_norms are
 // this project's additions, planner/model.hpp says what each means).
 #include <string_view>
 #include <vector>

@@ -58,6 +58,9 @@ struct ModelSpec {
                                        // window (HF Gemma 3 sliding_window_pattern; 2 = alternating, GPT-OSS and
                                        // Gemma 2); 1 = every layer windowed
   bool qk_norm = false;            // extra key: RMSNorm of head_dim on queries and keys (Qwen3 q_norm/k_norm)
+  bool qk_norm_full_width = false; // extra key: the Q/K norms span the whole projections instead (OLMo 2:
+                                   // olmo_core/nn/attention.py Attention q_norm over d_model, k_norm over
+                                   // n_kv_heads·head_dim); implies qk_norm
   bool attention_sinks = false;    // extra key: one learned logit per head per layer (GPT-OSS self_attn.sinks)
   int64_t block_norms = 2;         // extra key: norms per block; Gemma 2/3 have 4 (pre- and post-norms around
                                    // attention and MLP: Gemma2DecoderLayer)

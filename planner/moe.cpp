@@ -58,9 +58,14 @@ MlaParams mla_of(const ModelSpec& m) {
   return p;
 }
 
-// Q/K norms (Qwen3Attention q_norm, k_norm: RMSNorm over head_dim, one gain vector each, shared by all heads) and
-// attention sinks (GPT-OSS GptOssAttention.sinks: one logit per head).
-int64_t qk_norm_params(const ModelSpec& m) { return m.qk_norm ? 2 * norm_of(m, model_head_dim(m)) : 0; }
+// Q/K norms (Qwen3Attention q_norm, k_norm: RMSNorm over head_dim, one gain vector each, shared by all heads; OLMo 2's
+// over the whole projections, olmo_core/nn/attention.py) and attention sinks (GPT-OSS GptOssAttention.sinks: one
+// logit per head).
+int64_t qk_norm_params(const ModelSpec& m) {
+  if (!m.qk_norm) return 0;
+  if (m.qk_norm_full_width) return norm_of(m, model_q_width(m)) + norm_of(m, m.kv_heads * model_head_dim(m));
+  return 2 * norm_of(m, model_head_dim(m));
+}
 int64_t sink_params(const ModelSpec& m) { return m.attention_sinks ? m.heads : 0; }
 
 void require(bool ok, const std::string& message) {

@@ -70,6 +70,18 @@ TEST_SUITE("params") {
     CHECK(p.total == 8'322'162'688);  // "≈ 8.3 B" in the seed article
   }
 
+  TEST_CASE("OLMo 2's Q/K norms span the whole projections (qk_norm_full_width)") {
+    // OLMo-core olmo_7B: untied 100,352 × 4096 embeddings; a block of 4h² attention, 3·h·11008 MLP, two norms of h
+    // and the Q and K norms of h each (olmo_core/nn/attention.py: q_norm over d_model, k_norm over kv heads × 128).
+    const int64_t h = 4096, block = 4 * h * h + 3 * h * 11008 + 2 * h + 2 * h;
+    CHECK(total("olmo2-7b") == 2 * 100352 * h + 32 * block + h);
+    CHECK(total("olmo2-7b") == 7'298'617'344);  // allenai/OLMo-2-1124-7B: 7.30 B
+    // Head-wise norms (Qwen3's) would be 2 × 128 per layer instead of 2 × 4096.
+    ModelSpec headwise = presets().model("olmo2-7b");
+    headwise.qk_norm_full_width = false;
+    CHECK(count_params(headwise).total == total("olmo2-7b") - 32 * (2 * h - 2 * 128));
+  }
+
   TEST_CASE("GQA shrinks K and V; SwiGLU has three matrices") {
     ModelSpec m = presets().model("llama3-8b");
     const BlockParams gqa = count_params(m).block;
