@@ -52,6 +52,7 @@ constexpr Family kFamilies[] = {
     {"gemma2", "Gemma2ForCausalLM", "Gemma2DecoderLayer"},
     {"gemma3", "Gemma3ForCausalLM", "Gemma3DecoderLayer"},
     {"nemotron", "NemotronForCausalLM", "NemotronDecoderLayer"},
+    {"olmo2", "Olmo2ForCausalLM", "Olmo2DecoderLayer"},
 };
 
 // model_type spellings (and old Falcon ones) → family.

@@ -199,8 +199,17 @@ void read_gemma2_3(const Fields& f, HfModel& out) {
                   m.sliding_window_pattern);
 }
 
+// OLMo 2: Llama's layout with the norms after attention and MLP (post_attention_layernorm,
+// post_feedforward_layernorm: two per block all the same) and RMSNorms over the whole query and key projections
+// (transformers models/olmo2/modeling_olmo2.py Olmo2Attention: q_norm of num_attention_heads × head_dim, k_norm of
+// num_key_value_heads × head_dim).
+void read_olmo2(const Fields& f, HfModel& out) {
+  read_llama_like(f, out);
+  out.spec.qk_norm = out.spec.qk_norm_full_width = true;
+}
+
 constexpr const char* kMoeFileFamilies[] = {"mixtral", "qwen3",  "qwen3_moe", "deepseek_v2", "deepseek_v3",
-                                            "gpt_oss", "llama4", "phi3",      "gemma2",      "gemma3"};
+                                            "gpt_oss", "llama4", "phi3",      "gemma2",      "gemma3", "olmo2"};
 
 }  // namespace
 
@@ -221,6 +230,7 @@ void read_moe_file_family(const Fields& f, HfModel& out) {
   else if (family == "gpt_oss") read_gpt_oss(f, out);
   else if (family == "llama4") read_llama4(f, out);
   else if (family == "gemma2" || family == "gemma3") read_gemma2_3(f, out);
+  else if (family == "olmo2") read_olmo2(f, out);
   else read_llama_like(f, out);  // phi3: fused qkv_proj and gate_up_proj hold Llama's matrices; its window read there
 }
 

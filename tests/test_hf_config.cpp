@@ -91,9 +91,22 @@ std::filesystem::path write_temp(const std::string& name, const std::string& tex
   return path;
 }
 
+// OLMo-2-1124-7B's config.json (allenai/OLMo-2-1124-7B): 7,298,617,344 parameters, as OLMo-core builds it
+// (tests/test_params.cpp counts the olmo2-7b preset by hand to the same figure).
+const char* kOlmo2_7b = R"({
+  "architectures": ["Olmo2ForCausalLM"], "model_type": "olmo2", "hidden_act": "silu", "hidden_size": 4096,
+  "intermediate_size": 11008, "max_position_embeddings": 4096, "num_attention_heads": 32, "num_hidden_layers": 32,
+  "num_key_value_heads": 32, "rms_norm_eps": 1e-06, "rope_theta": 500000, "attention_bias": false,
+  "tie_word_embeddings": false, "vocab_size": 100352})";
+
 }  // namespace
 
 TEST_SUITE("hf config") {
+  TEST_CASE("OLMo 2: full-width Q/K norms, the OLMo-core preset's count") {
+    CHECK(total_of(kOlmo2_7b) == 7'298'617'344);
+    CHECK(total_of(kOlmo2_7b) == count_params(PresetStore::builtin().model("olmo2-7b")).total);
+  }
+
   TEST_CASE("published totals, family by family") {
     CHECK(total_of(kLlama3_8b) == 8'030'261'248);
     CHECK(total_of(kLlama2_7b) == 6'738'415'616);
