@@ -106,6 +106,7 @@ FrameworkTraits fsdp2_traits() {
   // multiply, the normalised tensor in the input dtype for the weight multiply, and the fp32 rsqrt; its loss runs
   // inside the root's forward (labels=...).
   t.memory_moments = true;
+  t.units_on_one_rank = true;  // fully_shard on a one-rank mesh (framework.hpp); torchtitan applies it at any degree
   t.norm_impl = NormImpl::transformers_eager;
   t.selective_saves_odd_matmuls = true;
   t.loss_inside_root_forward = true;
@@ -128,6 +129,7 @@ FrameworkTraits fsdp2_traits() {
 FrameworkTraits fsdp1_traits() {
   FrameworkTraits t = fsdp2_traits();
   t.framework = Framework::fsdp1;
+  t.units_on_one_rank = false;  // NO_SHARD at world size 1 (framework.hpp)
   // FSDP1 stacks (llm-foundry, Accelerate, fms-fsdp) leave the allocator at its default.
   t.expandable_segments = false;
   t.tp_overlap_kind = TpOverlapKind::none;  // async TP is a DTensor + FSDP2 path (torchtitan); not modelled for FSDP1

@@ -154,6 +154,11 @@ struct FrameworkTraits {
   // The peak is the largest of the step's distinct moments (cross-entropy backward, a block's backward, the root's
   // post-backward, the optimizer step), each with what is live then, instead of every part's maximum added up.
   bool memory_moments = false;
+  // Over a single data-parallel rank the runtime still shards unit by unit (FSDP2's fully_shard on a one-rank mesh:
+  // the gathers are copies, the bf16 copies are freed, no gradients live between steps), so the moments hold there
+  // too; FSDP1 instead switches to NO_SHARD at world size 1 (torch/distributed/fsdp/_init_utils.py: "FSDP is switching
+  // to use `NO_SHARD` ... since the world size is 1").
+  bool units_on_one_rank = false;
   // What a norm saves for its backward (activations.cpp norm_saved_bytes): the legacy figure
   // (rmsnorm_saves_fp32_input), transformers' eager LlamaRMSNorm (fp32 upcast, normalised tensor, fp32 rsqrt), or a
   // fused kernel (input and fp32 rstd; aten::_fused_rms_norm, native_layer_norm adds the mean).

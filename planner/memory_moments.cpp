@@ -388,11 +388,12 @@ void optimizer_step(Ledger& l, const StageInputs& in, const Sizes& z) {
 
 }  // namespace
 
-// Whatever the sharding degree: FSDP over one rank allocates unit by unit all the same, and torchtitan applies it at
-// any degree (models/llama3/parallelize.py apply_fsdp_to_decoder "with shard_degree=1"); PyTorch's allocations at
-// TP 8 on 8 ranks agree (reports/tp-memory.md). sim/costs.cpp builds the same units there.
+// Over one rank too where the runtime still works unit by unit (FrameworkTraits::units_on_one_rank: FSDP2, which
+// torchtitan applies at any degree, models/llama3/parallelize.py apply_fsdp_to_decoder "with shard_degree=1");
+// PyTorch's allocations at TP 8 on 8 ranks agree (reports/tp-memory.md). sim/costs.cpp builds the same units there.
 bool uses_moments(const StageInputs& in) {
-  return in.fw.memory_moments && in.strategy.zero >= 2 && !in.strategy.offload_optimizer;
+  return in.fw.memory_moments && in.strategy.zero >= 2 && (in.shard > 1 || in.fw.units_on_one_rank) &&
+         !in.strategy.offload_optimizer;
 }
 
 namespace {

@@ -115,4 +115,23 @@ TEST_SUITE("memory outside the table") {
     CHECK(selective_bytes_per_token(m, fsdp2_case(one)) ==
           doctest::Approx(2 * (h + q + (q + 2 * kv) + f + h) + 4 * 32.0));
   }
+
+  TEST_CASE("FSDP2 over one data-parallel rank follows the moments; FSDP1 there is NO_SHARD") {
+    // Llama-3 8B at TP 8 on 8 ranks: torchtitan's fully_shard over the one-rank mesh keeps no bf16 copy between gathers
+    // and no gradients before the backward (measured: reports/tp-memory.json, 17.37 GiB at the cross-entropy backward,
+    // the allocated peak at the optimizer step); FSDP1 switches to NO_SHARD at world size 1 and keeps the legacy sum.
+    const ModelSpec m = presets().model("llama3-8b");
+    nlohmann::json c = {{"impl", "titan"}, {"ranks", 8}, {"tp", 8}, {"zero", 3}, {"recompute", "selective"},
+                        {"seq", 8192}, {"micro_batch", 1}};
+    Strategy s = fsdp2_case(c);
+    REQUIRE(s.dp == 1);
+    const Prediction titan = predict(m, s, h100());
+    CHECK(titan.memory.peak_stage().allocated_phase == MemoryPhase::optimizer_step);
+    CHECK(titan.memory.peak_stage().peak.grads == 0);  // the moments: no gradients held at the reserved peak
+    s.framework = Framework::fsdp1;
+    const Prediction fsdp1 = predict(m, s, h100());
+    // The legacy sum: every part's maximum at once, the gradients among them.
+    CHECK(fsdp1.memory.peak_stage().peak.grads > 0);
+    CHECK(test::tracked_allocation(fsdp1) > test::tracked_allocation(titan));
+  }
 }
