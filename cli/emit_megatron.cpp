@@ -109,6 +109,10 @@ void add_extended_model_args(const ModelSpec& m, const LaunchFacts& f, std::vect
     if (m.sliding_window_pattern > 1) arg2("--window-attn-skip-freq", std::to_string(m.sliding_window_pattern));
   }
   if (m.qk_norm) arg("--qk-layernorm");
+  // Megatron's Q/K layernorm normalises each head (transformer/attention.py q_layernorm over the head dim).
+  if (m.qk_norm_full_width)
+    notes.push_back("the model's Q/K norms span the whole projections (OLMo 2); --qk-layernorm normalises each head: "
+                    "the same parameter shapes up to a few thousand norm weights, not the same model");
   // One learned logit per head in the softmax's denominator (transformer_config.py softmax_type 'learnable';
   // examples/gptoss/02_train.sh).
   if (m.attention_sinks) arg2("--softmax-type", "learnable");

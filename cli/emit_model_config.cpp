@@ -63,7 +63,8 @@ ModelFamily model_family(const ModelSpec& m) {
     return ModelFamily::unknown;
   if (model_is_moe(m)) return moe_family(m);
   if (model_has_mla(m) || m.mtp_layers > 0 || m.sliding_window > 0 || m.attention_sinks) return ModelFamily::unknown;
-  if (m.qk_norm) return m.qkv_bias || m.out_bias ? ModelFamily::unknown : ModelFamily::qwen3;
+  // Qwen3's Q/K norms are per head; OLMo 2's span the whole projections (model.hpp qk_norm_full_width): no family.
+  if (m.qk_norm) return m.qkv_bias || m.out_bias || m.qk_norm_full_width ? ModelFamily::unknown : ModelFamily::qwen3;
   if (m.out_bias) return ModelFamily::unknown;
   return m.qkv_bias ? ModelFamily::qwen2 : ModelFamily::llama;
 }
