@@ -390,11 +390,12 @@ void optimizer_step(Ledger& l, const StageInputs& in, const Sizes& z) {
 
 // Over one rank too where the runtime still works unit by unit (FrameworkTraits::units_on_one_rank: FSDP2, which
 // torchtitan applies at any degree, models/llama3/parallelize.py apply_fsdp_to_decoder "with shard_degree=1");
-// PyTorch's allocations at TP 8 on 8 ranks agree (reports/tp-memory.md). sim/costs.cpp builds the same units there.
-bool uses_moments(const StageInputs& in) {
-  return in.fw.memory_moments && in.strategy.zero >= 2 && (in.shard > 1 || in.fw.units_on_one_rank) &&
-         !in.strategy.offload_optimizer;
+// PyTorch's allocations at TP 8 on 8 ranks agree (reports/tp-memory.md).
+bool moments_apply(const Strategy& s, const FrameworkTraits& fw, int64_t shard) {
+  return fw.memory_moments && s.zero >= 2 && (shard > 1 || fw.units_on_one_rank) && !s.offload_optimizer;
 }
+
+bool uses_moments(const StageInputs& in) { return moments_apply(in.strategy, in.fw, in.shard); }
 
 namespace {
 

@@ -22,9 +22,11 @@
 
 namespace shardplan::memory_detail {
 
-// Whether the stage's memory follows these moments: frameworks with FrameworkTraits::memory_moments, sharded
-// data parallelism (ZeRO-2/3 over more than one rank), optimizer states on the device.
-bool uses_moments(const StageInputs& in);
+// Whether memory follows these moments: frameworks with FrameworkTraits::memory_moments, sharded data parallelism
+// (ZeRO-2/3 over `shard` ranks, or over one where the runtime still works unit by unit: units_on_one_rank),
+// optimizer states on the device. sim/costs.cpp builds FSDP's units on the same rule.
+bool moments_apply(const Strategy& s, const FrameworkTraits& fw, int64_t shard);
+bool uses_moments(const StageInputs& in);  // moments_apply for the stage
 
 struct MomentLedger {
   Ledger ledger;

@@ -88,11 +88,8 @@ StepPlan plan_step(const ModelSpec& m, const Strategy& s, const ClusterSpec& c) 
   const int64_t n = shard_degree(s);
   const bool per_step = effective_grad_sync(s, fw) == GradSync::per_step;
   plan.sync_every_micro = !per_step;
-  // FSDP2 over one rank still works unit by unit — gathers (a copy), frees its bf16 copies, keeps no gradients between
-  // steps — and torchtitan applies it whatever the degree (models/llama3/parallelize.py: "with shard_degree=1 it is a
-  // no-op for the all-gather but still installs the MixedPrecisionPolicy"): the memory moments hold there too
-  // (FrameworkTraits::units_on_one_rank; FSDP1 is NO_SHARD there).
-  const bool fsdp_on_one_rank = n == 1 && fw.memory_moments && fw.units_on_one_rank && s.zero >= 2 && !s.offload_optimizer;
+  // FSDP2 over one rank still works unit by unit (planner/memory_moments.hpp moments_apply; FSDP1 is NO_SHARD there).
+  const bool fsdp_on_one_rank = n == 1 && memory_detail::moments_apply(s, fw, n);
   if (grad_reduce_degree(s) > 1 || fsdp_on_one_rank)
     plan.dp_mode = s.zero >= 2 && (n > 1 || fsdp_on_one_rank) && (fw.zero2_gathers_units || s.zero == 3)
                        ? DpMode::units

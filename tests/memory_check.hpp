@@ -1,8 +1,14 @@
 #pragma once
-// What the PyTorch cross-checks (reports/fsdp2-memory.json, reports/tp-memory.json) compare: the predicted peak less
-// the runtime's allocations and the allocator's reserve, which the fake-tensor tracker cannot see.
+// What the PyTorch cross-checks (reports/fsdp2-memory.json, reports/tp-memory.json, reports/fsdp2-memory-outside.json)
+// compare: the predicted peak less the runtime's allocations and the allocator's reserve, which the fake-tensor
+// tracker cannot see; and how a row of those tables (bench/torch/compare.py's `case`) becomes a model and a strategy.
+#include <fstream>
+#include <stdexcept>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
+#include "io/preset_store.hpp"
 #include "planner/predict.hpp"
 
 namespace shardplan::test {
@@ -14,6 +20,40 @@ inline double tracked_allocation(const Prediction& p) {
 
 inline Recompute recompute_named(const std::string& r) {
   return r == "full" ? Recompute::full : r == "selective" ? Recompute::selective : Recompute::none;
+}
+
+// A committed report's JSON (reports/NAME).
+inline nlohmann::json report_json(const std::string& name) {
+  std::ifstream in(std::string(SHARDPLAN_SOURCE_DIR) + "/reports/" + name);
+  if (!in.good()) throw std::runtime_error("cannot read reports/" + name);
+  return nlohmann::json::parse(in);
+}
+
+// A case's model: a preset name, or a YAML path under bench/torch/ (compare.py keeps it relative to the repository).
+inline ModelSpec case_model(const PresetStore& presets, const std::string& model) {
+  if (model.size() < 5 || model.substr(model.size() - 5) != ".yaml") return presets.model(model);
+  const std::size_t at = model.find("bench/torch/");
+  return presets.model_file(std::string(SHARDPLAN_SOURCE_DIR) + "/" + (at == std::string::npos ? model : model.substr(at)));
+}
+
+// A case's strategy: FSDP2 (ZeRO-2/3, per-block units and the root; `hf` as --framework fsdp, `titan` as torchtitan)
+// over ranks / tp data-parallel ranks, sharded within groups of `hsdp` where set, torchtitan's TP plan with sequence
+// parallelism where tp > 1, `grad_accum` micro-batches a step; bf16 parameters, fp32 reductions.
+inline Strategy case_strategy(const nlohmann::json& c) {
+  Strategy s;
+  s.framework = c["impl"] == "titan" ? Framework::torchtitan : Framework::fsdp;
+  s.precision = Precision::amp_bf16;
+  s.gpus = c["ranks"];
+  s.tp = c.value("tp", 1);
+  s.sp = s.tp > 1;
+  s.dp = s.gpus / s.tp;
+  s.zero = c["zero"];
+  s.recompute = recompute_named(c["recompute"]);
+  s.hsdp = c.value("hsdp", 0);
+  s.seq = c["seq"];
+  s.micro_batch = c["micro_batch"];
+  s.global_batch = s.micro_batch * s.dp * c.value("grad_accum", 1);
+  return s;
 }
 
 }  // namespace shardplan::test

@@ -4,7 +4,6 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
-#include <fstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -45,8 +44,6 @@ Strategy fsdp2(Framework f, int64_t ranks, int zero, Recompute rc, int64_t seq, 
 ClusterSpec h100() { return cluster_from_gpu(presets().gpu("h100-sxm")); }
 
 double allocated(const Prediction& p) { return test::tracked_allocation(p); }
-
-Recompute recompute_of(const std::string& r) { return test::recompute_named(r); }
 
 }  // namespace
 
@@ -147,23 +144,14 @@ TEST_SUITE("memory moments") {
     // The committed table of bench/torch/compare.py (FSDPMemTracker over fake tensors, torch 2.15): transformers'
     // LlamaForCausalLM (`hf`, --framework fsdp) and a torchtitan-style model (`titan`, --framework torchtitan),
     // Llama-3 8B/70B and a GPT-style 1.3B, ZeRO-2/3, with and without checkpointing, seq 2048/8192.
-    std::ifstream in(std::string(SHARDPLAN_SOURCE_DIR) + "/reports/fsdp2-memory.json");
-    REQUIRE(in.good());
-    const nlohmann::json rows = nlohmann::json::parse(in);
+    const nlohmann::json rows = test::report_json("fsdp2-memory.json");
     REQUIRE(rows.size() >= 40);
     double sum = 0, worst = 0;
     int same_moment = 0, reserved_ties = 0;
     for (const nlohmann::json& r : rows) {
       const nlohmann::json& c = r["case"];
-      const std::string model = c["model"];
-      CAPTURE(r["case"].dump());
-      const bool yaml = model.size() > 5 && model.substr(model.size() - 5) == ".yaml";
-      const ModelSpec m = yaml ? presets().model_file(std::string(SHARDPLAN_SOURCE_DIR) + "/bench/torch/" +
-                                                      model.substr(model.find_last_of('/') + 1))
-                               : presets().model(model);
-      const Framework f = c["impl"] == "titan" ? Framework::torchtitan : Framework::fsdp;
-      const Prediction p = predict(m, fsdp2(f, c["ranks"], c["zero"], recompute_of(c["recompute"]), c["seq"], c["micro_batch"]),
-                                   h100());
+      CAPTURE(c.dump());
+      const Prediction p = predict(test::case_model(presets(), c["model"]), test::case_strategy(c), h100());
       const double measured = r["measured"]["total"];
       const double err = allocated(p) / measured - 1;
       CHECK(std::fabs(err) < 0.05);

@@ -6,7 +6,6 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
-#include <fstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -26,33 +25,6 @@ const PresetStore& presets() {
   return store;
 }
 
-// A case's model: a preset name, or a YAML path relative to the repository (compare.py keeps it so).
-ModelSpec model_of(const std::string& model) {
-  if (model.size() < 5 || model.substr(model.size() - 5) != ".yaml") return presets().model(model);
-  const std::size_t at = model.find("bench/torch/");
-  return presets().model_file(std::string(SHARDPLAN_SOURCE_DIR) + "/" + (at == std::string::npos ? model : model.substr(at)));
-}
-
-// FSDP2 (ZeRO-2/3, per-block units and the root) over `ranks / tp` data-parallel ranks (sharded within groups of
-// `hsdp` where set), torchtitan's TP plan with sequence parallelism where tp > 1, `grad_accum` micro-batches a step;
-// bf16 parameters, fp32 reductions.
-Strategy fsdp2_case(const nlohmann::json& c) {
-  Strategy s;
-  s.framework = c["impl"] == "titan" ? Framework::torchtitan : Framework::fsdp;
-  s.precision = Precision::amp_bf16;
-  s.gpus = c["ranks"];
-  s.tp = c.value("tp", 1);
-  s.sp = s.tp > 1;
-  s.dp = s.gpus / s.tp;
-  s.zero = c["zero"];
-  s.recompute = test::recompute_named(c["recompute"]);
-  s.seq = c["seq"];
-  s.hsdp = c.value("hsdp", 0);
-  s.micro_batch = c["micro_batch"];
-  s.global_batch = s.micro_batch * s.dp * c.value("grad_accum", 1);
-  return s;
-}
-
 ClusterSpec h100() { return cluster_from_gpu(presets().gpu("h100-sxm")); }
 
 // What op-level selective checkpointing saves per token of one block on one rank.
@@ -65,14 +37,12 @@ double selective_bytes_per_token(const ModelSpec& m, const Strategy& s) {
 
 TEST_SUITE("memory outside the table") {
   TEST_CASE("PyTorch's allocations on shapes outside the cross-check's table: every case within 2 %") {
-    std::ifstream in(std::string(SHARDPLAN_SOURCE_DIR) + "/reports/fsdp2-memory-outside.json");
-    REQUIRE(in.good());
-    const nlohmann::json rows = nlohmann::json::parse(in);
+    const nlohmann::json rows = test::report_json("fsdp2-memory-outside.json");
     REQUIRE(rows.size() >= 20);
     double worst = 0;
     for (const nlohmann::json& r : rows) {
       CAPTURE(r["case"].dump());
-      const Prediction p = predict(model_of(r["case"]["model"]), fsdp2_case(r["case"]), h100());
+      const Prediction p = predict(test::case_model(presets(), r["case"]["model"]), test::case_strategy(r["case"]), h100());
       const double err = test::tracked_allocation(p) / r["measured"]["total"].get<double>() - 1;
       CHECK(std::fabs(err) < 0.02);
       worst = std::max(worst, std::fabs(err));
@@ -88,14 +58,14 @@ TEST_SUITE("memory outside the table") {
     // it: 59,504 B.
     const nlohmann::json c = {{"impl", "titan"}, {"ranks", 16}, {"zero", 3}, {"recompute", "selective"},
                               {"seq", 4096}, {"micro_batch", 1}};
-    const Strategy s = fsdp2_case(c);
-    const ModelSpec qwen = model_of("bench/torch/shapes/qwen2.5-7b.yaml");
+    const Strategy s = test::case_strategy(c);
+    const ModelSpec qwen = test::case_model(presets(), "bench/torch/shapes/qwen2.5-7b.yaml");
     REQUIRE(qwen.qkv_bias);
     const double h = 3584, q = 3584, qkv = 3584 + 2 * 512, f = 18944, lse = 4 * 28;
     CHECK(selective_bytes_per_token(qwen, s) == doctest::Approx(2 * (h + q + qkv + h + f) + lse));
     CHECK(selective_bytes_per_token(qwen, s) == doctest::Approx(68720.0));
     // The GPT-style 1.3B: every projection biased, so every one is saved: 45,120 B measured.
-    const ModelSpec gpt = model_of("bench/torch/gpt3-1.3b.yaml");
+    const ModelSpec gpt = test::case_model(presets(), "bench/torch/gpt3-1.3b.yaml");
     const double g = 2048;  // block input, attention output, fused qkv 3g, out g, fc1 4g, fc2 g; 16 heads' lse
     CHECK(selective_bytes_per_token(gpt, s) == doctest::Approx(2 * (g + g + 3 * g + g + 4 * g + g) + 4 * 16.0));
   }
@@ -106,13 +76,13 @@ TEST_SUITE("memory outside the table") {
     const ModelSpec m = presets().model("llama3-8b");
     const nlohmann::json c = {{"impl", "titan"}, {"ranks", 8}, {"tp", 2}, {"zero", 3}, {"recompute", "selective"},
                               {"seq", 4096}, {"micro_batch", 1}};
-    const Strategy s = fsdp2_case(c);
+    const Strategy s = test::case_strategy(c);
     CHECK(selective_bytes_per_token(m, s) == doctest::Approx(36928.0).epsilon(1e-3));
     // Without TP the same tensor is just the block's output width.
     const nlohmann::json one = {{"impl", "titan"}, {"ranks", 8}, {"zero", 3}, {"recompute", "selective"},
                                 {"seq", 4096}, {"micro_batch", 1}};
     const double h = 4096, q = 4096, kv = 1024, f = 14336;
-    CHECK(selective_bytes_per_token(m, fsdp2_case(one)) ==
+    CHECK(selective_bytes_per_token(m, test::case_strategy(one)) ==
           doctest::Approx(2 * (h + q + (q + 2 * kv) + f + h) + 4 * 32.0));
   }
 
@@ -123,7 +93,7 @@ TEST_SUITE("memory outside the table") {
     const ModelSpec m = presets().model("llama3-8b");
     nlohmann::json c = {{"impl", "titan"}, {"ranks", 8}, {"tp", 8}, {"zero", 3}, {"recompute", "selective"},
                         {"seq", 8192}, {"micro_batch", 1}};
-    Strategy s = fsdp2_case(c);
+    Strategy s = test::case_strategy(c);
     REQUIRE(s.dp == 1);
     const Prediction titan = predict(m, s, h100());
     CHECK(titan.memory.peak_stage().allocated_phase == MemoryPhase::optimizer_step);

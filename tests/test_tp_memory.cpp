@@ -5,7 +5,6 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
-#include <fstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -45,8 +44,6 @@ ClusterSpec h100() { return cluster_from_gpu(presets().gpu("h100-sxm")); }
 
 double allocated(const Prediction& p) { return test::tracked_allocation(p); }
 
-Recompute recompute_of(const std::string& r) { return test::recompute_named(r); }
-
 }  // namespace
 
 TEST_SUITE("tp memory") {
@@ -75,9 +72,7 @@ TEST_SUITE("tp memory") {
     // and under torchao's float8 tensorwise TP plan (bench/torch/float8_tp_saved.py, torch 2.15, torchao 0.18): the
     // gathered input and w2's input are kept as their FP8 casts. shardplan's "mlp input" and "SwiGLU intermediates"
     // terms, per token on one rank, against them.
-    std::ifstream in(std::string(SHARDPLAN_SOURCE_DIR) + "/reports/float8-tp-saved.json");
-    REQUIRE(in.good());
-    const nlohmann::json j = nlohmann::json::parse(in);
+    const nlohmann::json j = test::report_json("float8-tp-saved.json");
     REQUIRE(j.contains("float8_tensorwise"));
     const ModelSpec m = presets().model("llama3-8b");
     REQUIRE(m.hidden == j.at("hidden").get<int64_t>());
@@ -113,19 +108,14 @@ TEST_SUITE("tp memory") {
   }
 
   TEST_CASE("PyTorch's own FSDP2 × TP allocations (reports/tp-memory.json): every case within 5 %") {
-    std::ifstream in(std::string(SHARDPLAN_SOURCE_DIR) + "/reports/tp-memory.json");
-    REQUIRE(in.good());
-    const nlohmann::json rows = nlohmann::json::parse(in);
+    const nlohmann::json rows = test::report_json("tp-memory.json");
     REQUIRE(rows.size() >= 5);
     double worst = 0;
     for (const nlohmann::json& r : rows) {
       const nlohmann::json& c = r["case"];
       CAPTURE(c.dump());
       REQUIRE(c.contains("tp"));
-      const ModelSpec m = presets().model(c["model"].get<std::string>());
-      const Prediction p = predict(m, titan_tp(c["ranks"], c["tp"], c["zero"], recompute_of(c["recompute"]), c["seq"],
-                                               c["micro_batch"]),
-                                   h100());
+      const Prediction p = predict(test::case_model(presets(), c["model"]), test::case_strategy(c), h100());
       const double err = allocated(p) / r["measured"]["total"].get<double>() - 1;
       CHECK(std::fabs(err) < 0.05);
       worst = std::max(worst, std::fabs(err));
