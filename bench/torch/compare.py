@@ -26,6 +26,10 @@ GIB = 2**30
 KEEP_MARK = "<!-- findings: compare.py keeps everything below this line when it rewrites the file -->"
 
 
+# Model YAML paths are kept relative to the repository root (model_path resolves them), so the JSON names no machine.
+GPT_YAML = "bench/torch/gpt3-1.3b.yaml"
+
+
 def case(model, impl, ranks, zero, recompute, seq, mb=1, tp=1, hsdp=0, ga=1):
     c = {"model": model, "impl": impl, "ranks": ranks, "zero": zero, "recompute": recompute, "seq": seq,
          "micro_batch": mb}
@@ -50,7 +54,7 @@ def default_cases():
         cases.append(case("llama3-8b", impl, 8, 3, "selective", 8192))
         cases.append(case("llama3-8b", impl, 8, 3, "none", 2048, 2))
         cases.append(case("llama3-8b", impl, 8, 3, "full", 2048, 2))
-    gpt = os.path.join(HERE, "gpt3-1.3b.yaml")
+    gpt = GPT_YAML
     for zero in (3, 2):
         for rc in ("none", "full"):
             cases.append(case(gpt, "titan", 8, zero, rc, 2048))
@@ -71,7 +75,7 @@ def outside_cases():
     1B), an attention wider than the model (head_dim 128 on a 2560-wide model, Qwen3-4B's shape), a small vocabulary
     (Mistral 7B); 16 and 32 ranks, 3-sequence micro-batches, seq 4096: the issue's check "shapes outside your own
     table" run here before anyone runs it elsewhere (reports/fsdp2-memory-outside.md)."""
-    shape = lambda name: f"bench/torch/shapes/{name}.yaml"  # relative to the repository root, as the JSON keeps it
+    shape = lambda name: f"bench/torch/shapes/{name}.yaml"
     cases = []
     for impl in ("hf", "titan"):
         cases += [case(shape("qwen2.5-7b"), impl, 16, 3, "none", 4096), case(shape("qwen2.5-7b"), impl, 16, 2, "full", 4096),
@@ -80,7 +84,7 @@ def outside_cases():
                   case(shape("wide-head-4b"), impl, 32, 3, "none", 4096), case(shape("wide-head-4b"), impl, 32, 3, "full", 4096, 2),
                   case(shape("mistral-7b"), impl, 16, 3, "selective", 4096, 2), case(shape("mistral-7b"), impl, 16, 2, "none", 4096)]
     # every projection biased (GPT-style), and torchtitan's TP plan over the new shapes
-    cases += [case("bench/torch/gpt3-1.3b.yaml", "titan", 8, 3, "selective", 2048, 2),
+    cases += [case(GPT_YAML, "titan", 8, 3, "selective", 2048, 2),
               case(shape("qwen2.5-7b"), "titan", 16, 3, "selective", 4096, tp=4),
               case(shape("wide-head-4b"), "titan", 16, 3, "full", 8192, tp=2),
               case(shape("llama3.2-1b"), "titan", 8, 2, "none", 4096, 2, tp=2)]

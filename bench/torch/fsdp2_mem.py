@@ -34,7 +34,7 @@ from torch.testing._internal.distributed.fake_pg import FakeStore  # noqa: E402
 
 import models  # noqa: E402
 import tp_plan  # noqa: E402
-from recipe import FLASH_OP, apply_fsdp, apply_recompute, make_optimizer  # noqa: E402,F401 (pp_mem uses them here)
+from recipe import FLASH_OP, apply_fsdp, apply_recompute, make_optimizer  # noqa: E402
 
 # CUDACachingAllocator round_size(): every block is a multiple of kMinBlockSize = 512 bytes. mem_tracker applies it
 # to cuda tensors only (_WeakRefInfo._calculate_mem_consumed); ours are fake cpu tensors standing in for cuda ones.

@@ -51,6 +51,7 @@ from torch.utils.weak import WeakIdKeyDictionary  # noqa: E402
 
 import fsdp2_mem  # noqa: E402  (also installs the 512-byte allocation rounding in mem_tracker)
 import models  # noqa: E402
+import recipe  # noqa: E402
 import tp_plan  # noqa: E402
 
 MiB = 2**20
@@ -91,13 +92,13 @@ class StageDecoder(models.TitanDecoder):
 
 
 def apply_recompute_stage(impl, model, mode: str, early_stop: bool) -> None:
-    """fsdp2_mem.apply_recompute, whose full AC passes early_stop=False (torchtitan since 25413d2, Aug 2025: the
+    """recipe.apply_recompute, whose full AC passes early_stop=False (torchtitan since 25413d2, Aug 2025: the
     recomputation reruns the whole block). torchtitan 9dec370 (the Dec 2024 405B runs) called
     ptd_checkpoint_wrapper(module, preserve_rng_state=False): torch.utils.checkpoint's default early_stop=True,
     which stops the recomputation once the last tensor the backward needs is recomputed (the block's last
     projection, its reduce-scatter and the residual add are not rerun)."""
     if mode != "full" or not early_stop:
-        fsdp2_mem.apply_recompute(impl, model, mode)
+        recipe.apply_recompute(impl, model, mode)
         return
     from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
     blocks = impl.block_container(model)
@@ -478,7 +479,7 @@ def run(args) -> dict:
                                         group=pp_group))
         n_params = sum(models.count_params(p) for p in parts)
         params = [q for p in parts for q in p.parameters()]
-        optimizer = fsdp2_mem.make_optimizer(params, args.optimizer)
+        optimizer = recipe.make_optimizer(params, args.optimizer)
         if args.schedule == "1f1b":
             schedule = Schedule1F1B(stages[0], n_microbatches=n_mb, loss_fn=torchtitan_loss)
         else:
