@@ -90,6 +90,9 @@ Strategy strategy_of(const Row& r, const ModelSpec& m, std::vector<std::string>&
   s.framework = s.zero != 3 ? Framework::megatron
                 : fsdp      ? (src == "TTA" ? Framework::torchtitan : Framework::fsdp1)
                             : Framework::deepspeed;
+  // TTA's torchtitan (2024) kept the embedding and the LM head in the root unit; its own units came with 83e694105
+  // (2025-07-28; planner/framework.cpp end_units_own).
+  if (s.framework == Framework::torchtitan) s.end_units_own = false;
   s.recompute = contains(recompute, "full")        ? Recompute::full
                 : contains(recompute, "selective") ? Recompute::selective
                                                    : Recompute::none;

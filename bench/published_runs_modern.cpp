@@ -56,7 +56,8 @@ std::map<std::string, std::string> parse_options(const ModernRow& r) {
       "zero", "hsdp", "ep", "etp", "sp", "flash", "overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap",
       "loss", "attn", "kv", "fp8", "fp8_all_gather", "pp_first_layers", "pp_last_layers", "pp_embedding_layers",
       "pp_loss_layers", "pp_layout", "mtp", "ep_overlap", "cuda_graph", "capacity_factor", "pad_to_capacity", "dispatcher",
-      "precision_aware_optimizer", "adam_moments", "recompute_modules", "act_offload_layers", "expandable_segments"};
+      "precision_aware_optimizer", "adam_moments", "recompute_modules", "act_offload_layers", "expandable_segments",
+      "end_units"};
   static const std::set<std::string> recorded = {
       "grad_reduce_in_fp32", "main_grads", "delay_wgrad",
       "shared_expert_overlap", "fp8_attn", "fp8_output_proj", "moe_rank_capacity"};
@@ -173,6 +174,11 @@ Strategy strategy_of(const ModernRow& r, const std::map<std::string, std::string
     const auto kernel = parse_attention_kernel(opt.at("attn"));
     if (!kernel) throw std::runtime_error(fmt::format("line {}: attn '{}' (flash2, cudnn, triton)", r.line, opt.at("attn")));
     s.attention_kernel = *kernel;
+  }
+  if (opt.count("end_units")) {  // FSDP2's wrapping of the model's ends (--fsdp-end-units)
+    if (opt.at("end_units") != "root" && opt.at("end_units") != "own")
+      throw std::runtime_error(fmt::format("line {}: end_units '{}' (root, own)", r.line, opt.at("end_units")));
+    s.end_units_own = opt.at("end_units") == "own";
   }
   if (opt.count("kv")) {
     if (opt.at("kv") != "repeated" && opt.at("kv") != "grouped")

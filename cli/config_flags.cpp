@@ -131,6 +131,10 @@ void add_config_flags(CLI::App& cmd, ConfigFlags& f) {
                  "group inside the kernel: Megatron/TE, SDPA enable_gqa, torchtitan since 2026-01-27) | repeated "
                  "(copied to every query head first: torchtitan before 2026-01-27, transformers' repeat_kv); default "
                  "grouped");
+  cmd.add_option("--fsdp-end-units", f.fsdp_end_units,
+                 "FSDP2's units for the model's ends: own (the embedding one unit, the final norm with the LM head "
+                 "another: torchtitan since 2025-07-28) | root (both in the root unit with the rest: torchtitan "
+                 "before, per-block wrapping of transformers models); default own for torchtitan, root for fsdp");
   cmd.add_option("--grad-sync", f.grad_sync,
                  "Gradient reduction under accumulation: step (no_sync) | micro (every micro-batch); "
                  "default: the framework's");
@@ -195,6 +199,15 @@ bool parse_attention_kv_flag(const std::string& v) {
   if (v.empty() || v == "grouped") return false;
   if (v == "repeated") return true;
   throw InputError(fmt::format("--attention-kv '{}' is not one of: grouped, repeated", v));
+}
+
+std::optional<bool> parse_fsdp_end_units_flag(const std::string& v, Framework framework) {
+  if (v.empty()) return std::nullopt;
+  if (v != "own" && v != "root") throw InputError(fmt::format("--fsdp-end-units '{}' is not one of: own, root", v));
+  if (framework != Framework::fsdp && framework != Framework::torchtitan)
+    throw InputError(fmt::format("--fsdp-end-units describes FSDP2's wrapping, not --framework {}; use --framework "
+                                 "fsdp or torchtitan, or drop --fsdp-end-units", to_string(framework)));
+  return v == "own";
 }
 
 Fp8Recipe parse_fp8_flag(const std::string& v) {
@@ -405,6 +418,7 @@ ResolvedConfig resolve_config(const ConfigFlags& f, const PresetStore& store) {
   s.flash_attn = f.flash_attn;
   s.attention_kernel = parse_attention_kernel_flag(f.attention_kernel, f.flash_attn);
   s.kv_repeated = parse_attention_kv_flag(f.attention_kv);
+  s.end_units_own = parse_fsdp_end_units_flag(f.fsdp_end_units, s.framework);
   s.fp8 = parse_fp8_flag(f.fp8);
   s.fp8_all_gather = f.fp8_all_gather;
   s.cuda_graphs = parse_cuda_graphs_flag(f.cuda_graphs);

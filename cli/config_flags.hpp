@@ -38,6 +38,7 @@ struct ConfigFlags {
   std::optional<double> moe_capacity_factor;  // --moe-capacity-factor F (absent = dropless)
   std::string attention_kernel;  // --attention-kernel; empty: the framework's
   std::string attention_kv;      // --attention-kv: grouped | repeated; empty: grouped
+  std::string fsdp_end_units;    // --fsdp-end-units: own | root; empty: the framework's
   std::string fp8 = "off";       // --fp8 (planner/fp8_recipe.hpp)
   bool fp8_all_gather = false;   // --fp8-all-gather
   std::string grad_sync;
@@ -109,6 +110,8 @@ Fp8Recipe parse_fp8_flag(const std::string& value);
 std::optional<AttentionKernel> parse_attention_kernel_flag(const std::string& value, bool flash_attn);
 // --attention-kv: true for "repeated", false for "grouped" or empty.
 bool parse_attention_kv_flag(const std::string& value);
+// --fsdp-end-units under --framework: true for "own", false for "root", unset when empty; refused outside FSDP2.
+std::optional<bool> parse_fsdp_end_units_flag(const std::string& value, Framework framework);
 GradSync parse_grad_sync_flag(const std::string& value);
 
 }  // namespace shardplan::cli

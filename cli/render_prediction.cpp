@@ -97,6 +97,7 @@ json config_json(const Prediction& p) {
           {"fp8_all_gather", s.fp8_all_gather},
           {"attention_kernel", s.flash_attn ? to_string(s.attention_kernel.value_or(framework_traits(s.framework).attention_kernel)) : "none"},
           {"attention_kv", s.kv_repeated ? "repeated" : "grouped"},
+          {"fsdp_end_units", s.end_units_own.value_or(framework_traits(s.framework).end_units_own) ? "own" : "root"},
           {"grad_sync", to_string(effective_grad_sync(s))},
           {"pipeline", pipeline_json(p)}};
 }

@@ -48,10 +48,14 @@ AllocatorReserve caching_allocator_reserve(const ModelSpec& m, const Strategy& s
   // Saved activations: every tensor of every block held (full recompute: each block's input only).
   const int64_t per_block = block_saved_tensors_of_at_least(m, s, fw, kAllocatorMinLargeAlloc);
   const auto saved = static_cast<int64_t>(static_cast<double>(per_block * st.layers) * in_flight);
-  // Per-unit buffers alive at once: the gathered root and two blocks, a block's gradients, one reduce-scatter input.
+  // Per-unit buffers alive at once: the gathered root (or the embedding and head units of their own:
+  // fsdp_end_units_split) and two blocks, a block's gradients, one reduce-scatter input.
   const double a = static_cast<double>(dtype_bytes(precision_compute_dtype(s.precision)));
   const double block = static_cast<double>(st.block_params);
-  const int64_t units = own(block * a, 3) + own(block * 4, 1) + own(static_cast<double>(st.root_unit()) * a, 1);
+  const double root = static_cast<double>(st.root_unit()), embed = static_cast<double>(st.embedding);
+  const int64_t ends = fsdp_end_units_split(s, fw, st) ? own(embed * a, 1) + own((root - embed) * a, 1)
+                                                                            : own(root * a, 1);
+  const int64_t units = own(block * a, 3) + own(block * 4, 1) + ends;
   r.own_segments = state_segments(m, s, fw, st) + saved + units;
   r.rounding = static_cast<double>(r.own_segments) * kAllocatorRoundLarge / 2;
   r.holes = block_working_set_bytes(m, s, fw);

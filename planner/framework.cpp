@@ -1,5 +1,7 @@
 #include "planner/framework.hpp"
 
+#include "planner/partition.hpp"
+
 namespace shardplan {
 
 namespace {
@@ -175,6 +177,11 @@ FrameworkTraits torchtitan_traits() {
   t.norm_impl = NormImpl::fused;
   t.fused_qkv_projection = true;
   t.loss_inside_root_forward = false;
+  // Since 83e694105 (2025-07-28) the embedding is a unit of its own (resharded after forward as the blocks) and the
+  // final norm with the LM head another, kept gathered after forward ("FSDP would prefetch them immediately"); the
+  // root holds nothing (torchtitan/distributed/fsdp.py apply_fsdp_to_decoder; tied weights: one unit of all three,
+  // not resharded). Earlier rows set --fsdp-end-units root.
+  t.end_units_own = true;
   // Under TP the loss runs on vocabulary-sharded logits (train.py: loss_parallel unless
   // parallelism.disable_loss_parallel): torch/distributed/tensor/parallel/loss.py's _log_softmax_backward_data
   // handler computes exp(output) and its product with the summed gradient beside the saved output and
@@ -385,6 +392,11 @@ bool effective_ep_comm_overlap(const Strategy& s, const FrameworkTraits& fw) {
 
 bool effective_expandable_segments(const Strategy& s, const FrameworkTraits& fw) {
   return s.expandable_segments.value_or(fw.expandable_segments);
+}
+
+bool fsdp_end_units_split(const Strategy& s, const FrameworkTraits& fw, const StageParams& st) {
+  return fw.memory_moments && s.end_units_own.value_or(fw.end_units_own) && s.pp == 1 && st.embedding > 0 &&
+         st.lm_head > 0;  // StageParams::lm_head is 0 when tied
 }
 
 bool effective_tp_comm_overlap(const Strategy& s, const FrameworkTraits& fw) {

@@ -9,6 +9,10 @@
 #include "planner/strategy.hpp"
 
 namespace shardplan {
+struct StageParams;
+}
+
+namespace shardplan {
 
 // What a norm layer saves for backward (FrameworkTraits::norm_impl).
 enum class NormImpl : uint8_t { legacy, transformers_eager, fused };
@@ -40,6 +44,9 @@ struct FrameworkTraits {
   int64_t zero3_prefetch_units = 0;       // units gathered ahead of the one computing
   int64_t zero3_prefetch_elements = 0;    // DeepSpeed: stage3_prefetch_bucket_size (elements), 0 = unit-based
   bool zero3_root_stays_gathered = false; // the root unit (embedding, final norm, LM head) stays unsharded
+  // FSDP2 wraps the embedding and [final norm, LM head] as units of their own instead of leaving them to the root
+  // (Strategy::end_units_own overrides; fsdp_end_units_split says where it changes anything).
+  bool end_units_own = false;
   int64_t unsharded_grad_units = 0;       // unit gradients alive before their reduce-scatter completes
   // ZeRO-2/3: beside unsharded_grad_units blocks, the head unit's (final norm + LM head, or the tied embedding)
   // gradients are still being reduced at the peak, which is in the first block's backward.
@@ -212,6 +219,11 @@ bool effective_overlap_param_gather(const Strategy& s, const FrameworkTraits& fw
 bool effective_tp_comm_overlap(const Strategy& s, const FrameworkTraits& fw);
 bool effective_ep_comm_overlap(const Strategy& s, const FrameworkTraits& fw);
 bool effective_expandable_segments(const Strategy& s, const FrameworkTraits& fw);
+// Whether a stage's embedding and [final norm, LM head] are FSDP units of their own (effective end_units_own) where
+// that differs from the root holding them: untied (tied, the three are one unit kept gathered, as the root), one
+// pipeline stage (under PP torchtitan keeps every unit gathered and reduces after the last backward either way:
+// torchtitan/distributed/fsdp.py get_fsdp_reshard_after_forward_policy), and FSDP's unit-by-unit memory.
+bool fsdp_end_units_split(const Strategy& s, const FrameworkTraits& fw, const StageParams& st);
 // Bytes per logit element alive at the cross-entropy backward (loss_parallel's under TP where the runtime uses it).
 double loss_backward_bytes_per_logit(const Strategy& s, const FrameworkTraits& fw);
 // The cross-entropy a run gets when none is asked for (--loss unset): fused where the runtime compiles its loss with

@@ -29,6 +29,7 @@ const char* to_string(MemoryPhase p) {
     case MemoryPhase::loss_backward: return "cross-entropy backward";
     case MemoryPhase::block_backward: return "block backward";
     case MemoryPhase::root_post_backward: return "root post-backward";
+    case MemoryPhase::head_post_backward: return "head post-backward";
   }
   return "forward/backward";
 }

@@ -43,7 +43,7 @@ struct MemoryItem {
 
 // The moment of a stage's peak. Frameworks with FrameworkTraits::memory_moments (the PyTorch FSDP family) name one of
 // the step's distinct moments (planner/memory_moments.hpp); the others add every part's maximum in forward/backward.
-enum class MemoryPhase { forward_backward, optimizer_step, loss_backward, block_backward, root_post_backward };
+enum class MemoryPhase { forward_backward, optimizer_step, loss_backward, block_backward, root_post_backward, head_post_backward };
 const char* to_string(MemoryPhase p);
 // The moment in words, with the block for a block's backward ("block 78 backward").
 std::string moment_name(MemoryPhase p, int64_t block);

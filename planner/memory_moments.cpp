@@ -37,6 +37,10 @@ struct Sizes {
   bool interleaved_hold = false;
   int64_t hold_block = -1;  // the stage's block (forward order) whose backward starts the worst moment
   double head_grad_params = 0;  // the LM head (or the tied embedding) on the last stage
+  // FrameworkTraits::end_units_own where it changes anything (fsdp_end_units_split): the embedding and [final norm,
+  // LM head] are units of their own, not in the root; their parameters.
+  bool split = false;
+  double embed_unit = 0, head_unit = 0;
   double embedding_grad_extra = 0;  // no_sync under DTensor TP: the embedding gradient's other TP ranks' rows
   double down_params = 0;  // the MLP's output projection: the first weight gradient of a block's backward
   bool zero3 = false;
@@ -137,6 +141,8 @@ Sizes sizes_of(const StageInputs& in) {
   // candidate (peak_moment).
   if (in.keeps_unsharded_grads) z.in_flight = std::min(z.in_flight, std::max(1.0, z.accum - 1));
   if (st.last) z.head_grad_params = static_cast<double>(st.lm_head > 0 ? st.lm_head : st.embedding);
+  z.split = fsdp_end_units_split(s, in.fw, st);
+  if (z.split) z.embed_unit = static_cast<double>(st.embedding), z.head_unit = z.root - z.embed_unit;
   // FrameworkTraits::embedding_grad_full_vocab_under_tp: the first stage's accumulated embedding gradient holds every
   // TP rank's rows, tp times its own shard (learned positions are replicated anyway).
   if (st.first && s.tp > 1 && in.keeps_unsharded_grads && in.fw.embedding_grad_full_vocab_under_tp)
@@ -228,16 +234,27 @@ double add_states(Ledger& l, const StageInputs& in, const Sizes& z, bool step) {
   return 0;
 }
 
-// Gathered compute-dtype parameters: the root unit (never resharded after forward: _fsdp_state.py FSDPState._lazy_init
-// leaves the root's post_forward_mesh_info None) and `blocks` block units.
-void add_gathered(Ledger& l, const StageInputs& in, const Sizes& z, double blocks, bool root) {
+// The model's ends gathered at a moment. In the root (not split) they are gathered together or not at all: the root
+// is never resharded after forward (_fsdp_state.py FSDPState._lazy_init leaves the root's post_forward_mesh_info
+// None), so every moment but the root's post-backward has it. As units of their own (Sizes::split) each is gathered
+// by its own hooks.
+struct Ends {
+  bool embed = false, head = false;
+};
+
+// Gathered compute-dtype parameters: the ends (Ends) and `blocks` block units.
+void add_gathered(Ledger& l, const StageInputs& in, const Sizes& z, double blocks, Ends ends) {
   if (z.keep_all_gathered) {
     l.add(&MemoryComponents::params, "params", [&] { return fmt::format("gathered stage parameters, kept from the first forward to the last backward{}", z.block_gather_b < z.a ? " (blocks in FP8)" : ""); },
           z.root * z.a + (z.psi - z.root) * z.gathered_share * z.block_gather_b);
     return;
   }
-  if (root && in.fw.zero3_root_stays_gathered)
+  if (!z.split && (ends.embed || ends.head) && in.fw.zero3_root_stays_gathered)
     l.add(&MemoryComponents::params, "params", text("gathered root unit (embedding, final norm, LM head; bf16)"), z.root * z.a);
+  if (z.split && ends.embed)
+    l.add(&MemoryComponents::params, "params", text("gathered embedding unit (bf16)"), z.embed_unit * z.a);
+  if (z.split && ends.head)
+    l.add(&MemoryComponents::params, "params", text("gathered final norm and LM head unit (bf16)"), z.head_unit * z.a);
   l.add(&MemoryComponents::params, "params", [&] { return fmt::format("gathered block parameters ({:.0f} of the stage's {:.0f} blocks, {})", blocks, z.layers, z.block_gather_b < z.a ? "FP8" : "bf16"); },
         blocks * z.block * z.block_gather_b);
 }
@@ -289,9 +306,10 @@ void loss_backward(Ledger& l, const StageInputs& in, const Sizes& z) {
   const double shards = add_states(l, in, z, false);
   // ZeRO-3: the root, and the last block when the root's pre-backward (which prefetches it:
   // _fsdp_param_group.py FSDPParamGroup._backward_prefetch) ran before the loss's backward. ZeRO-2 (reshard_after_forward
-  // False): every unit stays gathered until its post-backward.
+  // False): every unit stays gathered until its post-backward. Ends of their own: the head unit is not resharded
+  // after forward, the embedding is under ZeRO-3 (torchtitan/distributed/fsdp.py apply_fsdp_to_decoder).
   const double prefetched = in.fw.loss_inside_root_forward && z.layers > 0 ? 1 : 0;
-  add_gathered(l, in, z, z.zero3 ? prefetched : z.layers, true);
+  add_gathered(l, in, z, z.zero3 ? prefetched : z.layers, {!z.split || !z.zero3, true});
   add_block_activations(l, in, z, z.layers);
   l.add(&MemoryComponents::activations, "activations", text("final norm and LM head inputs"),
         last_stage_extra_bytes(m, s, in.fw));
@@ -323,17 +341,20 @@ void block_backward(Ledger& l, const StageInputs& in, const Sizes& z, double k, 
   const ModelSpec& m = in.model;
   const Strategy& s = in.strategy;
   const double shards = add_states(l, in, z, false);
-  // ZeRO-3: block k and the block prefetched for the next backward (none after block 0: the root is gathered);
-  // ZeRO-2: units reshard at their post-backward (_fsdp_param_group.py FSDPParamGroup.post_backward → reshard).
-  add_gathered(l, in, z, z.zero3 ? (k > 0 ? 2 : 1) : k + 1, true);
+  // ZeRO-3: block k and the block prefetched for the next backward (after block 0: the root, gathered already, or the
+  // embedding unit); ZeRO-2: units reshard at their post-backward (_fsdp_param_group.py FSDPParamGroup.post_backward →
+  // reshard), the head unit of its own right after its backward.
+  add_gathered(l, in, z, z.zero3 ? (k > 0 ? 2 : 1) : k + 1, {!z.split || !z.zero3 || k == 0, !z.split});
   const bool fresh = !in.keeps_unsharded_grads && z.accum <= 1;
-  const double reduced = fresh ? (z.layers - 1 - k) * z.block_local * z.grad_shard_b : 0;
+  const double head_shard = z.split ? z.head_unit / z.n * z.grad_shard_b : 0;  // reduced before the blocks
+  const double reduced = fresh ? (z.layers - 1 - k) * z.block_local * z.grad_shard_b + head_shard : 0;
   if (fresh)
-    l.add(&MemoryComponents::grads, "grads", [&] { return fmt::format("sharded gradients of the {:.0f} blocks reduced ({} B/param)", z.layers - 1 - k, z.grad_shard_b); },
+    l.add(&MemoryComponents::grads, "grads", [&] { return fmt::format("sharded gradients of the {:.0f} blocks{} reduced ({} B/param)", z.layers - 1 - k, z.split ? " and the head unit" : "", z.grad_shard_b); },
           reduced);
-  if (!in.keeps_unsharded_grads) {
+  if (!in.keeps_unsharded_grads && !z.split)
     l.add(&MemoryComponents::grads, "grads", text("LM head gradients (bf16, written first in backward; the root is reduced last)"),
           z.head_grad_params * z.a);
+  if (!in.keeps_unsharded_grads) {
     l.add(&MemoryComponents::grads, "grads", [&] { return fmt::format("block gradients ({}, bf16)", sub == 0 ? "the MLP output projection's" : "the whole block's"); },
           (sub == 0 ? z.down_params : z.block) * z.a);
   }
@@ -361,20 +382,47 @@ void block_backward(Ledger& l, const StageInputs& in, const Sizes& z, double k, 
   add_reduce_stream_reserve(l, z, shards + reduced);
 }
 
+// The root's post-backward, or with ends of their own the embedding unit's (the last to reduce).
 void root_post_backward(Ledger& l, const StageInputs& in, const Sizes& z) {
   const double shards = add_states(l, in, z, false);
-  const double blocks_reduced = !in.keeps_unsharded_grads && z.accum <= 1 ? (z.local - z.root / z.n) * z.grad_shard_b : 0;
+  const double last = z.split ? z.embed_unit : z.root;  // the unit reduced last
+  const double blocks_reduced = !in.keeps_unsharded_grads && z.accum <= 1 ? (z.local - last / z.n) * z.grad_shard_b : 0;
   if (blocks_reduced > 0)
-    l.add(&MemoryComponents::grads, "grads", [&] { return fmt::format("sharded gradients of every block ({} B/param)", z.grad_shard_b); },
+    l.add(&MemoryComponents::grads, "grads", [&] { return fmt::format("sharded gradients of every block{} ({} B/param)", z.split ? " and the head unit" : "", z.grad_shard_b); },
           blocks_reduced);
+  const char* unit = z.split ? "embedding unit" : "root unit";
   if (!in.keeps_unsharded_grads)
-    l.add(&MemoryComponents::grads, "grads", text("root unit gradients (bf16)"), z.root * z.a);
-  l.add(&MemoryComponents::grads, "grads", [&] { return fmt::format("root unit gradients as reduce-scatter input ({} B/param)", z.reduce_b); },
-        z.root * z.reduce_b);
+    l.add(&MemoryComponents::grads, "grads", [&] { return fmt::format("{} gradients (bf16)", unit); }, last * z.a);
+  l.add(&MemoryComponents::grads, "grads", [&] { return fmt::format("{} gradients as reduce-scatter input ({} B/param)", unit, z.reduce_b); },
+        last * z.reduce_b);
   // Under a pipeline the other micro-batches in flight keep their activations.
   if (z.in_flight > 1) add_block_activations(l, in, z, 0);
   add_common(l, in, z);
   add_reduce_stream_reserve(l, z, shards + blocks_reduced);
+}
+
+// Ends of their own (Sizes::split): the head unit gathered again for the final norm's backward. fully_shard([norm,
+// lm_head]) registers its post-backward on each module's inputs (each pre_forward finds the group IDLE after the
+// other's post_forward: _fsdp_param_group.py FSDPParamGroup.pre_forward/post_forward), so it runs after the LM head's
+// backward: the LM head's gradients go into their reduce-scatter input (foreach_reduce) and the unit reshards; the
+// norm's pre-backward then all-gathers the whole unit again, its all-gather output and unsharded parameters alive
+// together through the copy-out (PyTorch 2.15's allocations: reports/fsdp2-memory-wrap.md). The reduce-scatter input
+// stays until the norm's own post-backward (reduce_scatter_max_input_buffers 1); every block still holds its
+// activations; nothing is prefetched yet.
+void head_post_backward(Ledger& l, const StageInputs& in, const Sizes& z) {
+  const double shards = add_states(l, in, z, false);
+  add_gathered(l, in, z, z.zero3 ? 0 : z.layers, {!z.zero3, false});
+  l.add(&MemoryComponents::params, "params", text("final norm and LM head unit gathered again for the norm's backward: all-gather output and unsharded parameters (bf16)"),
+        2 * z.head_unit * z.a);
+  const bool fresh = !in.keeps_unsharded_grads && z.accum <= 1;
+  const double head_shard = fresh ? z.head_unit / z.n * z.grad_shard_b : 0;
+  l.add(&MemoryComponents::grads, "grads", [&] { return fmt::format("final norm and LM head sharded gradients ({} B/param)", z.grad_shard_b); },
+        head_shard);
+  l.add(&MemoryComponents::grads, "grads", [&] { return fmt::format("LM head gradients as reduce-scatter input ({} B/param)", z.reduce_b); },
+        z.head_unit * z.reduce_b);
+  add_block_activations(l, in, z, z.layers);
+  add_common(l, in, z);
+  add_reduce_stream_reserve(l, z, shards + head_shard);
 }
 
 void optimizer_step(Ledger& l, const StageInputs& in, const Sizes& z) {
@@ -405,6 +453,7 @@ MomentLedger moment_with(const StageInputs& in, const Sizes& z, MemoryPhase phas
     case MemoryPhase::loss_backward: loss_backward(out.ledger, in, z); break;
     case MemoryPhase::block_backward: block_backward(out.ledger, in, z, static_cast<double>(block), sub); break;
     case MemoryPhase::root_post_backward: root_post_backward(out.ledger, in, z); break;
+    case MemoryPhase::head_post_backward: head_post_backward(out.ledger, in, z); break;
     case MemoryPhase::optimizer_step:
     case MemoryPhase::forward_backward: out.phase = MemoryPhase::optimizer_step; optimizer_step(out.ledger, in, z); break;
   }
@@ -424,7 +473,7 @@ MomentLedger peak_moment(const StageInputs& in, bool record, bool by_allocation)
     int64_t block;
     int sub;
   };
-  Candidate cands[14];
+  Candidate cands[15];
   int n = 0;
   if (in.stage.last) cands[n++] = {MemoryPhase::loss_backward, -1, 0};
   // Within the blocks every term is linear in k, so the ends and their neighbours (where the prefetch and the
@@ -441,6 +490,7 @@ MomentLedger peak_moment(const StageInputs& in, bool record, bool by_allocation)
   if (in.stage.root_unit() > 0) cands[n++] = {MemoryPhase::root_post_backward, -1, 0};
   cands[n++] = {MemoryPhase::optimizer_step, -1, 0};
   const Sizes z = sizes_of(in);
+  if (z.split) cands[n++] = {MemoryPhase::head_post_backward, -1, 0};
   // no_sync where the stage holds every micro-batch at its first backward: that backward's first block.
   Sizes first = z;
   first.first_pass = true;
@@ -507,7 +557,7 @@ MomentParts moment_parts(const ModelSpec& m, const Strategy& s, const FrameworkT
   }
   // Under keep_all_gathered the simulator gathers each unit at its first forward and keeps it (StepPlan::gathers_once).
   p.gathered_block = z.block * z.block_gather_b;
-  if (fw.zero3_root_stays_gathered || z.keep_all_gathered) p.gathered_root = z.root * z.a;
+  if (fw.zero3_root_stays_gathered || z.keep_all_gathered) p.gathered_root = (z.split ? z.embed_unit : z.root) * z.a;
   p.reshard_after_forward = z.zero3;
   // The block's backward: the larger of its two sub-moments (block_backward's sub 0 and 1), the rest being equal.
   const bool full = s.recompute == Recompute::full;
@@ -523,13 +573,20 @@ MomentParts moment_parts(const ModelSpec& m, const Strategy& s, const FrameworkT
     p.accumulated_block = z.block * b;
     p.accumulated_root = (z.root + z.embedding_grad_extra) * b;
   } else {
-    p.head_grads = z.head_grad_params * z.a;
-    p.embed_grads = (z.root - z.head_grad_params) * z.a;
+    p.head_grads = z.split ? 0 : z.head_grad_params * z.a;
+    p.embed_grads = (z.split ? z.embed_unit : z.root - z.head_grad_params) * z.a;
   }
+  const double last = z.split ? z.embed_unit : z.root;  // the unit reduced last
   p.block_reduce_input = z.block * z.reduce_b;
-  p.root_reduce_input = z.root * z.reduce_b;
+  p.root_reduce_input = last * z.reduce_b;
   p.block_sharded_grads = z.block_local * z.grad_shard_b;
-  p.root_sharded_grads = z.root * z.grad_shard_b / z.n;
+  p.root_sharded_grads = last * z.grad_shard_b / z.n;
+  p.end_units = z.split;
+  if (z.split) {
+    p.gathered_head_unit = z.head_unit * z.a;
+    p.head_unit_reduce_input = z.head_unit * z.reduce_b;
+    p.head_unit_sharded_grads = z.head_unit * z.grad_shard_b / z.n;
+  }
   p.optimizer_temps = z.local * fw.optimizer_temp_bytes_per_param;
   p.allocator_reserve = z.reserve.total();
   p.reduce_stream_reserve = z.reduce_stream_shards;

@@ -11,6 +11,10 @@
 //                           backward temporaries (its recomputed working set under full recompute)
 //   root post-backward      states; 4(Ψ − R)/N sharded gradients; the root's bf16 gradients and fp32 reduce-scatter
 //                           input (6 B × R)
+//   head post-backward      with the embedding and [final norm, LM head] units of their own (torchtitan since
+//                           2025-07; the root is then empty and the embedding's post-backward takes its place):
+//                           states; the head unit's shard and fp32 reduce-scatter input; the unit gathered again
+//                           for the norm's backward (2 × 2 B × H); every block's activations
 //   optimizer step          20Ψ/N under amp: fp32 shard, fp32 gradient, Adam m and v, foreach's sqrt temporary
 // Components as CONTRACT.md's amp-bf16 names them: `params` the bf16 compute copies alive (gathered units; pure-bf16
 // also its bf16 shards), `master` the fp32 shards, `grads` every gradient byte (sharded, unsharded, reduce-scatter
@@ -67,6 +71,10 @@ struct MomentParts {
   double backward_grads = 0;     // a block's gradients at its backward's peak (bf16)
   double backward_temps = 0;     // ... and its temporaries (with the recomputed working set under full recompute)
   double head_grads = 0, embed_grads = 0;         // the root unit's bf16 gradients, as its backward writes them
+  // The ends as units of their own (fsdp_end_units_split): gathered_root, embed_grads and the root's reduce-scatter
+  // input and shard are then the embedding unit's; the [final norm, LM head] unit's below (head_post_backward).
+  bool end_units = false;
+  double gathered_head_unit = 0, head_unit_reduce_input = 0, head_unit_sharded_grads = 0;
   double block_reduce_input = 0, root_reduce_input = 0;    // reduce-scatter inputs in the reduce dtype
   double block_sharded_grads = 0, root_sharded_grads = 0;  // appear with the unit's first reduce-scatter
   double accumulated_block = 0, accumulated_root = 0;      // no_sync: unsharded gradients kept across micro-batches

@@ -194,19 +194,31 @@ DpTraffic dp_traffic(const Strategy& s, const ClusterSpec& c, const FrameworkTra
     // A gathering forward: the root first (nothing to hide it behind), then every unit behind the previous one.
     // FSDP2's FP8 all-gather moves the blocks' weights in one byte (planner/fp8.hpp); the root stays in bf16.
     const double block_b = gathered_block_param_bytes(s);
+    // The ends as units of their own (fsdp_end_units_split): the root's part is the embedding unit's; the [final norm,
+    // LM head] unit is gathered behind the blocks in forward, and after the LM head's backward gathered again for the
+    // norm's while its reduce-scatter runs, both waited for there (sim/stage_builder.cpp head_unit_backward); under
+    // ZeRO-3 block 0's backward hides the embedding's second gather.
+    const double head_unit = fsdp_end_units_split(s, fw, sc.params) ? root - static_cast<double>(sc.params.embedding) : 0;
+    const double last = root - head_unit, last_routed = head_unit > 0 ? 0 : root_routed;
+    const double head_ag = head_unit > 0 ? ag_unit(head_unit, root_routed, param_b) : 0;
+    const double head_rs = head_unit > 0 ? rs_unit(head_unit, root_routed, grad_b) + replica_ar(head_unit) +
+                                               copy(head_unit * grad_b, fw.reduce_copy_in_passes)
+                                         : 0;
     const double fwd_ag = ag_unit(block, block_routed, block_b);
-    const double root_ag = ag_unit(root, root_routed, param_b);
+    const double root_ag = ag_unit(last, last_routed, param_b);
     const double fwd_exposed = root_ag + pipelined_exposure(units, fwd_ag, c_fwd);
-    const double fwd_total = root_ag + units * fwd_ag;
+    const double fwd_total = root_ag + units * fwd_ag + head_ag;
     const double bwd_ag = fwd_ag;
+    const double embed_again = head_unit > 0 && s.zero >= 3 ? root_ag : 0;
     const double unit_rs = rs_unit(block, block_routed, grad_b) + replica_ar(block) + copy(block * grad_b, fw.reduce_copy_in_passes);
-    const double tail_rs = rs_unit(root, root_routed, grad_b) + replica_ar(root) + copy(root * grad_b, fw.reduce_copy_in_passes);
+    const double tail_rs = rs_unit(last, last_routed, grad_b) + replica_ar(last) + copy(last * grad_b, fw.reduce_copy_in_passes);
     // A backward that gathers (ZeRO-3) and/or reduce-scatters each unit behind the previous unit's compute; the
     // root is reduced last, after all compute.
     auto backward = [&](bool gather, bool reduce) {
       const double per_unit = (gather ? bwd_ag : 0) + (reduce ? unit_rs : 0);
-      return DpTraffic{pipelined_exposure(units, per_unit, c_bwd) + (reduce ? tail_rs : 0),
-                       units * per_unit + (reduce ? tail_rs : 0), 0};
+      const double head = head_ag + (reduce ? head_rs : 0);
+      return DpTraffic{pipelined_exposure(units, per_unit, c_bwd) + (reduce ? tail_rs : 0) + head,
+                       units * per_unit + (reduce ? tail_rs : 0) + head + (gather ? embed_again : 0), 0};
     };
     // Backward passes: the reducing ones first gather too where both happen; the rest gather only.
     const double both = std::min(u.bwd_gathers, u.reductions);
@@ -229,7 +241,8 @@ DpTraffic dp_traffic(const Strategy& s, const ClusterSpec& c, const FrameworkTra
       out.exposed += after;
       out.total += after;
     }
-    const double gathered = (u.fwd_gathers * units + u.bwd_gathers * units) * block * block_b + u.fwd_gathers * root * param_b;
+    const double gathered = (u.fwd_gathers * units + u.bwd_gathers * units) * block * block_b + u.fwd_gathers * root * param_b +
+                            u.bwd_gathers * (head_unit + (embed_again > 0 ? last : 0)) * param_b;
     out.copies = copy(gathered, fw.gather_copy_out_passes);
     return out;
   }

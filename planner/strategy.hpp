@@ -99,6 +99,10 @@ struct Strategy {
   bool kv_repeated = false;
   // PyTorch's expandable segments (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True); unset: the framework's launcher's.
   std::optional<bool> expandable_segments;
+  // FSDP2's wrapping of the model's ends: true = the embedding and [final norm, LM head] are units of their own
+  // (torchtitan since 2025-07), false = both sit in the root unit with everything not in a block; unset: the
+  // framework's (FrameworkTraits::end_units_own; planner/framework.hpp fsdp_end_units_split).
+  std::optional<bool> end_units_own;
   Fp8Recipe fp8 = Fp8Recipe::off;   // FP8 GEMMs of the blocks' linear layers (planner/fp8.hpp)
   bool fp8_all_gather = false;      // FSDP2 all-gathers the linear weights in FP8 (torchao, tensorwise only)
   CudaGraphs cuda_graphs = CudaGraphs::none;  // what CUDA graphs capture (host launch gaps of eager MoE layers)

@@ -15,6 +15,7 @@ const char* category_of(sim::OpKind k) {
     case OpKind::backward:
     case OpKind::embed_bwd:
     case OpKind::head_bwd:
+    case OpKind::head_regather:
     case OpKind::backward_weight: return "backward";
     case OpKind::tp_fwd:
     case OpKind::tp_bwd: return "tp";

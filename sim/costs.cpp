@@ -60,6 +60,10 @@ void use_moment_parts(StageCosts& sc, const MomentParts& mp, const FrameworkTrai
   sc.root_reduce_input = mp.root_reduce_input;
   sc.block_sharded_grads = mp.block_sharded_grads;
   sc.root_sharded_grads = mp.root_sharded_grads;
+  sc.end_units = mp.end_units;
+  sc.gathered_head_unit = mp.gathered_head_unit;
+  sc.head_unit_reduce_input = mp.head_unit_reduce_input;
+  sc.head_unit_sharded_grads = mp.head_unit_sharded_grads;
   sc.unit_grads = mp.accumulated_block;  // no_sync only (0 otherwise)
   sc.root_grads = mp.accumulated_root;
   sc.allocator_reserve = mp.allocator_reserve;
@@ -169,15 +173,25 @@ StepPlan plan_step(const ModelSpec& m, const Strategy& s, const ClusterSpec& c) 
       return split_dp_collective_s(s, c, Collective::reduce_scatter, params, routed, b);
     };
     if (plan.dp_mode == DpMode::units) {
+      // The ends as units of their own (fsdp_end_units_split): the root's collectives are the embedding unit's, the
+      // [final norm, LM head] unit (with any routed experts outside the blocks) has its own.
+      const double head_unit = fsdp_end_units_split(s, fw, sp) ? root - sc.embed_params : 0, last = root - head_unit;
+      const double last_routed = head_unit > 0 ? 0 : root_routed;
       sc.gather_block = ag_unit(block, block_routed, gathered_block_param_bytes(s));  // FP8 all-gather: 1 B (fp8.hpp)
-      sc.gather_root = ag_unit(root, root_routed, param_b);
+      sc.gather_root = ag_unit(last, last_routed, param_b);
       sc.gather_block_bwd = s.zero == 3 && !plan.gathers_once ? sc.gather_block : 0;
       // FSDP2's copies (framework.hpp): out of a gather on the compute stream, into a reduce-scatter on its stream.
       auto copy = [&](double bytes, double passes) { return memory_bound_time_s(c.gpu, passes * bytes); };
       sc.copy_block = copy(block * gathered_block_param_bytes(s), fw.gather_copy_out_passes);
-      sc.copy_root = copy(root * param_b, fw.gather_copy_out_passes);
+      sc.copy_root = copy(last * param_b, fw.gather_copy_out_passes);
       sc.reduce_block = rs_unit(block, block_routed, comm_grad_b) + replica_ar(block) + copy(block * comm_grad_b, fw.reduce_copy_in_passes);
-      sc.reduce_root = rs_unit(root, root_routed, comm_grad_b) + replica_ar(root) + copy(root * comm_grad_b, fw.reduce_copy_in_passes);
+      sc.reduce_root = rs_unit(last, last_routed, comm_grad_b) + replica_ar(last) + copy(last * comm_grad_b, fw.reduce_copy_in_passes);
+      if (head_unit > 0) {
+        sc.gather_head_unit = ag_unit(head_unit, root_routed, param_b);
+        sc.copy_head_unit = copy(head_unit * param_b, fw.gather_copy_out_passes);
+        sc.reduce_head_unit = rs_unit(head_unit, root_routed, comm_grad_b) + replica_ar(head_unit) +
+                              copy(head_unit * comm_grad_b, fw.reduce_copy_in_passes);
+      }
     } else if (plan.dp_mode == DpMode::buckets) {
       const bool reduce_scatter = s.zero >= 1 && n > 1;
       const double routed = static_cast<double>(sp.routed_experts);

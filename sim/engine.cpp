@@ -40,7 +40,7 @@ const char* to_string(OpKind k) {
                                       "all-gather", "all-gather (bwd)", "all-gather root", "reduce-scatter",
                                       "reduce-scatter root", "gradient reduce", "grad-norm all-reduce", "optimizer",
                                       "param all-gather", "weight grad", "release", "EP all-to-all fwd",
-                                      "EP all-to-all bwd", "CP ring fwd", "CP ring bwd"};
+                                      "EP all-to-all bwd", "CP ring fwd", "CP ring bwd", "head unit re-gathered"};
   const auto i = static_cast<size_t>(k);
   return i < std::size(names) ? names[i] : "?";
 }

@@ -30,6 +30,7 @@ enum class OpKind : uint8_t {
   release,  // zero-duration: frees (or allocates) what waits for two streams (a reduce-scatter input, a gradient shard)
   ep_fwd, ep_bwd,  // a block's expert-parallel all-to-alls (dispatch + combine), forward / backward
   cp_fwd, cp_bwd,  // a context-parallel ring transfer (K/V forward; K/V and dK/dV backward)
+  head_regather,   // FSDP2's [final norm, LM head] unit copied out of its all-gather again for the norm's backward
   count
 };
 const char* to_string(OpKind k);

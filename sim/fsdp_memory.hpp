@@ -54,6 +54,20 @@ class FsdpMemory {
     release_input(last);
   }
 
+  // The [final norm, LM head] unit's post-backward after the LM head's backward (StageCosts::end_units): its
+  // reduce-scatter input and shard with the norm's re-gathered op `norm`; the input freed once both the reduce-scatter
+  // `rs` and `norm` have ended, which the next unit's backward waits for (the norm's post-backward waits:
+  // reduce_scatter_max_input_buffers 1).
+  void head_unit_reduced(int32_t norm, int32_t rs, int32_t mb) {
+    e_.alloc_at_start(norm, MemKind::reduce_inputs, c_.head_unit_reduce_input);
+    if (!head_sharded_alive_) shard_at_start(norm, c_.head_unit_sharded_grads), head_sharded_alive_ = true;
+    const int32_t op = e_.add_op(reduce_, OpKind::release, 0, mb);
+    e_.add_dep(op, rs);
+    e_.add_dep(op, norm);
+    e_.free_at_end(op, MemKind::reduce_inputs, c_.head_unit_reduce_input);
+    wait_for_ = op;
+  }
+
   // The root's reduce-scatter `rs` of micro-batch `mb`: its bf16 gradients freed, its input held through it, its
   // sharded gradient allocated after it (the measured root post-backward holds the blocks' shards only).
   void root_reduced(int32_t rs, int32_t mb) {
@@ -116,6 +130,7 @@ class FsdpMemory {
   bool no_sync_;
   std::vector<bool> sharded_alive_;  // [block] (root last) whose sharded gradient exists this step
   bool head_alive_ = false, embed_alive_ = false;
+  bool head_sharded_alive_ = false;  // StageCosts::end_units: the head unit's shard exists this step
   struct Pending {
     double input = 0, sharded = 0;
     int32_t rs = kNone;

@@ -117,6 +117,7 @@ void name_moment(const Engine& e, int32_t rank, const RankMemory& m, StagePeak& 
     case OpKind::backward:
     case OpKind::backward_weight: p.moment = MemoryPhase::block_backward, p.block = op.layer; break;
     case OpKind::embed_bwd: p.moment = MemoryPhase::root_post_backward; break;
+    case OpKind::head_regather: p.moment = MemoryPhase::head_post_backward; break;
     case OpKind::optimizer: p.moment = MemoryPhase::optimizer_step; break;
     default: break;
   }

@@ -169,6 +169,8 @@ void StageBuilder::forward(int32_t mb, int32_t chunk) {
     if (mb == 0) e_.add_dep(entry, param_gather_for(0));
     e_.alloc_at_start(entry, MemKind::boundary_activations, c_.first_extra);
     module_gathered(entry, c_.gathered_embed);
+    // The ends as units of their own (StageCosts::end_units): the embedding unit reshards after its forward (ZeRO-3).
+    if (root_gathered && c_.end_units && c_.reshard_after_forward) e_.free_at_end(entry, root_kind(), c_.gathered_root);
   }
   int32_t out = entry;
   for (int64_t l = chunk_offset_[static_cast<size_t>(chunk)]; l < chunk_offset_[static_cast<size_t>(chunk) + 1]; ++l) {
@@ -206,9 +208,18 @@ void StageBuilder::forward(int32_t mb, int32_t chunk) {
     if (c_.ep_fwd > 0) out = critical_comm(out, st_.ep, OpKind::ep_fwd, c_.ep_fwd, mb, chunk, layer);
   }
   if (last_chunk) {
+    // The [final norm, LM head] unit of its own (StageCosts::end_units): gathered as its forward's pre-hook runs,
+    // behind the blocks' all-gathers on their stream, and kept gathered after its forward.
+    int32_t head_gather = kNone;
+    if (gathering && c_.end_units) {
+      head_gather = e_.add_op(st_.gather, OpKind::gather_root, c_.gather_head_unit, mb);
+      e_.alloc_at_start(head_gather, root_kind(), c_.gathered_head_unit);
+      root_copy += c_.copy_head_unit;
+    }
     const int32_t op = compute(OpKind::head_fwd, c_.head_fwd + root_copy, mb, chunk, -1);
     head_fwd_ = op;
     if (entry == kNone) entry = op;
+    e_.add_dep(op, head_gather);
     if (units()) e_.add_dep(op, root_gather_);
     if (mb == 0) e_.add_dep(op, param_gather_for(c_.embed_params + static_cast<double>(c_.layers()) * c_.block_params));
     e_.alloc_at_start(op, MemKind::boundary_activations, c_.last_extra);
@@ -240,7 +251,9 @@ void StageBuilder::backward(int32_t mb, int32_t chunk, bool input_only) {
     alloc_root_grads(a);
     module_gathered(a, b, c_.gathered_head);
     if (c_.transient_root_grads > 0) e_.alloc_at_start(a, MemKind::root_grads, c_.transient_root_grads);
+    if (units() && c_.end_units) out = head_unit_backward(b, mb, chunk, sync);
   }
+  int32_t embed_gather = kNone;  // the embedding unit gathered again for its backward (StageCosts::end_units)
   int32_t unit_grads_before = kNone;  // transient_unit_grads: the previous block's bucket, freed with this block
   int32_t issued_after = kNone;  // moments: the compute op the previous block's backward began after
   for (int64_t l = chunk_offset_[static_cast<size_t>(chunk) + 1] - 1; l >= chunk_offset_[static_cast<size_t>(chunk)]; --l) {
@@ -261,6 +274,12 @@ void StageBuilder::backward(int32_t mb, int32_t chunk, bool input_only) {
       }
     }
     issued_after = last_compute_;
+    // Block 0's pre-backward prefetches the embedding unit, resharded after its forward (StageCosts::end_units).
+    if (first_chunk && l == 0 && units() && c_.end_units && c_.reshard_after_forward) {
+      embed_gather = e_.add_op(st_.gather, OpKind::gather_root, c_.gather_root, mb);
+      e_.add_dep(embed_gather, issued_after);
+      e_.alloc_at_start(embed_gather, root_kind(), c_.gathered_root);
+    }
     const double copy = regather ? c_.copy_block : 0;
     // Two halves under TP, each followed by its TP collectives (as the forward); the weight gradients come in both.
     const double parts = c_.tp_bwd > 0 ? 2 : 1;
@@ -301,7 +320,9 @@ void StageBuilder::backward(int32_t mb, int32_t chunk, bool input_only) {
     if (c_.ep_bwd > 0) out = critical_comm(out, st_.ep, OpKind::ep_bwd, c_.ep_bwd, mb, chunk, layer);
   }
   if (first_chunk) {
-    const auto [a, b] = backward_compute(OpKind::embed_bwd, c_.embed_bwd, c_.embed_params, mb, chunk, -1);
+    const double embed_copy = embed_gather != kNone ? c_.copy_root : 0;
+    const auto [a, b] = backward_compute(OpKind::embed_bwd, c_.embed_bwd + embed_copy, c_.embed_params, mb, chunk, -1);
+    e_.add_dep(a, embed_gather);
     if (entry == kNone) entry = a;
     e_.free_at_end(b, MemKind::boundary_activations, c_.first_extra);
     if (!c_.last) alloc_root_grads(a);
@@ -320,6 +341,28 @@ void StageBuilder::backward(int32_t mb, int32_t chunk, bool input_only) {
   }
   if (!input_only) gradients_complete(mb, out, sync);
   if (!first_chunk) send(false, mb, chunk, out);
+}
+
+// FSDP2's post-backward of the [final norm, LM head] unit runs after the LM head's backward (fully_shard([norm, lm_head])
+// registers it on each module's inputs): it reshards the unit and reduce-scatters the head's gradients; the norm's
+// pre-backward then all-gathers the unit again, whose copy-out the norm's backward waits for, and the norm's
+// post-backward reshards it and waits for that reduce-scatter (planner/memory_moments.cpp head_post_backward).
+int32_t StageBuilder::head_unit_backward(int32_t head_bwd, int32_t mb, int32_t chunk, bool sync) {
+  const int32_t ag = e_.add_op(st_.gather, OpKind::gather_root, c_.gather_head_unit, mb);
+  e_.add_dep(ag, head_bwd);
+  // The moment's allocations go with the norm's op (its all-gather output beside the unit's parameters again, the
+  // reduce-scatter input and shard), which names the moment (sim/simulate.cpp name_moment).
+  const int32_t norm = compute(OpKind::head_regather, c_.copy_head_unit, mb, chunk, -1);
+  e_.add_dep(norm, ag);
+  e_.alloc_at_start(norm, root_kind(), c_.gathered_head_unit);
+  e_.free_at_end(norm, root_kind(), 2 * c_.gathered_head_unit);
+  if (sync) {
+    const int32_t rs = e_.add_op(st_.reduce, OpKind::reduce_unit, c_.reduce_head_unit, mb);
+    e_.add_dep(rs, head_bwd);
+    last_reduce_ = rs;
+    if (c_.moments) fsdp_.head_unit_reduced(norm, rs, mb);
+  }
+  return norm;
 }
 
 // The W pass of a zero-bubble schedule: each block's weight-gradient GEMMs, in backward order; the block's saved

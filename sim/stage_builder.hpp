@@ -108,6 +108,9 @@ class StageBuilder {
   // A backward pass: whole, or (input_only) the B pass of a zero-bubble schedule, whose block weight gradients,
   // activation frees and gradient reductions wait for its W pass (weight_pass).
   void backward(int32_t mb, int32_t chunk, bool input_only = false);
+  // The [final norm, LM head] unit after the LM head's backward `head_bwd` (StageCosts::end_units). Returns the
+  // norm's re-gathered op.
+  int32_t head_unit_backward(int32_t head_bwd, int32_t mb, int32_t chunk, bool sync);
 
   // The W pass of a zero-bubble schedule: each block's weight-gradient GEMMs, in backward order; the block's saved
   // activations are freed and its gradients reduced here (Qi et al. 2024 §2: W needs the input and the output grad).

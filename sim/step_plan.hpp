@@ -74,6 +74,13 @@ struct StageCosts {
   double head_grads = 0, embed_grads = 0;         // the root's bf16 gradients, written by head / embedding backward
   double block_reduce_input = 0, root_reduce_input = 0;    // reduce-scatter inputs (reduce dtype)
   double block_sharded_grads = 0, root_sharded_grads = 0;  // appear with the unit's first reduce-scatter
+  // FSDP2's ends as units of their own (planner/framework.hpp fsdp_end_units_split): the root's parts above are the
+  // embedding unit's (gathered as the forward starts, under ZeRO-3 resharded after it and gathered again at block 0's
+  // backward; reduced last). The [final norm, LM head] unit is gathered before the head's forward, reduced after the
+  // head's backward and gathered again for the norm's (planner/memory_moments.cpp head_post_backward).
+  bool end_units = false;
+  double gather_head_unit = 0, copy_head_unit = 0, reduce_head_unit = 0;  // seconds
+  double gathered_head_unit = 0, head_unit_reduce_input = 0, head_unit_sharded_grads = 0;
   double allocator_reserve = -1;       // moments: the caching allocator's reserve in bytes (planner/allocator_reserve.hpp);
                                        // negative: the framework's fraction of what is allocated
   int64_t layers() const {

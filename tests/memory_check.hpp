@@ -36,7 +36,8 @@ inline ModelSpec case_model(const PresetStore& presets, const std::string& model
   return presets.model_file(std::string(SHARDPLAN_SOURCE_DIR) + "/" + (at == std::string::npos ? model : model.substr(at)));
 }
 
-// A case's strategy: FSDP2 (ZeRO-2/3, per-block units and the root; `hf` as --framework fsdp, `titan` as torchtitan)
+// A case's strategy: FSDP2 (ZeRO-2/3, per-block units and the root, or the ends as units too where `wrap` is `titan`;
+// `hf` as --framework fsdp, `titan` as torchtitan)
 // over ranks / tp data-parallel ranks, sharded within groups of `hsdp` where set, torchtitan's TP plan with sequence
 // parallelism where tp > 1, `grad_accum` micro-batches a step; bf16 parameters, fp32 reductions.
 inline Strategy case_strategy(const nlohmann::json& c) {
@@ -53,6 +54,9 @@ inline Strategy case_strategy(const nlohmann::json& c) {
   s.seq = c["seq"];
   s.micro_batch = c["micro_batch"];
   s.global_batch = s.micro_batch * s.dp * c.value("grad_accum", 1);
+  // fsdp2_mem.py --wrap: `blocks` (the default) puts the embedding and LM head in the root, as torchtitan did before
+  // 2025-07-28; `titan` gives them units of their own, as torchtitan does today (compare.py end_units).
+  if (c.value("wrap", std::string("blocks")) == "blocks") s.end_units_own = false;
   return s;
 }
 

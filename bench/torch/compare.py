@@ -30,9 +30,11 @@ KEEP_MARK = "<!-- findings: compare.py keeps everything below this line when it 
 GPT_YAML = "bench/torch/gpt3-1.3b.yaml"
 
 
-def case(model, impl, ranks, zero, recompute, seq, mb=1, tp=1, hsdp=0, ga=1):
+def case(model, impl, ranks, zero, recompute, seq, mb=1, tp=1, hsdp=0, ga=1, wrap="blocks"):
     c = {"model": model, "impl": impl, "ranks": ranks, "zero": zero, "recompute": recompute, "seq": seq,
          "micro_batch": mb}
+    if wrap != "blocks":
+        c["wrap"] = wrap  # fsdp2_mem.py --wrap titan: the embedding and [norm, lm_head] units of their own
     if tp > 1:
         c["tp"] = tp  # torchtitan's TP plan with SP and loss_parallel (tp_plan.py); FSDP over ranks / tp
     if hsdp:
@@ -96,6 +98,27 @@ def outside_cases():
     return cases
 
 
+def wrap_cases():
+    """torchtitan's wrapping since 83e694105 (2025-07-28; torchtitan/distributed/fsdp.py apply_fsdp_to_decoder today):
+    the embedding a unit of its own (resharded after forward as the blocks), the final norm with the LM head another
+    (kept gathered after forward), the root empty; tied embeddings one unit of all three (reports/fsdp2-memory-wrap.md).
+    The other tables wrap the blocks and the root, as torchtitan did before and `--fsdp-end-units root` predicts."""
+    shape = lambda name: f"bench/torch/shapes/{name}.yaml"
+    cases = []
+    for seq in (2048, 8192):
+        for zero in (3, 2):
+            for rc in ("none", "full"):
+                cases.append(case("llama3-8b", "titan", 8, zero, rc, seq, wrap="titan"))
+    cases += [case("llama3-8b", "titan", 8, 3, "selective", 8192, wrap="titan"),
+              case("llama3-8b", "titan", 8, 3, "none", 2048, 2, wrap="titan"),
+              case("llama3-8b", "titan", 8, 3, "selective", 4096, ga=2, wrap="titan"),
+              case("llama3-8b", "titan", 8, 3, "full", 4096, tp=2, wrap="titan"),
+              case("llama3-70b", "titan", 64, 3, "full", 8192, wrap="titan"),
+              case(shape("mistral-7b"), "titan", 16, 2, "selective", 4096, wrap="titan"),
+              case(shape("llama3.2-1b"), "titan", 8, 3, "none", 4096, 3, wrap="titan")]
+    return cases
+
+
 def quick_cases():
     return [case("llama3-8b", "hf", 8, 3, "none", 2048), case("llama3-8b", "titan", 8, 2, "full", 2048)]
 
@@ -105,6 +128,7 @@ def case_id(c) -> str:
     tp = f'-tp{c["tp"]}' if c.get("tp", 1) > 1 else ""
     tp += f'-hsdp{c["hsdp"]}' if c.get("hsdp") else ""
     ga = f'-ga{c["grad_accum"]}' if c.get("grad_accum", 1) > 1 else ""
+    ga += f'-w{c["wrap"]}' if c.get("wrap", "blocks") != "blocks" else ""
     return f'{m}-{c["impl"]}-n{c["ranks"]}{tp}-z{c["zero"]}-{c["recompute"]}-s{c["seq"]}-b{c["micro_batch"]}{ga}'
 
 
@@ -137,13 +161,21 @@ def framework_of(c) -> str:
     return "torchtitan" if c["impl"] == "titan" else "fsdp"
 
 
+def end_units(c):
+    """--fsdp-end-units for a case: where its wrapping puts the embedding and the LM head (torchtitan's default is
+    units of their own; the tables that wrap blocks and the root name it)."""
+    if c["impl"] == "titan" and c.get("wrap", "blocks") == "blocks":
+        return ["--fsdp-end-units", "root"]
+    return []
+
+
 def predict_cmd(shardplan, c, resolve=True):
     return [shardplan, "predict", *model_flags(c, resolve), "--framework", framework_of(c), "--precision", "amp-bf16",
             "--zero", str(c["zero"]), "--recompute", c["recompute"], "--gpus", str(c["ranks"]),
             "--seq", str(c["seq"]), "--micro-batch", str(c["micro_batch"]),
             "--global-batch", str(c["micro_batch"] * c["ranks"] // c.get("tp", 1) * c.get("grad_accum", 1)),
             "--gpu", "h100-sxm", *(["--tp", str(c["tp"])] if c.get("tp", 1) > 1 else []),
-            *(["--hsdp", str(c["hsdp"])] if c.get("hsdp") else []), "--format", "json"]
+            *(["--hsdp", str(c["hsdp"])] if c.get("hsdp") else []), *end_units(c), "--format", "json"]
 
 
 def measure(shardplan, c, tmp, results_dir, reuse, timeout):
@@ -154,7 +186,8 @@ def measure(shardplan, c, tmp, results_dir, reuse, timeout):
     cmd = [sys.executable, os.path.join(HERE, "fsdp2_mem.py"), "--model-yaml", model_yaml(shardplan, c, tmp),
            "--impl", c["impl"], "--ranks", str(c["ranks"]), "--zero", str(c["zero"]), "--recompute", c["recompute"],
            "--seq", str(c["seq"]), "--micro-batch", str(c["micro_batch"]), "--tp", str(c.get("tp", 1)),
-           "--hsdp", str(c.get("hsdp", 0)), "--grad-accum", str(c.get("grad_accum", 1)), "--out", out]
+           "--hsdp", str(c.get("hsdp", 0)), "--grad-accum", str(c.get("grad_accum", 1)),
+           "--wrap", c.get("wrap", "blocks"), "--out", out]
     t0 = time.time()
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     if r.returncode != 0:
@@ -273,12 +306,13 @@ def short(c) -> str:
     tp = f' TP{c["tp"]}' if c.get("tp", 1) > 1 else ""
     tp += f' HSDP{c["hsdp"]}' if c.get("hsdp") else ""
     ga = f' ×{c["grad_accum"]}' if c.get("grad_accum", 1) > 1 else ""
+    ga += f' wrap {c["wrap"]}' if c.get("wrap", "blocks") != "blocks" else ""
     return f'{m} {c["impl"]} N={c["ranks"]}{tp} Z{c["zero"]} {c["recompute"]} s{c["seq"]} b{c["micro_batch"]}{ga}'
 
 
 def render(rows, argv, started, seconds, case_set="default") -> str:
     title = {"outside": "FSDP2 (and × TP) memory on shapes outside the default table",
-             "tp": "FSDP2 × TP memory"}.get(case_set, "FSDP2 memory")
+             "tp": "FSDP2 × TP memory", "wrap": "torchtitan's FSDP2 wrapping since July 2025"}.get(case_set, "FSDP2 memory")
     lines = [f"# {title}: PyTorch's allocations against `shardplan predict`", "",
              "Generated by `bench/torch/compare.py` (issue 15, item 1). Command:", "",
              "```", " ".join(shlex.quote(a) for a in argv), "```", "",
@@ -306,7 +340,7 @@ def render(rows, argv, started, seconds, case_set="default") -> str:
               ("ZeRO-3", lambda c: c["zero"] == 3), ("ZeRO-2", lambda c: c["zero"] == 2),
               ("no recompute", lambda c: c["recompute"] == "none"), ("full recompute", lambda c: c["recompute"] == "full"),
               ("selective recompute", lambda c: c["recompute"] == "selective"),
-              ("GPT-style (LayerNorm, GELU)", lambda c: c["model"].endswith(".yaml"))]
+              ("GPT-style (LayerNorm, GELU)", lambda c: c["model"] == GPT_YAML)]
     lines += ["", f"Error over {len(errs)} cases: mean {sum(errs) / len(errs):+.1f} %, range {min(errs):+.1f} … "
               f"{max(errs):+.1f} %, mean |error| {sum(abs(e) for e in errs) / len(errs):.1f} %.", "",
               "| group | cases | mean error % | range % |", "|---|---:|---:|---:|", summary(rows, groups), "",
@@ -372,7 +406,7 @@ def find_shardplan():
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--shardplan", default=find_shardplan(), help="the shardplan binary (default build/shardplan)")
-    ap.add_argument("--cases", choices=["default", "quick", "tp", "outside"], default="default")
+    ap.add_argument("--cases", choices=["default", "quick", "tp", "outside", "wrap"], default="default")
     ap.add_argument("--only", default="", help="run only the cases whose id contains this text")
     ap.add_argument("--results", help="folder for each case's JSON (default: a temporary folder)")
     ap.add_argument("--reuse", action="store_true", help="use a case's JSON from --results when it is there")
@@ -384,7 +418,8 @@ def main(argv=None) -> int:
         print("error: --shardplan: no shardplan binary found; build it and pass its path", file=sys.stderr)
         return 2
     started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M")
-    cases = {"default": default_cases, "quick": quick_cases, "tp": tp_cases, "outside": outside_cases}[args.cases]()
+    cases = {"default": default_cases, "quick": quick_cases, "tp": tp_cases, "outside": outside_cases,
+             "wrap": wrap_cases}[args.cases]()
     cases = [c for c in cases if args.only in case_id(c)]
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
