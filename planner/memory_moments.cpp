@@ -307,8 +307,9 @@ void loss_backward(Ledger& l, const StageInputs& in, const Sizes& z) {
   // ZeRO-3: the root, and the last block when the root's pre-backward (which prefetches it:
   // _fsdp_param_group.py FSDPParamGroup._backward_prefetch) ran before the loss's backward. ZeRO-2 (reshard_after_forward
   // False): every unit stays gathered until its post-backward. Ends of their own: the head unit is not resharded
-  // after forward, the embedding is under ZeRO-3 (torchtitan/distributed/fsdp.py apply_fsdp_to_decoder).
-  const double prefetched = in.fw.loss_inside_root_forward && z.layers > 0 ? 1 : 0;
+  // after forward, the embedding is under ZeRO-3 (torchtitan/distributed/fsdp.py apply_fsdp_to_decoder); the root then
+  // holds no parameter, has no parameter group and prefetches nothing.
+  const double prefetched = in.fw.loss_inside_root_forward && !z.split && z.layers > 0 ? 1 : 0;
   add_gathered(l, in, z, z.zero3 ? prefetched : z.layers, {!z.split || !z.zero3, true});
   add_block_activations(l, in, z, z.layers);
   l.add(&MemoryComponents::activations, "activations", text("final norm and LM head inputs"),

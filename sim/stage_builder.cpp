@@ -267,7 +267,8 @@ void StageBuilder::backward(int32_t mb, int32_t chunk, bool input_only) {
       if (l == chunk_offset_[static_cast<size_t>(chunk) + 1] - 1) {
         if (entry == kNone) ops_.bwd_entry_gather[pass_index(mb, chunk)] = ag;
         // A loss inside the root's forward runs the root's pre-backward, which prefetches this unit, first.
-        else e_.add_dep(ag, plan_.prefetch_before_loss && c_.moments && head_fwd_ != kNone ? head_fwd_ : out);
+        // (A root without parameters, the ends being units of their own, has no parameter group to prefetch with.)
+        else e_.add_dep(ag, plan_.prefetch_before_loss && c_.moments && !c_.end_units && head_fwd_ != kNone ? head_fwd_ : out);
       } else if (c_.moments) {
         // FSDP2 prefetches unit l at unit l + 1's pre-backward (_fsdp_param_group.py _backward_prefetch).
         e_.add_dep(ag, issued_after);

@@ -56,7 +56,7 @@ inline Strategy case_strategy(const nlohmann::json& c) {
   s.global_batch = s.micro_batch * s.dp * c.value("grad_accum", 1);
   // fsdp2_mem.py --wrap: `blocks` (the default) puts the embedding and LM head in the root, as torchtitan did before
   // 2025-07-28; `titan` gives them units of their own, as torchtitan does today (compare.py end_units).
-  if (c.value("wrap", std::string("blocks")) == "blocks") s.end_units_own = false;
+  s.end_units_own = c.value("wrap", std::string("blocks")) == "titan";
   return s;
 }
 

@@ -116,6 +116,10 @@ def wrap_cases():
               case("llama3-70b", "titan", 64, 3, "full", 8192, wrap="titan"),
               case(shape("mistral-7b"), "titan", 16, 2, "selective", 4096, wrap="titan"),
               case(shape("llama3.2-1b"), "titan", 8, 3, "none", 4096, 3, wrap="titan")]
+    # the same units around transformers' model, whose loss runs inside the root's forward: the root, empty now, has
+    # no parameter group and prefetches nothing before the loss's backward
+    cases += [case("llama3-8b", "hf", 8, 3, "none", 2048, wrap="titan"), case("llama3-8b", "hf", 8, 3, "full", 8192, wrap="titan"),
+              case("llama3-8b", "hf", 8, 2, "selective", 4096, wrap="titan")]
     return cases
 
 
@@ -162,10 +166,13 @@ def framework_of(c) -> str:
 
 
 def end_units(c):
-    """--fsdp-end-units for a case: where its wrapping puts the embedding and the LM head (torchtitan's default is
-    units of their own; the tables that wrap blocks and the root name it)."""
-    if c["impl"] == "titan" and c.get("wrap", "blocks") == "blocks":
+    """--fsdp-end-units for a case where its wrapping is not its framework's default (torchtitan's: units of their
+    own; fsdp's: the root)."""
+    wrap = c.get("wrap", "blocks")
+    if c["impl"] == "titan" and wrap == "blocks":
         return ["--fsdp-end-units", "root"]
+    if c["impl"] != "titan" and wrap == "titan":
+        return ["--fsdp-end-units", "own"]
     return []
 
 
