@@ -67,6 +67,7 @@ LaunchFacts launch_facts(const LaunchPlan& plan) {
   f.pp_loss_layers = effective_loss_layers(s);
   f.pp_stage_layout = has_stage_layout(s);
   f.expandable_segments = p.memory.expandable_segments;
+  f.end_units_own = p.strategy.end_units_own.value_or(framework_traits(p.strategy.framework).end_units_own);
   // torchtitan derives its virtual stages as ⌈(L + first_less + last_less) / layers_per_stage⌉
   // (torchtitan/distributed/pipeline_parallel.py _get_pipeline_metadata): ⌈E / S⌉ gives back S = pp · chunks.
   const int64_t effective = p.model.layers + f.pp_embedding_layers + f.pp_loss_layers;
@@ -141,6 +142,10 @@ std::string readme(const LaunchPlan& plan, const LaunchFacts& f, const std::vect
     out += "- priced with K and V copied to every query head before attention (--attention-kv repeated: torchtitan "
            "before 2026-01-27, transformers' repeat_kv); Megatron-Core, SDPA with enable_gqa and torchtitan since "
            "ff0829c share each K/V head within its query group, and hold and send less than priced\n";
+  if (s.framework == Framework::torchtitan && !f.end_units_own)
+    out += "- priced with the embedding and the LM head in FSDP's root unit (--fsdp-end-units root: torchtitan before "
+           "83e694105, 2025-07-28); torchtitan since wraps them as units of their own (its configuration has no "
+           "switch for it), so today's torchtitan holds what --fsdp-end-units own predicts\n";
   if (p.time.modelled)
     out += fmt::format("- predicted: step {:.3f} s, {:.0f} tokens/s per GPU, MFU {:.1f} %, peak {:.1f} GB per GPU\n",
                        p.time.step_s, p.throughput.tokens_per_s_per_gpu, 100 * p.throughput.mfu,

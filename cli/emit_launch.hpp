@@ -57,6 +57,7 @@ struct LaunchFacts {
   int64_t torchtitan_layers_per_stage = 1;
   bool pp_stage_layout = false;  // Megatron's per-stage layout (--pp-layout) priced
   bool expandable_segments = false;  // the allocator mode priced (planner/memory.hpp fit_bytes): exported when on
+  bool end_units_own = false;  // FSDP2's embedding and [final norm, LM head] units of their own (--fsdp-end-units)
   int zero = 3;
   bool sp = false, offload = false, flash = true;
   bool compile = false, async_tp = false;  // torch.compile; PyTorch's async TP (effective_tp_comm_overlap)

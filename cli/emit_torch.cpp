@@ -73,6 +73,18 @@ def apply_tensor_parallel(blocks, tp_mesh):
         parallelize_module(block, tp_mesh, plan)
 
 
+def end_modules(model):
+    """(embedding, final norm, LM head) of an untied decoder, or None where they are tied or not found: then they stay
+    in the root unit, which is what a tied model's single unit of all three amounts to."""
+    if getattr(model.config, "tie_word_embeddings", False):
+        return None
+    norm = getattr(getattr(model, "model", None), "norm", None)
+    embedding, head = model.get_input_embeddings(), model.get_output_embeddings()
+    if norm is None or embedding is None or head is None:
+        return None
+    return embedding, norm, head
+
+
 def apply_activation_checkpointing(blocks):
     """full: recompute each block in backward; selective: keep matmul and attention outputs, recompute the rest."""
     if RECOMPUTE == "none":
@@ -114,6 +126,14 @@ def build_model(mesh, device):
     dp_mesh = mesh["replicate", "shard"] if REPLICATE > 1 else mesh["shard"]
     mp_policy = MixedPrecisionPolicy(param_dtype=PARAM_DTYPE, reduce_dtype=REDUCE_DTYPE)
     offload = CPUOffloadPolicy() if OFFLOAD else OffloadPolicy()
+    ends = end_modules(model) if END_UNITS_OWN else None
+    if ends is not None:
+        # torchtitan's units for the ends (torchtitan/distributed/fsdp.py apply_fsdp_to_decoder): the embedding
+        # resharded after forward as the blocks, the final norm with the LM head kept gathered after forward.
+        fully_shard(ends[0], mesh=dp_mesh, mp_policy=mp_policy, reshard_after_forward=RESHARD_AFTER_FORWARD,
+                    offload_policy=offload)
+        fully_shard(list(ends[1:]), mesh=dp_mesh, mp_policy=mp_policy, reshard_after_forward=False,
+                    offload_policy=offload)
     for block in blocks:
         fully_shard(block, mesh=dp_mesh, mp_policy=mp_policy, reshard_after_forward=RESHARD_AFTER_FORWARD,
                     offload_policy=offload)
@@ -250,6 +270,8 @@ EmittedFile emit_fsdp2_script(const LaunchPlan& plan, const LaunchFacts& f) {
   out += fmt::format("RESHARD_AFTER_FORWARD = {}  # True: ZeRO-3 (FULL_SHARD); False: ZeRO-2 (SHARD_GRAD_OP)\n",
                      f.zero >= 3 ? "True" : "False");
   out += fmt::format("OFFLOAD = {}\n", f.offload ? "True" : "False");
+  out += fmt::format("END_UNITS_OWN = {}  # the embedding and [final norm, LM head] as FSDP units of their own "
+                     "(--fsdp-end-units)\n", f.end_units_own ? "True" : "False");
   out += fmt::format("MICRO_BATCH, GRAD_ACCUM, SEQ = {}, {}, {}\n", f.micro_batch, f.grad_accum, f.seq);
   out += fmt::format("SYNC_EVERY_STEP_ONLY = {}  # reduce gradients once per step (no_sync) rather than per micro-batch\n",
                      effective_grad_sync(s) == GradSync::per_step ? "True" : "False");

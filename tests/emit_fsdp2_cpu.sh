@@ -72,3 +72,17 @@ print(f"ok: {config['architectures'][0]} from shardplan's config.json: {built} p
       f"buffers) = shardplan's {model['params']}; 3 steps, loss {steps[-1]['loss']:.3f}")
 PY
 done
+
+# --fsdp-end-units own: the loop wraps the embedding and [final norm, LM head] as units of their own (torchtitan's
+# units) and trains.
+"$bin" plan --preset tiny --gpus 2 --gpu h100-sxm --zero 3 --global-batch 4 --micro-batch 1 --simulate-top 0 \
+  --framework fsdp --fsdp-end-units own --emit "$work/own" >/dev/null
+grep -q '^END_UNITS_OWN = True' "$work/own/train_fsdp2.py" || { echo "FAIL: END_UNITS_OWN not set"; exit 1; }
+PATH="$venv/bin:$PATH" SHARDPLAN_DEVICE=cpu STEPS=3 OMP_NUM_THREADS=1 timeout 600 "$work/own/torchrun.sh" \
+  > "$work/own.log" 2>&1 || { echo "FAIL: --fsdp-end-units own did not train"; tail -20 "$work/own.log"; exit 1; }
+python3 - "$work/own/shardplan_steps.jsonl" <<'PY'
+import json, sys
+own = [json.loads(line) for line in open(sys.argv[1])]
+assert len(own) == 3 and all(0 < s["loss"] < 10 and s["peak_bytes"] > 0 for s in own), own
+print(f"ok: own end units train: 3 steps, loss {own[-1]['loss']:.3f}")
+PY

@@ -145,6 +145,19 @@ TEST_SUITE("emit") {
     CHECK(read_all(plain / "torchtitan.sh").find("  --compile.no-enable-async-tensor-parallel\n") != std::string::npos);
   }
 
+  TEST_CASE("--fsdp-end-units: the FSDP2 loop wraps the ends as priced; a torchtitan plan priced with the root says so") {
+    const fs::path own = fresh_dir("end-units-own");
+    const auto c = plan_and_emit("--preset llama3-8b --gpus 8 --cluster dgx-h100 --framework fsdp --fsdp-end-units own",
+                                 own);
+    CHECK(c["config"]["fsdp_end_units"] == "own");
+    CHECK(read_all(own / "train_fsdp2.py").find("\nEND_UNITS_OWN = True") != std::string::npos);
+    CHECK(read_all(own / "README.md").find("--fsdp-end-units root") == std::string::npos);
+    const fs::path root = fresh_dir("end-units-root");
+    plan_and_emit("--preset llama3-8b --gpus 8 --cluster dgx-h100 --framework torchtitan --fsdp-end-units root", root);
+    CHECK(read_all(root / "train_fsdp2.py").find("\nEND_UNITS_OWN = False") != std::string::npos);
+    CHECK(read_all(root / "README.md").find("--fsdp-end-units root: torchtitan before 83e694105") != std::string::npos);
+  }
+
   TEST_CASE("ZeRO-2/3 plans of other runtimes reach Megatron as Megatron-FSDP, which runs them where torch FSDP2 would not") {
     // Megatron-LM's validate_args refuses --use-torch-fsdp2 with tied embeddings (MPT), with PP and with EP, and every
     // FSDP when CUDA_DEVICE_MAX_CONNECTIONS is 1 (megatron/training/arguments.py).
