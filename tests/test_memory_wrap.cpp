@@ -77,9 +77,9 @@ TEST_SUITE("memory wrap") {
       const double err = test::tracked_allocation(p) / r["measured"]["total"].get<double>() - 1;
       CHECK(std::fabs(err) < 0.02);
       worst = std::max(worst, std::fabs(err));
-      // transformers' loss runs inside the root's forward, and there the loss's forward outgrows the head unit's
-      // post-backward by 0.25 GiB (Llama 3 8B ZeRO-3 s2048: a second 0.98 GiB all-gather buffer alive at
-      // nll_loss_forward, reports/fsdp2-memory-wrap.md); shardplan prices no forward moment: one such tie.
+      // transformers' loss runs inside the root's forward, before the root's post-forward releases the head unit's
+      // all-gather output (0.98 GiB for Llama 3 8B), and at ZeRO-3 s2048 that outgrows the head unit's post-backward
+      // by 0.25 GiB (reports/fsdp2-memory-wrap.md); shardplan prices no forward moment: one such tie.
       const bool same = p.memory.peak_stage().allocated_phase == measured_phase(r["peak_moment"]);
       if (!same && r["peak_moment"]["phase"] == "forward" && std::fabs(err) < 0.02) ++ties;
       else CHECK(same);
