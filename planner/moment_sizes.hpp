@@ -1,0 +1,49 @@
+#pragma once
+// Internal to planner/memory_moments.cpp: the sizes every FSDP memory moment is built from (memory_moments.hpp), per
+// stage: bytes per parameter of each state, unit sizes, micro-batches held, and what the runtime keeps gathered or
+// reduces when. sizes_of reads them off the stage's inputs and the framework's traits.
+#include "planner/allocator_reserve.hpp"
+#include "planner/memory_ledger.hpp"
+
+namespace shardplan::memory_detail {
+
+// What the moments share, per stage (bytes per parameter, counts).
+struct Sizes {
+  double n = 1;            // shard degree
+  double psi = 0, block = 0, root = 0, layers = 0;
+  double local = 0, block_local = 0;  // one shard of psi / of a block (routed experts over expert-DP: StageInputs)
+  double a = 2;            // compute dtype: gathered parameters, unsharded gradients, activations
+  double block_gather_b = 2;  // a gathered block parameter: the compute dtype, 1 B under FP8 all-gather
+  double shard_b = 0;      // the persistent parameter shard: the parameter's own dtype (fp32 under amp)
+  double grad_shard_b = 0; // sharded gradients: the shard's dtype (FSDPParam.sharded_param.grad)
+  double reduce_b = 0;     // reduce-scatter input: the reduce dtype (MixedPrecisionPolicy.reduce_dtype)
+  double accum = 1;        // micro-batches per step
+  double in_flight = 1;    // micro-batches whose activations the stage holds (pipeline schedules)
+  // no_sync under a pipeline whose first stage holds every micro-batch: the first backward's moments (all in flight,
+  // the gradients not yet accumulated) apart from the later ones (one fewer in flight, every gradient kept).
+  bool first_pass = false;
+  // torchtitan's interleaved pipeline (keep_all_gathered, reduce_after_last): each chunk is reduced and resharded
+  // right after its own last backward, so the stage's worst backward holds only some chunks' gathered parameters and
+  // unsharded gradients (interleaved_hold); 1 = all of them.
+  double gathered_share = 1, grad_share = 1;
+  bool interleaved_hold = false;
+  int64_t hold_block = -1;  // the stage's block (forward order) whose backward starts the worst moment
+  double head_grad_params = 0;  // the LM head (or the tied embedding) on the last stage
+  // FrameworkTraits::end_units_own where it changes anything (fsdp_end_units_split): the embedding and [final norm,
+  // LM head] are units of their own, not in the root; their parameters.
+  bool split = false;
+  double embed_unit = 0, head_unit = 0;
+  double embedding_grad_extra = 0;  // no_sync under DTensor TP: the embedding gradient's other TP ranks' rows
+  double down_params = 0;  // the MLP's output projection: the first weight gradient of a block's backward
+  bool zero3 = false;
+  bool keep_all_gathered = false;  // torchtitan under PP: every unit gathered from first forward to last backward
+  bool reduce_after_last = false;  // ... and every unit reduced after the stage's last backward, none during it
+  AllocatorReserve reserve;        // the caching allocator's, the same at every moment (allocator_reserve.hpp)
+  // Every gradient shard of the step, when FSDP allocates them on its reduce-scatter stream
+  // (FrameworkTraits::sharded_grads_on_reduce_stream); 0 otherwise.
+  double reduce_stream_shards = 0;
+};
+
+Sizes sizes_of(const StageInputs& in);
+
+}  // namespace shardplan::memory_detail
