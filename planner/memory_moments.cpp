@@ -239,7 +239,7 @@ void block_backward(Ledger& l, const StageInputs& in, const Sizes& z, double k, 
 // The root's post-backward, or with ends of their own the embedding unit's (the last to reduce).
 void root_post_backward(Ledger& l, const StageInputs& in, const Sizes& z) {
   const double shards = add_states(l, in, z, false);
-  const double last = z.split ? z.embed_unit : z.root;  // the unit reduced last
+  const double last = z.last_unit();
   const double blocks_reduced = !in.keeps_unsharded_grads && z.accum <= 1 ? (z.local - last / z.n) * z.grad_shard_b : 0;
   if (blocks_reduced > 0)
     l.add(&MemoryComponents::grads, "grads", [&] { return fmt::format("sharded gradients of every block{} ({} B/param)", z.split ? " and the head unit" : "", z.grad_shard_b); },
@@ -411,7 +411,7 @@ MomentParts moment_parts(const ModelSpec& m, const Strategy& s, const FrameworkT
   }
   // Under keep_all_gathered the simulator gathers each unit at its first forward and keeps it (StepPlan::gathers_once).
   p.gathered_block = z.block * z.block_gather_b;
-  if (fw.zero3_root_stays_gathered || z.keep_all_gathered) p.gathered_root = (z.split ? z.embed_unit : z.root) * z.a;
+  if (fw.zero3_root_stays_gathered || z.keep_all_gathered) p.gathered_root = z.last_unit() * z.a;
   p.reshard_after_forward = z.zero3;
   // The block's backward: the larger of its two sub-moments (block_backward's sub 0 and 1), the rest being equal.
   const bool full = s.recompute == Recompute::full;
@@ -430,7 +430,7 @@ MomentParts moment_parts(const ModelSpec& m, const Strategy& s, const FrameworkT
     p.head_grads = z.split ? 0 : z.head_grad_params * z.a;
     p.embed_grads = (z.split ? z.embed_unit : z.root - z.head_grad_params) * z.a;
   }
-  const double last = z.split ? z.embed_unit : z.root;  // the unit reduced last
+  const double last = z.last_unit();
   p.block_reduce_input = z.block * z.reduce_b;
   p.root_reduce_input = last * z.reduce_b;
   p.block_sharded_grads = z.block_local * z.grad_shard_b;

@@ -33,6 +33,7 @@ struct Sizes {
   // LM head] are units of their own, not in the root; their parameters.
   bool split = false;
   double embed_unit = 0, head_unit = 0;
+  double last_unit() const { return split ? embed_unit : root; }  // the unit reduced last: root or embedding
   double embedding_grad_extra = 0;  // no_sync under DTensor TP: the embedding gradient's other TP ranks' rows
   double down_params = 0;  // the MLP's output projection: the first weight gradient of a block's backward
   bool zero3 = false;

@@ -13,6 +13,14 @@
 
 namespace shardplan::test {
 
+// The built-in presets, loaded once, and the one H100-SXM rank the PyTorch tables were predicted for.
+inline const PresetStore& presets() {
+  static const PresetStore store = PresetStore::builtin();
+  return store;
+}
+
+inline ClusterSpec h100() { return cluster_from_gpu(presets().gpu("h100-sxm")); }
+
 inline double tracked_allocation(const Prediction& p) {
   const MemoryComponents& c = p.memory.peak_stage().allocated;  // at the moment of the most allocated
   return c.total() - c.runtime - c.fragmentation;

@@ -17,15 +17,12 @@
 #include "tests/cli_runner.hpp"
 
 using namespace shardplan;
+using test::h100;
+using test::presets;
 using shardplan::test::CliResult;
 using shardplan::test::run_cli;
 
 namespace {
-
-const PresetStore& presets() {
-  static const PresetStore store = PresetStore::builtin();
-  return store;
-}
 
 Strategy fsdp2(Framework f, int64_t ranks, int zero, Recompute rc, int64_t seq, int64_t micro = 1) {
   Strategy s;
@@ -40,8 +37,6 @@ Strategy fsdp2(Framework f, int64_t ranks, int zero, Recompute rc, int64_t seq, 
   s.global_batch = micro * ranks;
   return s;
 }
-
-ClusterSpec h100() { return cluster_from_gpu(presets().gpu("h100-sxm")); }
 
 double allocated(const Prediction& p) { return test::tracked_allocation(p); }
 

@@ -17,15 +17,10 @@
 #include "tests/memory_check.hpp"
 
 using namespace shardplan;
+using test::h100;
+using test::presets;
 
 namespace {
-
-const PresetStore& presets() {
-  static const PresetStore store = PresetStore::builtin();
-  return store;
-}
-
-ClusterSpec h100() { return cluster_from_gpu(presets().gpu("h100-sxm")); }
 
 // What op-level selective checkpointing saves per token of one block on one rank.
 double selective_bytes_per_token(const ModelSpec& m, const Strategy& s) {

@@ -20,15 +20,10 @@
 #include "tests/memory_check.hpp"
 
 using namespace shardplan;
+using test::h100;
+using test::presets;
 
 namespace {
-
-const PresetStore& presets() {
-  static const PresetStore store = PresetStore::builtin();
-  return store;
-}
-
-ClusterSpec h100() { return cluster_from_gpu(presets().gpu("h100-sxm")); }
 
 Strategy titan(int64_t ranks, int zero, Recompute rc, int64_t seq) {
   Strategy s;

@@ -16,13 +16,10 @@
 #include "tests/memory_check.hpp"
 
 using namespace shardplan;
+using test::h100;
+using test::presets;
 
 namespace {
-
-const PresetStore& presets() {
-  static const PresetStore store = PresetStore::builtin();
-  return store;
-}
 
 Strategy titan_tp(int64_t ranks, int64_t tp, int zero, Recompute rc, int64_t seq, int64_t micro = 1) {
   Strategy s;
@@ -39,8 +36,6 @@ Strategy titan_tp(int64_t ranks, int64_t tp, int zero, Recompute rc, int64_t seq
   s.global_batch = micro * s.dp;
   return s;
 }
-
-ClusterSpec h100() { return cluster_from_gpu(presets().gpu("h100-sxm")); }
 
 double allocated(const Prediction& p) { return test::tracked_allocation(p); }
 

@@ -30,6 +30,11 @@ KEEP_MARK = "<!-- findings: compare.py keeps everything below this line when it 
 GPT_YAML = "bench/torch/gpt3-1.3b.yaml"
 
 
+def shape(name):
+    """A model shape of bench/torch/shapes/, from its config.json."""
+    return f"bench/torch/shapes/{name}.yaml"
+
+
 def case(model, impl, ranks, zero, recompute, seq, mb=1, tp=1, hsdp=0, ga=1, wrap="blocks"):
     c = {"model": model, "impl": impl, "ranks": ranks, "zero": zero, "recompute": recompute, "seq": seq,
          "micro_batch": mb}
@@ -77,7 +82,6 @@ def outside_cases():
     1B), an attention wider than the model (head_dim 128 on a 2560-wide model, Qwen3-4B's shape), a small vocabulary
     (Mistral 7B); 16 and 32 ranks, 3-sequence micro-batches, seq 4096: the issue's check "shapes outside your own
     table" run here before anyone runs it elsewhere (reports/fsdp2-memory-outside.md)."""
-    shape = lambda name: f"bench/torch/shapes/{name}.yaml"
     cases = []
     for impl in ("hf", "titan"):
         cases += [case(shape("qwen2.5-7b"), impl, 16, 3, "none", 4096), case(shape("qwen2.5-7b"), impl, 16, 2, "full", 4096),
@@ -103,7 +107,6 @@ def wrap_cases():
     the embedding a unit of its own (resharded after forward as the blocks), the final norm with the LM head another
     (kept gathered after forward), the root empty; tied embeddings one unit of all three (reports/fsdp2-memory-wrap.md).
     The other tables wrap the blocks and the root, as torchtitan did before and `--fsdp-end-units root` predicts."""
-    shape = lambda name: f"bench/torch/shapes/{name}.yaml"
     cases = []
     for seq in (2048, 8192):
         for zero in (3, 2):
