@@ -210,7 +210,7 @@ TEST_SUITE("published runs") {
 
   TEST_CASE("torchtitan's published reserves, replayed: shardplan's reserved peak within 8 % of the replay") {
     // bench/torch/replay_published.py: each row's PyTorch allocations (fake tensors) placed by the caching allocator's
-    // rules, stream by stream (reports/allocator-replay.json, .md: 3.2 % from the published reserves on average). The
+    // rules, stream by stream (reports/allocator-replay.json, .md: 2.7 % from the published reserves on average). The
     // replay is the reserve's measurement shardplan is held to: without FSDP's gradient shards on the reduce-scatter
     // stream (framework.hpp sharded_grads_on_reduce_stream) three rows fall 8–10 % short of it.
     std::ifstream in(std::string(SHARDPLAN_SOURCE_DIR) + "/reports/allocator-replay.json");

@@ -18,8 +18,8 @@ have reserved. Rules (c10/cuda/CUDACachingAllocator.cpp, torch 2.x, default conf
 Streams: a block belongs to the stream it was allocated on and only that stream's requests reuse it (the pools are
 keyed by stream). Fake tensors carry no stream; the harness records the stream FSDP entered when it allocated
 (fsdp2_mem.py StreamScope: the all-gather buffers, the reduce-scatter output) by an ("s", key, stream) event;
-everything else is the compute stream. Expandable
-segments are not replayed (the published runs did not set them).
+everything else is the compute stream. `replay(..., expandable=True)` places them by the rules of expandable segments
+instead (allocator_expandable.py), as torchtitan's launcher sets them.
 """
 import bisect
 import itertools
@@ -53,29 +53,44 @@ class Block:
         self.free = True
 
 
-class CachingAllocator:
+class FreeBlockIndex:
+    """What both allocators keep alike: the free blocks of each (stream, small?) pool ordered by size then address
+    (pool.blocks, BlockComparatorSize), and the reserved/allocated counters with their maxima."""
+
     def __init__(self, capacity: int = 0):
         self.capacity = capacity  # bytes the allocator may reserve; 0 = unlimited
         self.pools = {}  # (stream, small?) -> sorted (size, ptr, id, block) of free blocks
-        self.segments = {}  # segment id -> its size
         self.reserved = self.allocated = 0
         self.max_reserved = self.max_allocated = 0
         self.cuda_mallocs = self.releases = 0
-        self._ids = itertools.count()
-        self._next_ptr = 0
 
     def reset_peaks(self) -> None:
         """torch.cuda.reset_peak_memory_stats: the maxima restart from what is reserved and allocated now."""
         self.max_reserved, self.max_allocated = self.reserved, self.allocated
 
-    def _insert(self, b: Block) -> None:
+    def _insert(self, b) -> None:
         bisect.insort(self.pools.setdefault(b.pool, []), (b.size, b.ptr, id(b), b))
 
-    def _remove(self, b: Block) -> None:
+    def _remove(self, b) -> None:
         pool = self.pools[b.pool]
         i = bisect.bisect_left(pool, (b.size, b.ptr, id(b)))
         assert pool[i][3] is b
         del pool[i]
+
+    def _hand_out(self, b):
+        """alloc_found_block's accounting: the block (as split) is allocated."""
+        b.free = False
+        self.allocated += b.size
+        self.max_allocated = max(self.max_allocated, self.allocated)
+        return b
+
+
+class CachingAllocator(FreeBlockIndex):
+    def __init__(self, capacity: int = 0):
+        super().__init__(capacity)
+        self.segments = {}  # segment id -> its size
+        self._ids = itertools.count()
+        self._next_ptr = 0
 
     def _new_segment(self, size: int, pool) -> Block:
         seg_size = allocation_size(size)
@@ -121,10 +136,7 @@ class CachingAllocator:
             b.next = rest
             b.size = size
             self._insert(rest)
-        b.free = False
-        self.allocated += b.size
-        self.max_allocated = max(self.max_allocated, self.allocated)
-        return b
+        return self._hand_out(b)
 
     def free(self, b: Block) -> None:
         b.free = True
@@ -145,21 +157,21 @@ class CachingAllocator:
         self._insert(b)
 
 
-def replay(events, capacity: int = 0, reset_at: int = 0) -> dict:
-    """events: ("a", key, bytes), ("f", key) and ("s", key, stream) (the allocation `key` was on that stream) in
-    program order; an allocation's key is its index in `events`. The peaks restart at event index `reset_at` (the
-    reported step's start, as torchtitan resets them between logged steps)."""
-    alloc = CachingAllocator(capacity)
+def replay_events(events, allocator, reset_at: int = 0):
+    """Play events ("a", key, bytes), ("f", key) and ("s", key, stream) (the allocation `key` was on that stream), in
+    program order, through allocators made by `allocator()`; an allocation's key is its index in `events`. Yields (i,
+    event, the allocator) after each event. At event `reset_at` (the reported step's start) a fresh allocator takes
+    what is live, placed in allocation order, and its peaks restart (torchtitan resets them between logged steps): the
+    first step's segments are not carried over, since under fake tensors its optimizer initialisation makes full-size
+    temporaries a GPU run does not (fsdp2_mem.py: why step 2 is reported)."""
+    alloc = allocator()
     stream_of = {ev[1]: ev[2] for ev in events if ev[0] == "s"}
     live = {}
     for i, ev in enumerate(events):
         if i == reset_at and i > 0:
-            # The reported step starts from a fresh allocator holding what is live, placed in allocation order: the
-            # first step's segments are not carried over, since under fake tensors its optimizer initialisation makes
-            # full-size temporaries a GPU run does not (fsdp2_mem.py: why step 2 is reported).
             sizes = {key: b.size for key, b in live.items()}
             streams = {key: b.pool[0] for key, b in live.items()}
-            alloc = CachingAllocator(capacity)
+            alloc = allocator()
             live = {key: alloc.malloc(sizes[key], streams[key]) for key in sorted(sizes)}
             alloc.reset_peaks()
         if ev[0] == "a":
@@ -168,6 +180,23 @@ def replay(events, capacity: int = 0, reset_at: int = 0) -> dict:
             b = live.pop(ev[1], None)
             if b is not None:
                 alloc.free(b)
+        yield i, ev, alloc
+
+
+def replay(events, capacity: int = 0, reset_at: int = 0, expandable: bool = False) -> dict:
+    """What the allocator would reserve for `events` (replay_events), the peaks from event `reset_at`. `expandable`: the
+    allocator under expandable_segments:True (allocator_expandable.py)."""
+    if expandable:
+        from allocator_expandable import ExpandableAllocator as Allocator
+    else:
+        Allocator = CachingAllocator
+    alloc = None
+    for _, _, alloc in replay_events(events, lambda: Allocator(capacity), reset_at):
+        pass
+    if alloc is None:
+        alloc = Allocator(capacity)
+    streams = {ev[2] for ev in events if ev[0] == "s"}
     return {"max_reserved": alloc.max_reserved, "max_allocated": alloc.max_allocated,
             "reserved_at_end": alloc.reserved, "cuda_mallocs": alloc.cuda_mallocs, "segment_releases": alloc.releases,
-            "side_stream_allocations": len(stream_of), "streams": sorted(set(stream_of.values())), "events": len(events)}
+            "side_stream_allocations": sum(1 for ev in events if ev[0] == "s"), "streams": sorted(streams),
+            "events": len(events)}

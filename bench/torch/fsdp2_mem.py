@@ -101,13 +101,20 @@ def begin_alloc_trace(tracker, on: bool) -> None:
         StreamScope.install()
 
 
-def replay_alloc_trace(tracker, reset_at: int):
+def replay_alloc_trace(tracker, reset_at: int, trace_out: str = None):
     """What the caching allocator would reserve for the logged allocations (allocator_replay.py), the peaks from event
-    `reset_at` (the reported step's start); None without a trace."""
+    `reset_at` (the reported step's start), by the default rules and (key `expandable_segments`) under
+    expandable_segments:True; None without a trace."""
     if tracker.alloc_trace is None:
         return None
     import allocator_replay
-    return allocator_replay.replay(tracker.alloc_trace, reset_at=reset_at)
+    if trace_out:
+        import pickle
+        with open(trace_out, "wb") as f:
+            pickle.dump({"events": tracker.alloc_trace, "reset_at": reset_at}, f)
+    out = allocator_replay.replay(tracker.alloc_trace, reset_at=reset_at)
+    out["expandable_segments"] = allocator_replay.replay(tracker.alloc_trace, reset_at=reset_at, expandable=True)
+    return out
 
 
 class MomentTracker(FSDPMemTracker):
@@ -352,6 +359,8 @@ def parse_args(argv):
                    "across them (a 2-D (replicate, shard) mesh, as torchtitan's dp_replicate × dp_shard)")
     p.add_argument("--alloc-replay", action="store_true", help="also replay the allocations through the caching "
                    "allocator's rules (allocator_replay.py): step 2's max reserved")
+    p.add_argument("--alloc-trace", metavar="FILE", help="with --alloc-replay: also write the allocator events and the "
+                   "step-2 start to FILE (pickle), for allocator_replay.py's --holes")
     p.add_argument("--out", help="also write the JSON here")
     return p.parse_args(argv)
 
@@ -443,7 +452,7 @@ def run(args) -> dict:
     times["total_s"] = round(time.time() - t0, 2)
     times["build_s"] = round(times["build_s"], 2)
     s2 = steps[1]
-    replayed = replay_alloc_trace(tracker, replay_from)
+    replayed = replay_alloc_trace(tracker, replay_from, args.alloc_trace)
     moments = sorted(tracker.moments.items(), key=lambda kv: -kv[1]["total"])
     peak_moment = moment_json(tracker.peak_key, tracker.moments[tracker.peak_key]) if tracker.peak_key else None
     shard_bytes = expected_shard_bytes(param_shapes, dp_ranks, 4)

@@ -374,6 +374,8 @@ def parse_args(argv):
     p.add_argument("--no-fp8-all-gather", action="store_true", help="with --float8: bf16 all-gather")
     p.add_argument("--alloc-replay", action="store_true", help="also replay the allocations through the caching "
                    "allocator's rules (allocator_replay.py): step 2's max reserved")
+    p.add_argument("--alloc-trace", metavar="FILE", help="with --alloc-replay: also write the allocator events and the "
+                   "step-2 start to FILE (pickle), for allocator_replay.py's --holes")
     p.add_argument("--optimizer", choices=["foreach", "fused", "for-loop"], default="foreach")
     p.add_argument("--min-mb", type=float, default=1.0, help="list live allocations of at least this many MiB")
     p.add_argument("--top", type=int, default=60, help="live allocations listed one by one")
@@ -530,7 +532,7 @@ def run(args) -> dict:
                 steps.append({"start": start, "peak": peak, "end": fsdp2_mem.current_device_snapshot(tracker),
                               "seconds": round(time.time() - ts, 2)})
     s2 = steps[1]
-    replayed = fsdp2_mem.replay_alloc_trace(tracker, replay_from)
+    replayed = fsdp2_mem.replay_alloc_trace(tracker, replay_from, args.alloc_trace)
     peak_key = tracker.peak_key
     peak_moment = fsdp2_mem.moment_json(peak_key, tracker.moments[peak_key]) if peak_key else None
     live = []

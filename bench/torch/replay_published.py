@@ -61,10 +61,13 @@ def main() -> int:
             c = d["case"]
             row = {"source": source, "model": preset, "seq": c["seq"], "micro_batch": c["micro_batch"],
                    "allocated_bytes": d["peak"]["bytes"], "replayed_reserved_bytes": d["allocator_replay"]["max_reserved"],
+                   "replayed_expandable_reserved_bytes":
+                       d["allocator_replay"]["expandable_segments"]["max_reserved"],
                    "command": " ".join([harness, "--model-yaml", preset + ".yaml", *extra, "--alloc-replay"])}
             rows.append(row)
             print(f"{source:12s} allocated {row['allocated_bytes'] / GiB:6.2f} GiB, replayed reserve "
-                  f"{row['replayed_reserved_bytes'] / GiB:6.2f} GiB", flush=True)
+                  f"{row['replayed_reserved_bytes'] / GiB:6.2f} GiB, with expandable segments "
+                  f"{row['replayed_expandable_reserved_bytes'] / GiB:6.2f} GiB", flush=True)
     import torch
     result = {"torch": torch.__version__, "rows": rows}
     tmp_out = args.out + ".tmp"

@@ -130,9 +130,36 @@ def check_allocator_replay(failures) -> None:
           a.max_reserved // mib, a.releases), (120, 120, 1))
 
 
+def check_expandable_replay(failures) -> None:
+    """The same allocator under expandable_segments:True (allocator_expandable.py), worked by hand."""
+    sys.path.insert(0, HERE)
+    import allocator_expandable as ae
+    mib = 1 << 20
+    a = ae.ExpandableAllocator()
+    x = a.malloc(100 * mib)
+    check(failures, "expandable: 100 MiB maps five 20 MiB pages", a.reserved // mib, 100)
+    a.free(x)
+    y = a.malloc(150 * mib)  # the freed block at the mapped end grows in place: no second segment
+    check(failures, "expandable: a freed block at the end grows in place (150 MiB → 160 mapped)", a.reserved // mib, 160)
+    a.malloc(5 * mib)  # from the 10 MiB left of the last page
+    check(failures, "expandable: a request served from the last page's remainder", a.reserved // mib, 160)
+    a.free(y)
+    a.malloc(200 * mib)  # the freed 150 MiB is not at the end: 5 MiB free there + 200 mapped after it
+    check(failures, "expandable: a hole inside stays mapped, the request extends the end", (a.reserved // mib,
+          a.allocated // mib), (360, 205))
+    a.release_cached_blocks()  # the 150 MiB hole gives back its seven whole pages
+    check(failures, "expandable: release unmaps the whole pages inside free blocks", a.reserved // mib, 220)
+    a = ae.ExpandableAllocator()
+    x = a.malloc(50 * mib, "all_gather")
+    a.free(x)
+    a.malloc(50 * mib)
+    check(failures, "expandable: each stream has its own range", a.reserved // mib, 120)
+
+
 def main() -> int:
     failures = []
     check_allocator_replay(failures)
+    check_expandable_replay(failures)
     with tempfile.TemporaryDirectory() as tmp:
         for impl, zero, recompute in (("titan", 3, "none"), ("hf", 2, "full")):
             d = run_case(impl, zero, recompute, tmp)
@@ -160,6 +187,11 @@ def main() -> int:
                   abs(r["max_allocated"] - d["peak"]["bytes"]) <= 1e-3 * d["peak"]["bytes"], True)
             check(failures, f"{tag} the replay reserves at least what it allocates", r["max_reserved"] >=
                   r["max_allocated"], True)
+            # the same requests; the default allocator hands out whole blocks where a remainder of 1 MiB or less is
+            # not split off (should_split), expandable segments split every remainder of 512 B
+            e = r["expandable_segments"]
+            check(failures, f"{tag} the expandable replay allocates what the default one does (0.1 %, not more)",
+                  r["max_allocated"] * 0.999 <= e["max_allocated"] <= r["max_allocated"], True)
             # FSDP2's all-gather buffers (copy-in stream) and new gradient shards (reduce-scatter stream), each unit's,
             # every step: StreamScope saw FSDP enter its two streams
             check(failures, f"{tag} allocations on FSDP's own streams", (len(r["streams"]),
