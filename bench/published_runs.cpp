@@ -92,7 +92,8 @@ Strategy strategy_of(const Row& r, const ModelSpec& m, std::vector<std::string>&
                             : Framework::deepspeed;
   // TTA's torchtitan (2024) kept the embedding and the LM head in the root unit; its own units came with 83e694105
   // (2025-07-28; planner/framework.cpp end_units_own).
-  if (s.framework == Framework::torchtitan) s.end_units_own = false;
+  // Its RoPE table was one for the model; one per attention layer came with 02d24f017 (2026-06-05).
+  if (s.framework == Framework::torchtitan) s.end_units_own = false, s.rope_cache_per_layer = false;
   s.recompute = contains(recompute, "full")        ? Recompute::full
                 : contains(recompute, "selective") ? Recompute::selective
                                                    : Recompute::none;

@@ -57,7 +57,7 @@ std::map<std::string, std::string> parse_options(const ModernRow& r) {
       "loss", "attn", "kv", "fp8", "fp8_all_gather", "pp_first_layers", "pp_last_layers", "pp_embedding_layers",
       "pp_loss_layers", "pp_layout", "mtp", "ep_overlap", "cuda_graph", "capacity_factor", "pad_to_capacity", "dispatcher",
       "precision_aware_optimizer", "adam_moments", "recompute_modules", "act_offload_layers", "expandable_segments",
-      "end_units"};
+      "end_units", "rope"};
   static const std::set<std::string> recorded = {
       "grad_reduce_in_fp32", "main_grads", "delay_wgrad",
       "shared_expert_overlap", "fp8_attn", "fp8_output_proj", "moe_rank_capacity"};
@@ -179,6 +179,11 @@ Strategy strategy_of(const ModernRow& r, const std::map<std::string, std::string
     if (opt.at("end_units") != "root" && opt.at("end_units") != "own")
       throw std::runtime_error(fmt::format("line {}: end_units '{}' (root, own)", r.line, opt.at("end_units")));
     s.end_units_own = opt.at("end_units") == "own";
+  }
+  if (opt.count("rope")) {  // torchtitan's RoPE tables (--rope-cache)
+    if (opt.at("rope") != "shared" && opt.at("rope") != "per-layer")
+      throw std::runtime_error(fmt::format("line {}: rope '{}' (shared, per-layer)", r.line, opt.at("rope")));
+    s.rope_cache_per_layer = opt.at("rope") == "per-layer";
   }
   if (opt.count("kv")) {
     if (opt.at("kv") != "repeated" && opt.at("kv") != "grouped")

@@ -81,6 +81,7 @@ SearchSpace search_space(const PlanOptions& o, const ModelSpec& m, const Cluster
   b.attention_kernel = parse_attention_kernel_flag(f.attention_kernel, f.flash_attn);
   b.kv_repeated = parse_attention_kv_flag(f.attention_kv);
   b.end_units_own = parse_fsdp_end_units_flag(f.fsdp_end_units, b.framework);
+  b.rope_cache_per_layer = parse_rope_cache_flag(f.rope_cache, b.framework);
   b.fp8 = parse_fp8_flag(f.fp8);
   b.fp8_all_gather = f.fp8_all_gather;
   b.cuda_graphs = parse_cuda_graphs_flag(f.cuda_graphs);

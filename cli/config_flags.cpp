@@ -135,6 +135,9 @@ void add_config_flags(CLI::App& cmd, ConfigFlags& f) {
                  "FSDP2's units for the model's ends: own (the embedding one unit, the final norm with the LM head "
                  "another: torchtitan since 2025-07-28) | root (both in the root unit with the rest: torchtitan "
                  "before, per-block wrapping of transformers models); default own for torchtitan, root for fsdp");
+  cmd.add_option("--rope-cache", f.rope_cache,
+                 "torchtitan's RoPE tables (complex64, the training length): per-layer (one in each attention layer: "
+                 "torchtitan since 2026-06-05) | shared (one for the model: torchtitan before); default per-layer");
   cmd.add_option("--grad-sync", f.grad_sync,
                  "Gradient reduction under accumulation: step (no_sync) | micro (every micro-batch); "
                  "default: the framework's");
@@ -208,6 +211,16 @@ std::optional<bool> parse_fsdp_end_units_flag(const std::string& v, Framework fr
     throw InputError(fmt::format("--fsdp-end-units describes FSDP2's wrapping, not --framework {}; use --framework "
                                  "fsdp or torchtitan, or drop --fsdp-end-units", to_string(framework)));
   return v == "own";
+}
+
+std::optional<bool> parse_rope_cache_flag(const std::string& v, Framework framework) {
+  if (v.empty()) return std::nullopt;
+  if (v != "per-layer" && v != "shared")
+    throw InputError(fmt::format("--rope-cache '{}' is not one of: per-layer, shared", v));
+  if (framework != Framework::torchtitan)
+    throw InputError(fmt::format("--rope-cache describes torchtitan's RoPE tables, not --framework {}; use --framework "
+                                 "torchtitan, or drop --rope-cache", to_string(framework)));
+  return v == "per-layer";
 }
 
 Fp8Recipe parse_fp8_flag(const std::string& v) {
@@ -419,6 +432,7 @@ ResolvedConfig resolve_config(const ConfigFlags& f, const PresetStore& store) {
   s.attention_kernel = parse_attention_kernel_flag(f.attention_kernel, f.flash_attn);
   s.kv_repeated = parse_attention_kv_flag(f.attention_kv);
   s.end_units_own = parse_fsdp_end_units_flag(f.fsdp_end_units, s.framework);
+  s.rope_cache_per_layer = parse_rope_cache_flag(f.rope_cache, s.framework);
   s.fp8 = parse_fp8_flag(f.fp8);
   s.fp8_all_gather = f.fp8_all_gather;
   s.cuda_graphs = parse_cuda_graphs_flag(f.cuda_graphs);

@@ -39,6 +39,7 @@ struct ConfigFlags {
   std::string attention_kernel;  // --attention-kernel; empty: the framework's
   std::string attention_kv;      // --attention-kv: grouped | repeated; empty: grouped
   std::string fsdp_end_units;    // --fsdp-end-units: own | root; empty: the framework's
+  std::string rope_cache;        // --rope-cache: per-layer | shared; empty: the framework's
   std::string fp8 = "off";       // --fp8 (planner/fp8_recipe.hpp)
   bool fp8_all_gather = false;   // --fp8-all-gather
   std::string grad_sync;
@@ -112,6 +113,8 @@ std::optional<AttentionKernel> parse_attention_kernel_flag(const std::string& va
 bool parse_attention_kv_flag(const std::string& value);
 // --fsdp-end-units under --framework: true for "own", false for "root", unset when empty; refused outside FSDP2.
 std::optional<bool> parse_fsdp_end_units_flag(const std::string& value, Framework framework);
+// --rope-cache under --framework: true for "per-layer", false for "shared", unset when empty; torchtitan only.
+std::optional<bool> parse_rope_cache_flag(const std::string& value, Framework framework);
 GradSync parse_grad_sync_flag(const std::string& value);
 
 }  // namespace shardplan::cli

@@ -98,6 +98,9 @@ json config_json(const Prediction& p) {
           {"attention_kernel", s.flash_attn ? to_string(s.attention_kernel.value_or(framework_traits(s.framework).attention_kernel)) : "none"},
           {"attention_kv", s.kv_repeated ? "repeated" : "grouped"},
           {"fsdp_end_units", s.end_units_own.value_or(framework_traits(s.framework).end_units_own) ? "own" : "root"},
+          {"rope_cache", s.framework != Framework::torchtitan ? "none"
+                         : s.rope_cache_per_layer.value_or(framework_traits(s.framework).rope_cache_per_layer) ? "per-layer"
+                                                                                                              : "shared"},
           {"grad_sync", to_string(effective_grad_sync(s))},
           {"pipeline", pipeline_json(p)}};
 }

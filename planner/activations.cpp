@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "planner/attention_linears.hpp"
+#include "planner/context_parallel.hpp"
 #include "planner/fp8.hpp"
 #include "planner/moe.hpp"
 #include "planner/moe_costs.hpp"
@@ -124,7 +125,9 @@ void add_attention_terms(TermList& out, const ModelSpec& m, const Strategy& s, c
   // The out-projection's input: the attention output, which a flash kernel also keeps for its own backward (Dao et
   // al. 2022 Alg. 2 reads O); where the linear keeps an FP8 cast instead, both are saved (Transformer Engine's
   // FusedAttnFunc saves out beside q, k, v).
-  const double out_bytes = s.flash_attn && li < a ? a + li : li;
+  // Under torch's CP ring the out-projection's bf16 input is a copy of the ring's output (context_parallel.hpp
+  // cp_output_copied): both kept.
+  const double out_bytes = s.flash_attn && (li < a || cp_output_copied(s)) ? a + li : li;
   out.push_back({"attention output (out-proj input)", out_bytes * q, ActSplit::tensor, false, out_bytes > li ? 2 : 1});
   if (m.dropout) out.push_back({"attention residual dropout mask", kMaskBytes * h, ActSplit::sequence, false});
 }

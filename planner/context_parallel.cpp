@@ -14,6 +14,8 @@ CpComm cp_comm(Framework f) { return f == Framework::megatron ? CpComm::p2p : Cp
 
 const char* to_string(CpComm c) { return c == CpComm::p2p ? "p2p ring" : "all-gather"; }
 
+bool cp_output_copied(const Strategy& s) { return s.cp > 1 && s.flash_attn && cp_comm(s.framework) == CpComm::all_gather; }
+
 double cp_local_kv_bytes(const ModelSpec& m, const Strategy& s) {
   // What each rank's attention kernel reads: its K/V heads, or one per query head where the model repeats them
   // (attention_linears.hpp attention_kv_heads_per_rank).
@@ -27,7 +29,8 @@ double cp_kv_buffer_bytes(const ModelSpec& m, const Strategy& s) {
   const double kv = cp_local_kv_bytes(m, s);
   if (cp_comm(s.framework) == CpComm::p2p) return 4 * kv;
   const double a = static_cast<double>(dtype_bytes(precision_compute_dtype(s.precision)));
-  return static_cast<double>(s.cp) * kv + 2 * kv * 4 / a;
+  const double dq_fp32 = 4 * static_cast<double>(s.micro_batch * seq_per_rank(s) * (model_q_width(m) / s.tp));
+  return (static_cast<double>(s.cp) + 2) * kv + 2 * kv * 4 / a + dq_fp32;
 }
 
 CpMergeBytes cp_merge_bytes(const ModelSpec& m, const Strategy& s) {

@@ -22,12 +22,22 @@ enum class CpComm { p2p, all_gather };
 CpComm cp_comm(Framework f);
 const char* to_string(CpComm c);
 
+// torch's ring hands its output back in [B, H, S, D] memory order on every CP rank but the last: the load balancer's
+// half-sequence steps update half the running output and concatenate it (_SDPAMerger._merge_one → _partial_update's
+// torch.cat), where a flash kernel's own output is [B, S, H, D] in memory. The model's transpose-then-contiguous before
+// the output projection (torchtitan Attention.forward) then copies it, and the attention's node keeps the ring's output
+// while the projection keeps the copy: one more q-wide tensor a block (bench/torch/fsdp2_mem.py --cp, measured;
+// reports/cp-memory.md). Megatron's p2p ring (Transformer Engine) returns its own layout: not affected.
+bool cp_output_copied(const Strategy& s);
+
 // K and V of this rank's seq/cp tokens of one micro-batch in one layer, TP-split: 2 · b · (seq/cp) · kv_width · a.
 double cp_local_kv_bytes(const ModelSpec& m, const Strategy& s);
 // The ring's transient buffers during one layer's attention, the larger of forward and backward (0 without CP):
 //   p2p: two K,V buffers (send, receive) forward; two (K,V) + two (dK,dV) backward (TE p2p_comm_buffers);
-//   all_gather: the gathered K,V of the whole sequence (cp × local); backward also the fp32 dK,dV accumulator and
-//   the one in flight.
+//   all_gather (torch _templated_ring_attention_backward, the larger pass): the gathered K,V of the whole sequence
+//   (cp × local), the local K,V concatenated as its all-gather's input (held until the wait) and made contiguous
+//   (`key.contiguous()`: SDPA's K and V are transposed views), the fp32 dQ accumulator, the fp32 dK,dV accumulator
+//   and the one in flight (measured at the flash backward inside the ring: reports/cp-memory.md).
 double cp_kv_buffer_bytes(const ModelSpec& m, const Strategy& s);
 
 // Memory traffic of torch's ring around its attention kernels, one block and micro-batch, bytes (0 for Megatron's p2p

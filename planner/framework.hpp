@@ -192,7 +192,8 @@ struct FrameworkTraits {
   // and h-wide tensors in the compute dtype (measured: reports/fsdp2-memory.md, block moments).
   double block_backward_f_tensors = 0;
   double block_backward_h_tensors = 0;
-  // Each attention layer keeps its own complex64 RoPE cache of the training length (torchtitan ComplexRoPE).
+  // Each attention layer keeps its own complex64 RoPE cache of the training length (torchtitan ComplexRoPE, since
+  // 02d24f017 of 2026-06-05; Strategy::rope_cache_per_layer overrides it).
   bool rope_cache_per_layer = false;
   // Each unit's new gradient shard is allocated on FSDP's reduce-scatter stream, and the caching allocator serves a
   // stream only from the blocks it cached for that stream (c10/cuda/CUDACachingAllocator.cpp: BlockPool entries are

@@ -314,7 +314,7 @@ void add_reduction_buffers(Ledger& l, const StageInputs& in) {
 
 namespace memory_detail {
 
-void add_parallel_buffers(Ledger& l, const StageInputs& in) {
+void add_parallel_buffers(Ledger& l, const StageInputs& in, bool attention_running) {
   const Strategy& s = in.strategy;
   if (s.pp > 1)
     l.add(&MemoryComponents::buffers, "buffers",
@@ -333,7 +333,7 @@ void add_parallel_buffers(Ledger& l, const StageInputs& in) {
   if (in.fw.attention_score_matrices > 0)
     l.add(&MemoryComponents::buffers, "buffers", text("attention workspace (T×T fp32 scores, one head at a time)"),
           static_cast<double>(in.fw.attention_score_matrices) * static_cast<double>(seq_per_rank(s) * s.seq) * 4);
-  if (s.cp > 1)
+  if (s.cp > 1 && attention_running)
     l.add(&MemoryComponents::buffers, "buffers", [&] { return fmt::format("context-parallel K/V buffers of one layer's attention ({})", to_string(cp_comm(s.framework))); },
           cp_kv_buffer_bytes(in.model, s));
 }

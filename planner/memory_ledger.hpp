@@ -74,7 +74,8 @@ LossOrBackward loss_or_backward(const StageInputs& in);
 
 // Parts every moment shares (memory.cpp): runtime allocations outside the allocator, pipeline and sequence-parallel
 // buffers, and the allocator's reserve on what the ledger holds so far.
-void add_parallel_buffers(Ledger& l, const StageInputs& in);
+// `attention_running`: a moment inside a block's attention (the context-parallel ring's K/V buffers exist only then).
+void add_parallel_buffers(Ledger& l, const StageInputs& in, bool attention_running = true);
 void add_runtime(Ledger& l, const StageInputs& in);
 void add_fragmentation(Ledger& l, const StageInputs& in);
 

@@ -7,6 +7,7 @@
 #include "planner/activations.hpp"
 #include "planner/allocator_reserve.hpp"
 #include "planner/attention_linears.hpp"
+#include "planner/context_parallel.hpp"
 #include "planner/fp8.hpp"
 #include "planner/moment_sizes.hpp"
 #include "planner/pipeline_layout.hpp"
@@ -30,7 +31,8 @@ double attention_working_set_bytes(const ModelSpec& m, const Strategy& s, const 
   const double h = static_cast<double>(m.hidden), q = static_cast<double>(model_q_width(m)) / static_cast<double>(s.tp);
   const double kv = kv_width(m, s), heads = static_cast<double>(m.heads) / static_cast<double>(s.tp);
   const double boundary = (norm_saved_bytes(m, fw, a) + a * h) / seq_split(s);
-  return (boundary + a * (2 * q + 2 * kv) + 4 * heads) * tokens(s);
+  const double outputs = cp_output_copied(s) ? 3 : 2;  // q and the output, and under torch's CP ring its copy
+  return (boundary + a * (outputs * q + 2 * kv) + 4 * heads) * tokens(s);
 }
 
 // Gradients of the MLP's intermediates alive at its backward's peak (FrameworkTraits::block_backward_*_tensors).
@@ -114,12 +116,18 @@ void add_gathered(Ledger& l, const StageInputs& in, const Sizes& z, double block
 
 void add_rope_caches(Ledger& l, const StageInputs& in) {
   const ModelSpec& m = in.model;
-  if (!in.fw.rope_cache_per_layer || m.position != PositionKind::rotary) return;
-  // torchtitan models/common/rope.py ComplexRoPE: per attention layer a complex64 [seq, head_dim / 2] table; under
-  // CP the table is one of the buffers context_parallel shards along the sequence (seq / cp rows).
-  const double per_layer = static_cast<double>(seq_per_rank(in.strategy)) * static_cast<double>(model_head_dim(m)) / 2 * 8;
-  l.add(&MemoryComponents::buffers, "buffers", text("RoPE caches (complex64, one per attention layer)"),
-        per_layer * static_cast<double>(in.stage.layers));
+  if (in.fw.framework != Framework::torchtitan || m.position != PositionKind::rotary) return;
+  // A complex64 [seq, head_dim / 2] table of the training length (torchtitan models/common/rope.py ComplexRoPE
+  // _precompute_cache over max_context_length), whole on every CP rank: CP shards the positions that index it
+  // (distributed/context_parallel/api.py prepare_context_parallel_input, since f1d41a117, 2025-12-09; before, torch's
+  // context_parallel sharded the table itself and kept the whole one to restore after the step). One per attention
+  // layer since 02d24f017 (2026-06-05), one for the model before (Strategy::rope_cache_per_layer).
+  const double table = static_cast<double>(in.strategy.seq) * static_cast<double>(model_head_dim(m)) / 2 * 8;
+  if (in.strategy.rope_cache_per_layer.value_or(in.fw.rope_cache_per_layer))
+    l.add(&MemoryComponents::buffers, "buffers", text("RoPE caches (complex64, one per attention layer)"),
+          table * static_cast<double>(in.stage.layers));
+  else
+    l.add(&MemoryComponents::buffers, "buffers", text("RoPE table (complex64, one for the model)"), table);
 }
 
 void add_block_activations(Ledger& l, const StageInputs& in, const Sizes& z, double blocks_this_micro) {
@@ -133,9 +141,12 @@ void add_block_activations(Ledger& l, const StageInputs& in, const Sizes& z, dou
           first_stage_extra_bytes(in.model, s) * z.in_flight);
 }
 
-void add_common(Ledger& l, const StageInputs& in, const Sizes& z) {
+// `attention`: a moment inside a block's attention, where context parallelism's K/V buffers exist (the ring gathers
+// them for each attention call and frees them after it: torch _templated_ring_attention's rotater, measured in
+// reports/cp-memory.md; at the loss's backward none is held).
+void add_common(Ledger& l, const StageInputs& in, const Sizes& z, bool attention = false) {
   add_rope_caches(l, in);
-  add_parallel_buffers(l, in);
+  add_parallel_buffers(l, in, attention);
   add_runtime(l, in);
   l.add(&MemoryComponents::fragmentation, "fragmentation", [&] { return fmt::format("caching allocator: {} segments of their own × 1 MiB unused on average (kRoundLarge 2 MiB)", z.reserve.own_segments); },
         z.reserve.rounding);
@@ -232,7 +243,7 @@ void block_backward(Ledger& l, const StageInputs& in, const Sizes& z, double k, 
     l.add(&MemoryComponents::activations, "activations", text("the attention's backward temporaries"),
           attention_backward_temp_bytes(m, s, in.fw, z.a));
   }
-  add_common(l, in, z);
+  add_common(l, in, z, sub == 1);
   add_reduce_stream_reserve(l, z, shards + reduced);
 }
 
@@ -416,7 +427,9 @@ MomentParts moment_parts(const ModelSpec& m, const Strategy& s, const FrameworkT
   // The block's backward: the larger of its two sub-moments (block_backward's sub 0 and 1), the rest being equal.
   const bool full = s.recompute == Recompute::full;
   const double mlp = (full ? block_working_set_bytes(m, s, fw) : 0) + mlp_backward_temp_bytes(m, s, fw, z.a);
-  const double attn = (full ? attention_working_set_bytes(m, s, fw, z.a) : 0) + attention_backward_temp_bytes(m, s, fw, z.a);
+  // The CP ring's K/V buffers during the attention's backward (add_common's `attention`).
+  const double attn = (full ? attention_working_set_bytes(m, s, fw, z.a) : 0) + attention_backward_temp_bytes(m, s, fw, z.a) +
+                      (s.cp > 1 ? cp_kv_buffer_bytes(m, s) : 0);
   const double own_grads_mlp = in.keeps_unsharded_grads ? 0 : z.down_params * z.a;
   const double own_grads_attn = in.keeps_unsharded_grads ? 0 : z.block * z.a;
   const bool mlp_wins = mlp + own_grads_mlp >= attn + own_grads_attn;

@@ -103,6 +103,10 @@ struct Strategy {
   // (torchtitan since 2025-07), false = both sit in the root unit with everything not in a block; unset: the
   // framework's (FrameworkTraits::end_units_own; planner/framework.hpp fsdp_end_units_split).
   std::optional<bool> end_units_own;
+  // torchtitan's RoPE tables: true = one complex64 table of the training length in each attention layer (since
+  // 02d24f017, 2026-06-05), false = one table for the model; unset: the framework's (FrameworkTraits::
+  // rope_cache_per_layer; planner/memory_moments.cpp add_rope_caches).
+  std::optional<bool> rope_cache_per_layer;
   Fp8Recipe fp8 = Fp8Recipe::off;   // FP8 GEMMs of the blocks' linear layers (planner/fp8.hpp)
   bool fp8_all_gather = false;      // FSDP2 all-gathers the linear weights in FP8 (torchao, tensorwise only)
   CudaGraphs cuda_graphs = CudaGraphs::none;  // what CUDA graphs capture (host launch gaps of eager MoE layers)

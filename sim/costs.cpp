@@ -238,7 +238,8 @@ StepPlan plan_step(const ModelSpec& m, const Strategy& s, const ClusterSpec& c) 
     add_static(sc, MemKind::pipeline_buffers, pipeline_buffer_bytes(m, s, fw, sp.stage, sp.first, sp.last));
     if (s.sp) add_static(sc, MemKind::sp_buffer, sp_gather_output_bytes(m, s));
     if (s.ep > 1 && sp.moe_layers > 0) add_static(sc, MemKind::ep_buffers, moe_all_to_all_bytes(m, s));  // memory.cpp
-    if (s.cp > 1) add_static(sc, MemKind::cp_buffers, cp_kv_buffer_bytes(m, s));
+    // The FSDP family's moments hold them inside the attention's backward only (MomentParts::backward_temps).
+    if (s.cp > 1 && !moments) add_static(sc, MemKind::cp_buffers, cp_kv_buffer_bytes(m, s));
     // The blocks' FP8 weight copies (memory.cpp fp8_cast_params), or under FP8 parameters the weights themselves.
     add_static(sc, MemKind::fp8_weights, fp8_params_only(s) ? fp8_block_weights(sp, s).fp8
                                                             : fp8_cached_weight_bytes_per_param(s) * fp8_cast_params(sp, s, fw));

@@ -55,7 +55,9 @@ inline Strategy case_strategy(const nlohmann::json& c) {
   s.gpus = c["ranks"];
   s.tp = c.value("tp", 1);
   s.sp = s.tp > 1;
-  s.dp = s.gpus / s.tp;
+  s.cp = c.value("cp", 1);  // fsdp2_mem.py --cp: torch's ring under torchtitan's (dp_shard, cp) mesh
+  s.dp = s.gpus / s.tp / s.cp;
+  s.kv_repeated = c.value("kv", std::string("grouped")) == "repeated";
   s.zero = c["zero"];
   s.recompute = recompute_named(c["recompute"]);
   s.hsdp = c.value("hsdp", 0);

@@ -69,11 +69,12 @@ TEST_SUITE("cp") {
     // Megatron's p2p ring: send and receive buffers of K,V forward, of (K,V) and (dK,dV) backward: 4 × local.
     const MemoryEstimate mem = estimate_memory(m, s, c);
     CHECK(item_bytes(mem.peak_stage(), "context-parallel K/V buffers") == doctest::Approx(4 * kLocalKv));
-    // torchtitan's all-gather: the whole sequence's K,V (4 × local) and two fp32 dK,dV (2 × local × 4/2 bytes).
+    // torchtitan's all-gather, its backward: the whole sequence's K,V (4 × local), the local K,V as the gather's input
+    // and made contiguous (2 × local), two fp32 dK,dV (2 × local × 4/2 bytes) and the fp32 dQ (2048 tokens × 4096).
     Strategy tt = s;
     tt.framework = Framework::torchtitan;
     tt.zero = 3;
-    CHECK(cp_kv_buffer_bytes(m, tt) == doctest::Approx(4 * kLocalKv + 2 * kLocalKv * 2));
+    CHECK(cp_kv_buffer_bytes(m, tt) == doctest::Approx(6 * kLocalKv + 2 * kLocalKv * 2 + 4.0 * 2048 * 4096));
     // A block's saved activations on a CP rank are those of a sequence of seq/cp tokens.
     const FrameworkTraits fw = framework_traits(Framework::megatron);
     Strategy quarter = s;

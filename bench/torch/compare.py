@@ -35,7 +35,7 @@ def shape(name):
     return f"bench/torch/shapes/{name}.yaml"
 
 
-def case(model, impl, ranks, zero, recompute, seq, mb=1, tp=1, hsdp=0, ga=1, wrap="blocks"):
+def case(model, impl, ranks, zero, recompute, seq, mb=1, tp=1, hsdp=0, ga=1, wrap="blocks", cp=1, kv="grouped"):
     c = {"model": model, "impl": impl, "ranks": ranks, "zero": zero, "recompute": recompute, "seq": seq,
          "micro_batch": mb}
     if wrap != "blocks":
@@ -46,6 +46,10 @@ def case(model, impl, ranks, zero, recompute, seq, mb=1, tp=1, hsdp=0, ga=1, wra
         c["hsdp"] = hsdp  # shard within groups of hsdp ranks, replicate across them
     if ga > 1:
         c["grad_accum"] = ga  # micro-batches per optimizer step, each one's gradients reduced
+    if cp > 1:
+        c["cp"] = cp  # torch's ring attention under context_parallel (cp_plan.py); FSDP over dp_shard × cp
+    if kv != "grouped":
+        c["kv"] = kv  # K/V copied to every query head before SDPA (torchtitan until 2026-01)
     return c
 
 
@@ -126,6 +130,21 @@ def wrap_cases():
     return cases
 
 
+def cp_cases():
+    """Context parallelism as torchtitan runs it (torch's context_parallel, K/V all-gathered, dK/dV rotated in fp32):
+    torchtitan's Table 2 shape (Llama 3.1 8B on 8 GPUs, 32,768 tokens a rank, full checkpointing, K/V repeated as
+    its 2024 Llama did, blocks and root wrapped) at CP 1–8, and grouped K/V, no checkpointing, ZeRO-2, torchtitan's
+    wrapping and a 70B beside them (reports/cp-memory.md). Not selective checkpointing: the harness's ring runs inside
+    an autograd.Function whose inner ops the policy would see, where on a GPU it sees the one flash op (cp_plan.py)."""
+    cases = [case("llama3-8b", "titan", 8, 3, "full", 32768 * cp, cp=cp, kv="repeated") for cp in (1, 2, 4, 8)]
+    cases += [case("llama3-8b", "titan", 8, 3, "full", 65536, cp=2), case("llama3-8b", "titan", 8, 3, "none", 16384, cp=2),
+              case("llama3-8b", "titan", 8, 2, "none", 16384, cp=2, kv="repeated"),
+              case("llama3-8b", "titan", 8, 2, "full", 65536, cp=4, wrap="titan"),
+              case("llama3-70b", "titan", 64, 3, "full", 16384, cp=2, kv="repeated"),
+              case("llama3-70b", "titan", 64, 3, "full", 32768, cp=4), case("llama3-8b", "titan", 16, 3, "full", 65536, cp=8)]
+    return cases
+
+
 def quick_cases():
     return [case("llama3-8b", "hf", 8, 3, "none", 2048), case("llama3-8b", "titan", 8, 2, "full", 2048)]
 
@@ -136,6 +155,8 @@ def case_id(c) -> str:
     tp += f'-hsdp{c["hsdp"]}' if c.get("hsdp") else ""
     ga = f'-ga{c["grad_accum"]}' if c.get("grad_accum", 1) > 1 else ""
     ga += f'-w{c["wrap"]}' if c.get("wrap", "blocks") != "blocks" else ""
+    tp += f'-cp{c["cp"]}' if c.get("cp", 1) > 1 else ""
+    ga += f'-kv{c["kv"]}' if c.get("kv", "grouped") != "grouped" else ""
     return f'{m}-{c["impl"]}-n{c["ranks"]}{tp}-z{c["zero"]}-{c["recompute"]}-s{c["seq"]}-b{c["micro_batch"]}{ga}'
 
 
@@ -183,8 +204,11 @@ def predict_cmd(shardplan, c, resolve=True):
     return [shardplan, "predict", *model_flags(c, resolve), "--framework", framework_of(c), "--precision", "amp-bf16",
             "--zero", str(c["zero"]), "--recompute", c["recompute"], "--gpus", str(c["ranks"]),
             "--seq", str(c["seq"]), "--micro-batch", str(c["micro_batch"]),
-            "--global-batch", str(c["micro_batch"] * c["ranks"] // c.get("tp", 1) * c.get("grad_accum", 1)),
+            "--global-batch", str(c["micro_batch"] * c["ranks"] // c.get("tp", 1) // c.get("cp", 1) *
+                                  c.get("grad_accum", 1)),
             "--gpu", "h100-sxm", *(["--tp", str(c["tp"])] if c.get("tp", 1) > 1 else []),
+            *(["--cp", str(c["cp"])] if c.get("cp", 1) > 1 else []),
+            *(["--attention-kv", c["kv"]] if c.get("kv", "grouped") != "grouped" else []),
             *(["--hsdp", str(c["hsdp"])] if c.get("hsdp") else []), *end_units(c), "--format", "json"]
 
 
@@ -197,7 +221,8 @@ def measure(shardplan, c, tmp, results_dir, reuse, timeout):
            "--impl", c["impl"], "--ranks", str(c["ranks"]), "--zero", str(c["zero"]), "--recompute", c["recompute"],
            "--seq", str(c["seq"]), "--micro-batch", str(c["micro_batch"]), "--tp", str(c.get("tp", 1)),
            "--hsdp", str(c.get("hsdp", 0)), "--grad-accum", str(c.get("grad_accum", 1)),
-           "--wrap", c.get("wrap", "blocks"), "--out", out]
+           "--wrap", c.get("wrap", "blocks"), "--cp", str(c.get("cp", 1)), "--kv", c.get("kv", "grouped"),
+           "--out", out]
     t0 = time.time()
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     if r.returncode != 0:
@@ -317,12 +342,15 @@ def short(c) -> str:
     tp += f' HSDP{c["hsdp"]}' if c.get("hsdp") else ""
     ga = f' ×{c["grad_accum"]}' if c.get("grad_accum", 1) > 1 else ""
     ga += f' wrap {c["wrap"]}' if c.get("wrap", "blocks") != "blocks" else ""
+    tp += f' CP{c["cp"]}' if c.get("cp", 1) > 1 else ""
+    ga += f' K/V {c["kv"]}' if c.get("kv", "grouped") != "grouped" else ""
     return f'{m} {c["impl"]} N={c["ranks"]}{tp} Z{c["zero"]} {c["recompute"]} s{c["seq"]} b{c["micro_batch"]}{ga}'
 
 
 def render(rows, argv, started, seconds, case_set="default") -> str:
     title = {"outside": "FSDP2 (and × TP) memory on shapes outside the default table",
-             "tp": "FSDP2 × TP memory", "wrap": "torchtitan's FSDP2 wrapping since July 2025"}.get(case_set, "FSDP2 memory")
+             "tp": "FSDP2 × TP memory", "wrap": "torchtitan's FSDP2 wrapping since July 2025",
+             "cp": "FSDP2 × context parallelism memory"}.get(case_set, "FSDP2 memory")
     lines = [f"# {title}: PyTorch's allocations against `shardplan predict`", "",
              "Generated by `bench/torch/compare.py` (issue 15, item 1). Command:", "",
              "```", " ".join(shlex.quote(a) for a in argv), "```", "",
@@ -386,7 +414,7 @@ def render(rows, argv, started, seconds, case_set="default") -> str:
                 break
         dv = r["meas"]["derived"]
         act = dv["activation_bytes_per_token_per_block"]
-        tokens = r["case"]["seq"] * r["case"]["micro_batch"]
+        tokens = r["case"]["seq"] * r["case"]["micro_batch"] // r["case"].get("cp", 1)  # a rank's tokens
         lines.append(f"| {short(r['case'])} | " + " | ".join(top + [""] * (3 - len(top))) +
                      f" | {act:.0f} / {shardplan_block_bytes(r['pred'], tokens):.0f} | "
                      f"{dv['max_logit_bytes_per_element']:.1f} / {shardplan_logit_bytes(r['pred']):.1f} |")
@@ -416,7 +444,7 @@ def find_shardplan():
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--shardplan", default=find_shardplan(), help="the shardplan binary (default build/shardplan)")
-    ap.add_argument("--cases", choices=["default", "quick", "tp", "outside", "wrap"], default="default")
+    ap.add_argument("--cases", choices=["default", "quick", "tp", "outside", "wrap", "cp"], default="default")
     ap.add_argument("--only", default="", help="run only the cases whose id contains this text")
     ap.add_argument("--results", help="folder for each case's JSON (default: a temporary folder)")
     ap.add_argument("--reuse", action="store_true", help="use a case's JSON from --results when it is there")
@@ -429,7 +457,7 @@ def main(argv=None) -> int:
         return 2
     started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M")
     cases = {"default": default_cases, "quick": quick_cases, "tp": tp_cases, "outside": outside_cases,
-             "wrap": wrap_cases}[args.cases]()
+             "wrap": wrap_cases, "cp": cp_cases}[args.cases]()
     cases = [c for c in cases if args.only in case_id(c)]
     rows = []
     with tempfile.TemporaryDirectory() as tmp:

@@ -13,6 +13,7 @@ read at its parent) and torchtitan/distributed/fsdp.py apply_fsdp_to_decoder. RE
 where fake CPU tensors stand in for CUDA and how.
 """
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -32,6 +33,7 @@ from torch.distributed.fsdp import FSDPModule  # noqa: E402
 from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
 from torch.testing._internal.distributed.fake_pg import FakeStore  # noqa: E402
 
+import cp_plan  # noqa: E402
 import models  # noqa: E402
 import tp_plan  # noqa: E402
 from recipe import FLASH_OP, apply_fsdp, apply_recompute, make_optimizer  # noqa: E402
@@ -169,11 +171,12 @@ class MomentTracker(FSDPMemTracker):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         self._func = func
-        if func is FLASH_OP:
-            # (query [B, H, S, hd], key [B, Hkv, S, hd], value, dropout_p, is_causal, attn_mask, scale)
+        if func is FLASH_OP or func is cp_plan.FLASH_CUDA_OP:
+            # (query [B, H, S, hd], key [B, Hkv, S, hd], value, dropout_p, is_causal, attn_mask, scale); the CUDA
+            # op (the ring's, under --cp: one call per ring step) has no mask argument
             self.flash_calls += 1
             q, k = args[0], args[1]
-            mask = args[5] if len(args) > 5 else (kwargs or {}).get("attn_mask")
+            mask = args[5] if len(args) > 5 and func is FLASH_OP else (kwargs or {}).get("attn_mask")
             self.flash_masked_calls += mask is not None
             self.flash_kv_heads.add((q.shape[1], k.shape[1]))
         elif func is SOFTMAX_OP:
@@ -344,6 +347,10 @@ def parse_args(argv):
     p.add_argument("--impl", choices=["hf", "titan"], default="titan")
     p.add_argument("--ranks", type=int, default=8)
     p.add_argument("--tp", type=int, default=1, help="tensor-parallel degree (titan only; torchtitan's plan, SP, loss_parallel)")
+    p.add_argument("--cp", type=int, default=1, help="context-parallel degree (titan only; torch's ring attention "
+                   "under torchtitan's (dp_shard, cp) mesh: cp_plan.py)")
+    p.add_argument("--kv", choices=["grouped", "repeated"], default="grouped", help="titan: K/V handed to SDPA per "
+                   "group, or copied to every query head (torchtitan's repeat_kv until 2026-01)")
     p.add_argument("--zero", type=int, choices=[2, 3], default=3)
     p.add_argument("--recompute", choices=["none", "full", "selective"], default="none")
     p.add_argument("--seq", type=int, default=2048)
@@ -377,31 +384,38 @@ def run(args) -> dict:
     if args.layers:
         shape.layers = args.layers
     models.check_shape(shape)
-    impl = models.Impl(args.impl, shape, args.seq)
-    tp = args.tp
+    impl = models.Impl(args.impl, shape, args.seq, kv_repeated=args.kv == "repeated")
+    tp, cp = args.tp, args.cp
+    cp_plan.check(args.seq, cp, args.ranks, tp, args.impl)
     if tp > 1:
         if args.impl != "titan" or args.ranks % tp:
             raise ValueError(f"--tp {tp} needs --impl titan and --ranks a multiple of it")
         tp_plan.check_divisible(shape, tp)
         tp_plan.allow_meshes_under_fake_mode()
         tp_plan.hide_sharding_propagation()
-    if args.hsdp and (tp > 1 or args.ranks % args.hsdp):
-        raise ValueError(f"--hsdp {args.hsdp} needs --tp 1 and --ranks a multiple of it")
+    if args.hsdp and (tp > 1 or cp > 1 or args.ranks % args.hsdp):
+        raise ValueError(f"--hsdp {args.hsdp} needs --tp 1, --cp 1 and --ranks a multiple of it")
+    if cp > 1:  # the ring's DTensors: meshes with real rank tables, their metadata inference not counted
+        tp_plan.allow_meshes_under_fake_mode()
+        tp_plan.hide_sharding_propagation()
     if not dist.is_initialized():
         dist.init_process_group("fake", rank=0, world_size=args.ranks, store=FakeStore())
     from torch.distributed.device_mesh import init_device_mesh
     # Outside FakeTensorMode, as torchtitan's estimator notes; with TP a 2-D (dp, tp) mesh, FSDP over dp; HSDP a 2-D
     # (replicate, shard) mesh, which fully_shard takes as replicate-then-shard.
     mesh2d = init_device_mesh("cpu", (args.ranks // tp, tp), mesh_dim_names=("dp", "tp")) if tp > 1 else None
+    cp_mesh = None
     if args.hsdp:
         mesh = init_device_mesh("cpu", (args.ranks // args.hsdp, args.hsdp), mesh_dim_names=("replicate", "shard"))
+    elif cp > 1:
+        mesh, cp_mesh = cp_plan.meshes(args.ranks, cp)
     else:
         mesh = mesh2d["dp"] if tp > 1 else init_device_mesh("cpu", (args.ranks,))
     dp_ranks = args.hsdp or args.ranks // tp  # the ranks a parameter is sharded over
     torch.manual_seed(0)
     times = {}
     # With TP, DTensor's dispatch reads the meshes' real rank tables: those are the only non-fake inputs.
-    with FakeTensorMode(allow_non_fake_inputs=tp > 1):
+    with FakeTensorMode(allow_non_fake_inputs=tp > 1 or cp > 1):
         with torch.device("meta"):
             model = impl.build()
         n_params = models.count_params(model)
@@ -432,9 +446,13 @@ def run(args) -> dict:
                 for micro in range(args.grad_accum):  # torchtitan train.py train_step: forward_backward_step each
                     if micro:
                         tracker.reset_mod_stats()  # the tracker's per-module stats take one forward per step
-                    with tp_plan.loss_context(tp):
+                    # Under CP each step's buffers are split in place (context_parallel's no_restore_buffers): fresh
+                    # copies, as a data loader's batch is.
+                    batch = (tokens.clone(), labels.clone()) if cp > 1 else (tokens, labels)
+                    with tp_plan.loss_context(tp), (cp_plan.cp_context(cp_mesh, batch) if cp > 1 else
+                                                    contextlib.nullcontext()):
                         tracker.phase = "forward"
-                        loss = impl.loss(model, tokens, labels)
+                        loss = impl.loss(model, *batch)
                         tracker.phase = "backward"
                         loss.backward()
                         del loss
@@ -471,7 +489,7 @@ def run(args) -> dict:
         "flash_attention_q_kv_heads": sorted(tracker.flash_kv_heads),
         "softmax_calls": tracker.softmax_calls,
     }
-    tokens = args.micro_batch * args.seq
+    tokens = args.micro_batch * args.seq // cp  # this rank's: CP keeps seq / cp of each sequence
     blocks = sorted((u for u in unit_stats if u.rsplit(".", 1)[-1].isdigit()), key=lambda u: int(u.rsplit(".", 1)[-1]))
     derived = {
         "activation_bytes_per_token_per_block": activation_per_token_per_block(unit_stats, blocks, tokens),

@@ -128,9 +128,10 @@ def complex_rope_cache(head_dim: int, seq: int, theta: float) -> torch.Tensor:
 
 
 class Attention(nn.Module):
-    def __init__(self, s: Shape, seq: int):
+    def __init__(self, s: Shape, seq: int, kv_repeated: bool = False):
         super().__init__()
         self.s, hd = s, s.hd()
+        self.kv_repeated = kv_repeated and s.heads != s.kv_heads
         self.r = s.heads // s.kv_heads + 2  # FusedQKVLinear: q heads per kv group + k + v
         self.wqkv = nn.Linear(s.hidden, s.kv_heads * self.r * hd, bias=s.qkv_bias)
         self.wo = nn.Linear(s.heads * hd, s.hidden, bias=s.out_bias)
@@ -152,9 +153,12 @@ class Attention(nn.Module):
         v = v.reshape(b, t, -1, hd).contiguous()
         if self.s.position == "rotary":
             q, k = self.rope(q), self.rope(k)
+        if self.kv_repeated:  # torchtitan's Llama until ff0829c (2026-01-27): repeat_kv, a copy per query head
+            rep = self.s.heads // self.s.kv_heads
+            k, v = k.repeat_interleave(rep, dim=2), v.repeat_interleave(rep, dim=2)
         # ScaledDotProductAttention.forward: [B, S, N, hd] -> [B, N, S, hd], causal, enable_gqa when heads differ
         o = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True,
-                                           enable_gqa=self.s.heads != self.s.kv_heads)
+                                           enable_gqa=k.shape[2] != q.shape[2])
         o = o.transpose(1, 2).contiguous()  # GQAttention.forward: .contiguous() then view [T, N·hd]
         return self.wo(o.view(b, t, -1))
 
@@ -181,9 +185,9 @@ def make_norm(s: Shape) -> nn.Module:
 
 
 class Block(nn.Module):
-    def __init__(self, s: Shape, seq: int):
+    def __init__(self, s: Shape, seq: int, kv_repeated: bool = False):
         super().__init__()
-        self.attention_norm, self.attention = make_norm(s), Attention(s, seq)
+        self.attention_norm, self.attention = make_norm(s), Attention(s, seq, kv_repeated)
         self.ffn_norm, self.feed_forward = make_norm(s), FeedForward(s)
 
     def forward(self, x):  # Llama3TransformerBlock.forward
@@ -192,12 +196,12 @@ class Block(nn.Module):
 
 
 class TitanDecoder(nn.Module):
-    def __init__(self, s: Shape, seq: int):
+    def __init__(self, s: Shape, seq: int, kv_repeated: bool = False):
         super().__init__()
         self.tok_embeddings = nn.Embedding(s.vocab, s.hidden)
         if s.position == "learned":
             self.pos_embeddings = nn.Embedding(s.max_positions or seq, s.hidden)
-        self.layers = nn.ModuleDict({str(i): Block(s, seq) for i in range(s.layers)})
+        self.layers = nn.ModuleDict({str(i): Block(s, seq, kv_repeated) for i in range(s.layers)})
         self.norm = make_norm(s)
         self.lm_head = nn.Linear(s.hidden, s.vocab, bias=False)
         if s.tied_embeddings:
@@ -267,11 +271,13 @@ def hf_llama(s: Shape, seq: int) -> nn.Module:
 class Impl:
     """How to build, find the blocks of, and take a loss from one implementation."""
 
-    def __init__(self, name: str, shape: Shape, seq: int):
-        self.name, self.shape, self.seq = name, shape, seq
+    def __init__(self, name: str, shape: Shape, seq: int, kv_repeated: bool = False):
+        self.name, self.shape, self.seq, self.kv_repeated = name, shape, seq, kv_repeated
 
     def build(self) -> nn.Module:
-        return hf_llama(self.shape, self.seq) if self.name == "hf" else TitanDecoder(self.shape, self.seq)
+        if self.name == "hf":
+            return hf_llama(self.shape, self.seq)
+        return TitanDecoder(self.shape, self.seq, self.kv_repeated)
 
     def block_container(self, model):
         return model.model.layers if self.name == "hf" else model.layers
