@@ -24,17 +24,15 @@ import torch.nn.functional as F
 FLASH_CUDA_OP = torch.ops.aten._scaled_dot_product_flash_attention.default
 
 
-def check(seq: int, cp: int, ranks: int, tp: int, impl: str) -> None:
+def check(seq: int, cp: int, ranks: int, tp: int = 1) -> None:
+    """`ranks`: those CP splits (its multiple); `tp`: the sequence-parallel split of each CP rank's tokens."""
     if cp <= 1:
         return
-    if impl != "titan":
-        raise ValueError(f"--cp {cp} needs --impl titan (torch's ring under torchtitan's recipe)")
-    if tp > 1:
-        raise ValueError(f"--cp {cp} with --tp {tp}: not built (a 3-D mesh)")
     if ranks % cp:
-        raise ValueError(f"--cp {cp} needs --ranks a multiple of it, got {ranks}")
-    if seq % (2 * cp):
-        raise ValueError(f"--cp {cp} needs --seq a multiple of 2·cp = {2 * cp} (the load balancer's chunks)")
+        raise ValueError(f"--cp {cp} needs a multiple of it as ranks, got {ranks}")
+    if seq % (2 * cp * tp):
+        raise ValueError(f"--cp {cp} needs --seq a multiple of 2·cp·tp = {2 * cp * tp} (the load balancer's chunks, "
+                         "then sequence parallelism)")
 
 
 def meshes(ranks: int, cp: int):

@@ -386,7 +386,9 @@ def run(args) -> dict:
     models.check_shape(shape)
     impl = models.Impl(args.impl, shape, args.seq, kv_repeated=args.kv == "repeated")
     tp, cp = args.tp, args.cp
-    cp_plan.check(args.seq, cp, args.ranks, tp, args.impl)
+    if cp > 1 and (args.impl != "titan" or tp > 1):
+        raise ValueError(f"--cp {cp} needs --impl titan and --tp 1 (TP × CP: pp_mem.py's 4-D mesh)")
+    cp_plan.check(args.seq, cp, args.ranks)
     if tp > 1:
         if args.impl != "titan" or args.ranks % tp:
             raise ValueError(f"--tp {tp} needs --impl titan and --ranks a multiple of it")

@@ -216,6 +216,14 @@ class TitanDecoder(nn.Module):
         return self.lm_head(self.norm(h))
 
 
+def share_rope_tables(model: nn.Module) -> None:
+    """torchtitan before 02d24f017 (2026-06-05) kept one RoPE table for the model (the Transformer's freqs_cis), not
+    one per attention layer: every layer's cache becomes the first one's (after to_empty, which makes one per module)."""
+    attns = [m for m in model.modules() if isinstance(m, Attention) and hasattr(m, "rope_cache")]
+    for m in attns[1:]:
+        m.rope_cache = attns[0].rope_cache
+
+
 def titan_loss(logits, labels):
     # torchtitan/components/loss.py cross_entropy_loss: the fp32 upcast of the logits, reduction "sum"
     return F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(0, 1), reduction="sum", ignore_index=-100)

@@ -12,9 +12,11 @@ AdamW foreach step, zero_grad(set_to_none=True)) under FakeTensorMode over a fak
 group's isend/irecv/batch_isend_irecv return completed works, so pipelining's communication is used as is (the
 metadata is static: a fake group cannot carry the objects of shape inference).
 
-Two corrections, each measured and documented where it is made: FakeTensor outputs are released after their send
-as plain CUDA tensors are (release_outputs_like_cuda), and the tracker's own multi-grad hooks, which would keep
-every received activation alive, are removed after each micro-batch's backward (GradHookJanitor).
+Two corrections, each measured and documented where it is made (pp_fixes.py): FakeTensor outputs are released after
+their send as plain CUDA tensors are (release_outputs_like_cuda), and the tracker's own multi-grad hooks, which would
+keep every received activation alive, are removed after each micro-batch's backward (GradHookJanitor). `--cp N` adds
+context parallelism as torchtitan ran it beside PP and TP: a (pp, dp, cp, tp) mesh, FSDP over dp × cp, torch's ring
+(cp_plan.py) around each step; `--kv repeated` and `--rope shared` give torchtitan's Llama of 2024.
 
 Step 2 is reported (see fsdp2_mem.py / README.md): its peak, the tracker's categories at the peak, the pipeline
 action (forward / backward of which micro-batch) and FSDP unit of the moment, and the list of every live
@@ -30,6 +32,7 @@ created it and a short Python stack.
 """
 import argparse
 import collections
+import contextlib
 import os
 import sys
 import time
@@ -49,6 +52,8 @@ from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
 from torch.testing._internal.distributed.fake_pg import FakeStore  # noqa: E402
 from torch.utils.weak import WeakIdKeyDictionary  # noqa: E402
 
+import cp_plan  # noqa: E402
+from pp_fixes import GradHookJanitor, attach_janitor, release_outputs_like_cuda  # noqa: E402
 import fsdp2_mem  # noqa: E402  (also installs the 512-byte allocation rounding in mem_tracker)
 import models  # noqa: E402
 import recipe  # noqa: E402
@@ -65,9 +70,9 @@ class StageDecoder(models.TitanDecoder):
     deleted, tok_embeddings set to None off the first stage and norm/output set to None off the last;
     Transformer.forward then skips what is None (h = tokens when there is no embedding)."""
 
-    def __init__(self, s: models.Shape, seq: int, layer_ids, first: bool, last: bool):
+    def __init__(self, s: models.Shape, seq: int, layer_ids, first: bool, last: bool, kv_repeated: bool = False):
         stage_shape = models.Shape(**{**s.__dict__, "layers": len(layer_ids)})
-        super().__init__(stage_shape, seq)
+        super().__init__(stage_shape, seq, kv_repeated)
         blocks = list(self.layers.values())
         self.layers = nn.ModuleDict({str(i): b for i, b in zip(layer_ids, blocks)})  # keep the global ids
         if not first:
@@ -251,87 +256,6 @@ def instrument_stage(stage, schedule, tracker) -> None:
     wrap(stage, "perform_reduce_grad", "reduce-grad s{s}")
 
 
-class GradHookJanitor:
-    """Removes a tracker artifact. ModTracker's forward pre-hook registers an "all"-mode multi-grad hook on the
-    inputs of every module (torch/distributed/_tools/mod_tracker.py _fw_pre_hook -> torch/autograd/graph.py
-    register_multi_grad_hook), whose closure keeps the inputs' grad_fn nodes (`grad_fns`) while the hook sits in the
-    hook dictionary of those same nodes: a cycle through C++ that Python's gc cannot collect. It keeps each forward's
-    autograd graph (its saved tensors are released by backward, the nodes are not), and through the AccumulateGrad
-    nodes the leaves: on a non-first stage, every received activation (and, on the last, nothing else of size).
-    Measured: with the tracker every recv buffer of every step stays alive; without it none outlives its
-    micro-batch's backward. The janitor collects the handles registered during each micro-batch's forward and removes
-    them once that micro-batch's backward has run (the hooks have fired by then; recomputation in backward registers
-    none, ModTracker skips it when is_bw)."""
-
-    def __init__(self):
-        import torch.distributed._tools.mod_tracker as mt
-        self.sink = []
-        self.by_chunk = {}
-        orig = mt.register_multi_grad_hook
-
-        def register(*args, **kwargs):
-            handle = orig(*args, **kwargs)
-            self.sink.append(handle)
-            return handle
-        mt.register_multi_grad_hook = register
-
-    def forward_done(self, key) -> None:
-        self.by_chunk.setdefault(key, []).extend(self.sink)
-        self.sink = []
-
-    def backward_done(self, key) -> None:
-        for h in self.by_chunk.pop(key, []):
-            h.remove()
-
-    def step_done(self) -> None:
-        for key in list(self.by_chunk):
-            self.backward_done(key)
-        for h in self.sink:
-            h.remove()
-        self.sink = []
-
-
-def attach_janitor(stage, janitor) -> None:
-    s = stage.stage_index
-    fwd, bwd = stage.forward_one_chunk, stage.backward_one_chunk
-
-    def forward_one_chunk(fwd_chunk_id, *args, **kwargs):
-        janitor.sink, outer = [], janitor.sink
-        try:
-            return fwd(fwd_chunk_id, *args, **kwargs)
-        finally:
-            janitor.forward_done((s, fwd_chunk_id))
-            janitor.sink = outer
-
-    def backward_one_chunk(bwd_chunk_id, *args, **kwargs):
-        try:
-            return bwd(bwd_chunk_id, *args, **kwargs)
-        finally:
-            janitor.backward_done((s, bwd_chunk_id))
-    stage.forward_one_chunk, stage.backward_one_chunk = forward_one_chunk, backward_one_chunk
-
-
-def release_outputs_like_cuda() -> None:
-    """Fake-tensor stand-in fix. _PipelineStageBase._output_slot_is_releasable (stage.py) lets a stage drop its
-    reference to a sent output only when `type(output) is torch.Tensor`; a FakeTensor fails that test ("output type
-    FakeTensor"), so every non-last stage would keep each in-flight micro-batch's output until its backward, which
-    on a GPU (plain tensors) it releases once the send completes (release_fwd_send_outputs). Fake tensors are
-    treated as the plain tensors they stand for."""
-    from torch._subclasses.fake_tensor import FakeTensor
-    from torch.distributed.pipelining.stage import _PipelineStageBase
-    orig = _PipelineStageBase._output_slot_is_releasable
-    if getattr(orig, "_cuda_like", False):
-        return
-
-    def releasable(self, output):
-        if type(output) is FakeTensor and not self.is_last and self.dw_builder is None and not isinstance(
-                self.submod, nn.parallel.DistributedDataParallel):
-            return True, ""
-        return orig(self, output)
-    releasable._cuda_like = True
-    _PipelineStageBase._output_slot_is_releasable = releasable
-
-
 def instrument_schedule(schedule, tracker) -> None:
     orig = schedule._compute_loss
 
@@ -353,6 +277,12 @@ def parse_args(argv):
     p.add_argument("--pp-rank", type=int, default=0, help="the pipeline rank simulated")
     p.add_argument("--dp", type=int, default=2, help="FSDP degree")
     p.add_argument("--tp", type=int, default=1, help="tensor parallel degree (torchtitan's plan with SP)")
+    p.add_argument("--cp", type=int, default=1, help="context-parallel degree: torch's ring (cp_plan.py); FSDP over "
+                   "dp × cp, as torchtitan's dp_shard_cp")
+    p.add_argument("--kv", choices=["grouped", "repeated"], default="grouped",
+                   help="K/V copied to every query head before SDPA (torchtitan until 2026-01) or not")
+    p.add_argument("--rope", choices=["per-layer", "shared"], default="per-layer",
+                   help="RoPE tables: one per attention layer (torchtitan since 2026-06) or one for the model")
     p.add_argument("--schedule", choices=["1f1b", "interleaved"], default="1f1b")
     p.add_argument("--vpp", type=int, default=1, help="stages per rank (interleaved)")
     p.add_argument("--layers-per-stage", type=int, default=0,
@@ -419,7 +349,8 @@ def run(args) -> dict:
     t0 = time.time()
     shape = models.shape_from_yaml(args.model_yaml)
     models.check_shape(shape)
-    pp, dp, tp, vpp = args.pp, args.dp, args.tp, args.vpp
+    pp, dp, tp, vpp, cp = args.pp, args.dp, args.tp, args.vpp, args.cp
+    cp_plan.check(args.seq, cp, dp * cp, tp)
     if args.schedule == "1f1b" and vpp != 1:
         raise ValueError("--vpp needs --schedule interleaved")
     if args.schedule == "interleaved" and vpp < 2:
@@ -430,39 +361,44 @@ def run(args) -> dict:
     n_mb = args.n_microbatches or pp
     lps = args.layers_per_stage or max(1, shape.layers // n_stages)
     stage_ids = [args.pp_rank + i * pp for i in range(vpp)]  # torchtitan's "loop" style stage ids per rank
-    world = pp * dp * tp
-    # torchtitan's mesh order (pp, dp, tp): this rank is dp rank 0, tp rank 0 of pipeline rank pp_rank
-    rank = args.pp_rank * dp * tp
-    if tp > 1:
+    world = pp * dp * cp * tp
+    # torchtitan's mesh order (pp, dp, cp, tp): this rank is dp, cp and tp rank 0 of pipeline rank pp_rank
+    rank = args.pp_rank * dp * cp * tp
+    if tp > 1 or cp > 1:
         tp_plan.check_divisible(shape, tp)
         tp_plan.allow_meshes_under_fake_mode()
         tp_plan.hide_sharding_propagation()
-        if args.seq % tp:
-            raise ValueError("--seq must be a multiple of --tp (sequence parallelism)")
+        if args.seq % (tp * cp):
+            raise ValueError("--seq must be a multiple of --tp × --cp (sequence parallelism of each CP rank's tokens)")
     release_outputs_like_cuda()
     dist.init_process_group("fake", rank=rank, world_size=world, store=FakeStore())
     from torch.distributed.device_mesh import init_device_mesh
     # built outside FakeTensorMode (tp_plan.py: DeviceMesh computes rank coordinates with real tensors)
-    if tp > 1:
+    cp_mesh = None
+    if cp > 1:  # FSDP over dp × cp flattened, as torchtitan's dp_shard_cp
+        mesh = init_device_mesh("cpu", (pp, dp, cp, tp), mesh_dim_names=("pp", "dp", "cp", "tp"))
+        dp_mesh, cp_mesh = mesh["dp", "cp"]._flatten("dp_cp"), mesh["cp"]
+    elif tp > 1:
         mesh = init_device_mesh("cpu", (pp, dp, tp), mesh_dim_names=("pp", "dp", "tp"))
     else:
         mesh = init_device_mesh("cpu", (pp, dp), mesh_dim_names=("pp", "dp"))
     pp_group = mesh["pp"].get_group()
-    dp_mesh = mesh["dp"]
+    if cp == 1:
+        dp_mesh = mesh["dp"]
     from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleInterleaved1F1B
 
     mb, seq = args.micro_batch, args.seq
-    act_seq = seq // tp if tp > 1 else seq  # stage boundary tensor: [mb, S / tp, D] under SP
+    act_seq = seq // cp // tp  # stage boundary tensor: [mb, S / cp / tp, D] (CP's share, split by SP)
     impl = models.Impl("titan", shape, seq)
     device = torch.device("cpu")
-    with FakeTensorMode(allow_non_fake_inputs=tp > 1):
+    with FakeTensorMode(allow_non_fake_inputs=tp > 1 or cp > 1):
         parts, stages = [], []
         n_units = 0
         for sid in stage_ids:
             first, last = sid == 0, sid == n_stages - 1
             layer_ids = range(sid * lps, (sid + 1) * lps)
             with torch.device("meta"):
-                part = StageDecoder(shape, seq, layer_ids, first, last)
+                part = StageDecoder(shape, seq, layer_ids, first, last, kv_repeated=args.kv == "repeated")
             if args.float8:
                 tp_plan.convert_float8(part, fsdp_float8_all_gather=not args.no_fp8_all_gather)
             if tp > 1:
@@ -470,10 +406,12 @@ def run(args) -> dict:
             apply_recompute_stage(impl, part, args.recompute, args.ac_early_stop)
             n_units += apply_fsdp_stage(part, dp_mesh, args.reshard_after_forward)
             part.to_empty(device="cpu")
+            if args.rope == "shared":
+                models.share_rope_tables(part)
             part.train()
             parts.append(part)
             with torch.device("meta"):
-                inp = (torch.empty(mb, seq, dtype=torch.int64) if first
+                inp = (torch.empty(mb, seq // cp, dtype=torch.int64) if first
                        else torch.empty(mb, act_seq, shape.hidden, dtype=torch.bfloat16, requires_grad=True))
                 out = (torch.empty(mb, seq, shape.vocab // tp, dtype=torch.bfloat16, requires_grad=True) if last
                        else torch.empty(mb, act_seq, shape.hidden, dtype=torch.bfloat16, requires_grad=True))
@@ -517,10 +455,13 @@ def run(args) -> dict:
                 tracker.phase = "zero_grad"
                 optimizer.zero_grad(set_to_none=True)
                 tracker.phase = "schedule.step"
-                with tp_plan.loss_context(tp):
+                # Under CP the step's batch is split in place (context_parallel's buffers): fresh copies each step.
+                batch = (tokens.clone(), labels.clone()) if cp > 1 else (tokens, labels)
+                with tp_plan.loss_context(tp), (cp_plan.cp_context(cp_mesh, batch) if cp > 1 else
+                                                contextlib.nullcontext()):
                     losses = [] if has_last else None
-                    step_args = (tokens,) if has_first else ()
-                    result = schedule.step(*step_args, target=labels if has_last else None, losses=losses,
+                    step_args = (batch[0],) if has_first else ()
+                    result = schedule.step(*step_args, target=batch[1] if has_last else None, losses=losses,
                                            return_outputs=return_outputs)
                     del result, losses
                 janitor.step_done()
@@ -581,6 +522,7 @@ def run(args) -> dict:
         },
         "phase_peaks": dict(sorted(phase_peaks.items(), key=lambda kv: -kv[1]["bytes"])),
         "allocator_replay": replayed,
+        "flash_attention_calls": tracker.flash_calls,  # both steps; under --cp one per ring step
         "step1_peak_bytes": steps[0]["peak"][TOTAL],
         "step2": {"start": s2["start"], "end": s2["end"]},
         "seconds": {"build": round(build_s, 2), "step1": steps[0]["seconds"], "step2": s2["seconds"],

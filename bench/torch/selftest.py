@@ -65,14 +65,14 @@ ACT_PER_TOKEN_BLOCK = {"titan": 168072, "hf": 200840}
 LOGIT_BYTES = 12.0
 
 
-def run_case(impl, zero, recompute, tmp):
+def run_case(impl, zero, recompute, tmp, cp=1):
     yaml_path = os.path.join(tmp, "shape.yaml")
     with open(yaml_path, "w") as f:
         f.write(SHAPE)
-    out = os.path.join(tmp, f"{impl}.json")
+    out = os.path.join(tmp, f"{impl}-cp{cp}.json")
     cmd = [sys.executable, os.path.join(HERE, "fsdp2_mem.py"), "--model-yaml", yaml_path, "--impl", impl,
-           "--ranks", str(RANKS), "--zero", str(zero), "--recompute", recompute, "--seq", str(SEQ), "--out", out,
-           "--alloc-replay"]
+           "--ranks", str(RANKS), "--zero", str(zero), "--recompute", recompute, "--seq", str(SEQ * cp), "--out", out,
+           "--cp", str(cp)] + ([] if cp > 1 else ["--alloc-replay"])
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     if r.returncode != 0:
         raise SystemExit(f"FAIL {impl}: fsdp2_mem.py exited {r.returncode}\n{r.stderr[-3000:]}")
@@ -199,6 +199,14 @@ def main() -> int:
             peak, start = d["peak"]["bytes"], d["step2"]["start"]["Total"]
             check(failures, f"{tag} step-2 peak above its start and named", peak > start and
                   d["peak"]["moment"] is not None, True)
+    # torch's ring (cp_plan.py) at CP 2, SEQ tokens a rank: two flash calls a block (the ring's steps), and one more
+    # q-wide bf16 tensor saved a block (the ring's output, [B, H, S, D] in memory, and the out-projection's copy of it),
+    # with the flash op's philox seed and offset (two 512-byte blocks a block, as its autograd node keeps them)
+    with tempfile.TemporaryDirectory() as tmp:
+        d = run_case("titan", 3, "none", tmp, cp=2)
+        check(failures, "titan CP 2 flash calls (ring steps)", d["checks"]["flash_attention_calls"], 2 * LAYERS)
+        check(failures, "titan CP 2 saved bytes per token per block", d["derived"]["activation_bytes_per_token_per_block"],
+              ACT_PER_TOKEN_BLOCK["titan"] + 2 * HEADS * HD + 2 * 512 / SEQ)
     print("fsdp2 self-check: " + (f"{len(failures)} checks failed: {', '.join(failures)}" if failures else
                                   "every check holds"))
     return 1 if failures else 0
