@@ -177,15 +177,16 @@ TEST_SUITE("published runs") {
   }
 
   TEST_CASE("torchtitan's 405B first pipeline stage under Float8: shardplan's allocations are PyTorch's") {
-    // PyTorch's own allocations on stage 0 of Table 5's 1F1B layout and Table 6's CP 1 layout (the same 32,768 tokens
-    // per micro-batch), eager, with torchao's float8 linears, float8 TP plan and FP8 all-gather, measured on fake
-    // tensors by bench/torch/pp_mem.py --float8 (reports/pp-memory-float8-*.json, reports/pp-memory.md). shardplan's
-    // stage-0 peak less its CUDA/NCCL runtime and allocator reserve is within 3 % of both; the published
-    // max_memory_reserved is 12 and 19 GiB above the measured allocations, and the runs' allocations being equal,
+    // PyTorch's own allocations on stage 0 of Table 5's 1F1B layout and Table 6's CP 1 and CP 8 layouts (the same
+    // 32,768 tokens per micro-batch and rank), eager, with torchao's float8 linears, float8 TP plan and FP8
+    // all-gather, measured on fake tensors by bench/torch/pp_mem.py --float8 (CP 8 with --cp: torch's ring;
+    // reports/pp-memory-float8-*.json, reports/pp-memory.md, reports/cp-memory.md). shardplan's stage-0 peak less its
+    // CUDA/NCCL runtime and allocator reserve is within 3 % of all three; the published max_memory_reserved is 19, 12
+    // and 21 GiB above the measured allocations, and Table 5's and Table 6 CP 1's allocations being equal,
     // what the two reserved differs by 7 GiB: the gap the three 405B PP rows show is the allocator's (under
     // torch.compile and async TP), not an allocation shardplan misses.
     const PublishedRuns runs = load_modern_runs(modern_csv_path(), PresetStore::builtin());
-    for (const char* name : {"t5", "t6cp1"}) {
+    for (const char* name : {"t5", "t6cp1", "t6cp8"}) {
       CAPTURE(name);
       std::ifstream in(std::string(SHARDPLAN_SOURCE_DIR) + "/reports/pp-memory-float8-" + name + ".json");
       REQUIRE(in.good());
@@ -196,7 +197,7 @@ TEST_SUITE("published runs") {
       const PublishedRun* row = nullptr;
       for (const PublishedRun& r : runs.runs)
         if (r.model.name == "llama3-405b" && r.strategy.pp == c.at("pp").get<int64_t>() && r.strategy.vpp == 1 &&
-            r.strategy.cp == 1 && r.strategy.seq == c.at("seq").get<int64_t>() &&
+            r.strategy.cp == c.value("cp", int64_t{1}) && r.strategy.seq == c.at("seq").get<int64_t>() &&
             r.strategy.micro_batch == c.at("micro_batch").get<int64_t>())
           row = &r;
       REQUIRE(row);

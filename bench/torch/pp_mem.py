@@ -501,7 +501,8 @@ def run(args) -> dict:
         if kind not in phase_peaks or m["total"] > phase_peaks[kind]["bytes"]:
             phase_peaks[kind] = fsdp2_mem.moment_json(key, m)
     return {
-        "case": {"model": shape.name, "pp": pp, "pp_rank": args.pp_rank, "dp": dp, "tp": tp,
+        "case": {"model": shape.name, "pp": pp, "pp_rank": args.pp_rank, "dp": dp, "tp": tp, "cp": cp, "kv": args.kv,
+                 "rope": args.rope,
                  "schedule": args.schedule, "vpp": vpp, "stages": stage_ids, "n_stages": n_stages,
                  "layers_per_stage": lps, "n_microbatches": n_mb, "micro_batch": mb, "seq": seq,
                  "recompute": args.recompute, "float8": args.float8, "ac_early_stop": args.ac_early_stop,
