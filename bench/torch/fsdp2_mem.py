@@ -351,6 +351,8 @@ def parse_args(argv):
                    "under torchtitan's (dp_shard, cp) mesh: cp_plan.py)")
     p.add_argument("--kv", choices=["grouped", "repeated"], default="grouped", help="titan: K/V handed to SDPA per "
                    "group, or copied to every query head (torchtitan's repeat_kv until 2026-01)")
+    p.add_argument("--rope", choices=["per-layer", "shared"], default="per-layer", help="titan: RoPE tables, one per "
+                   "attention layer (torchtitan since 2026-06) or one for the model")
     p.add_argument("--zero", type=int, choices=[2, 3], default=3)
     p.add_argument("--recompute", choices=["none", "full", "selective"], default="none")
     p.add_argument("--seq", type=int, default=2048)
@@ -427,6 +429,8 @@ def run(args) -> dict:
         apply_recompute(impl, model, args.recompute)
         n_units = apply_fsdp(impl, model, mesh, args.zero, args.wrap)
         model.to_empty(device="cpu")
+        if args.rope == "shared":
+            models.share_rope_tables(model)
         model.train()
         optimizer = make_optimizer(model.parameters(), args.optimizer)
         tokens = torch.randint(0, shape.vocab, (args.micro_batch, args.seq), dtype=torch.int64)  # [B, S]
