@@ -25,7 +25,8 @@ FLASH_CUDA_OP = torch.ops.aten._scaled_dot_product_flash_attention.default
 
 
 def check(seq: int, cp: int, ranks: int, tp: int = 1) -> None:
-    """`ranks`: those CP splits (its multiple); `tp`: the sequence-parallel split of each CP rank's tokens."""
+    """`ranks`: the ranks CP groups cp at a time (fsdp2_mem.py: all of them; pp_mem.py: a stage's dp × cp); `tp`: the
+    sequence-parallel split of each CP rank's tokens."""
     if cp <= 1:
         return
     if ranks % cp:
