@@ -369,7 +369,7 @@ def parse_args(argv):
     p.add_argument("--alloc-replay", action="store_true", help="also replay the allocations through the caching "
                    "allocator's rules (allocator_replay.py): step 2's max reserved")
     p.add_argument("--alloc-trace", metavar="FILE", help="with --alloc-replay: also write the allocator events and the "
-                   "step-2 start to FILE (pickle), for allocator_replay.py's --holes")
+                   "step-2 start to FILE (pickle), for allocator_holes.py")
     p.add_argument("--out", help="also write the JSON here")
     return p.parse_args(argv)
 

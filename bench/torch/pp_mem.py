@@ -305,7 +305,7 @@ def parse_args(argv):
     p.add_argument("--alloc-replay", action="store_true", help="also replay the allocations through the caching "
                    "allocator's rules (allocator_replay.py): step 2's max reserved")
     p.add_argument("--alloc-trace", metavar="FILE", help="with --alloc-replay: also write the allocator events and the "
-                   "step-2 start to FILE (pickle), for allocator_replay.py's --holes")
+                   "step-2 start to FILE (pickle), for allocator_holes.py")
     p.add_argument("--optimizer", choices=["foreach", "fused", "for-loop"], default="foreach")
     p.add_argument("--min-mb", type=float, default=1.0, help="list live allocations of at least this many MiB")
     p.add_argument("--top", type=int, default=60, help="live allocations listed one by one")
