@@ -217,9 +217,9 @@ std::optional<bool> parse_rope_cache_flag(const std::string& v, Framework framew
   if (v.empty()) return std::nullopt;
   if (v != "per-layer" && v != "shared")
     throw InputError(fmt::format("--rope-cache '{}' is not one of: per-layer, shared", v));
-  if (framework != Framework::torchtitan)
-    throw InputError(fmt::format("--rope-cache describes torchtitan's RoPE tables, not --framework {}; use --framework "
-                                 "torchtitan, or drop --rope-cache", to_string(framework)));
+  if (framework_traits(framework).rope_tables == RopeTables::none)
+    throw InputError(fmt::format("--rope-cache describes the RoPE tables torchtitan keeps, not --framework {}; use "
+                                 "--framework torchtitan, or drop --rope-cache", to_string(framework)));
   return v == "per-layer";
 }
 

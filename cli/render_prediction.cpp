@@ -27,6 +27,13 @@ const char* zero_label(int zero) {
 
 int64_t rounded(double v) { return static_cast<int64_t>(std::llround(v)); }
 
+// --rope-cache as priced: none where the runtime keeps no RoPE tables (FrameworkTraits::rope_tables).
+const char* rope_cache_name(const Strategy& s) {
+  const RopeTables kept = framework_traits(s.framework).rope_tables;
+  if (kept == RopeTables::none) return "none";
+  return s.rope_cache_per_layer.value_or(kept == RopeTables::per_layer) ? "per-layer" : "shared";
+}
+
 std::string gb(double bytes) { return fmt::format("{:.2f}", bytes / kGB); }
 
 int64_t nodes(const Prediction& p) {
@@ -98,9 +105,7 @@ json config_json(const Prediction& p) {
           {"attention_kernel", s.flash_attn ? to_string(s.attention_kernel.value_or(framework_traits(s.framework).attention_kernel)) : "none"},
           {"attention_kv", s.kv_repeated ? "repeated" : "grouped"},
           {"fsdp_end_units", s.end_units_own.value_or(framework_traits(s.framework).end_units_own) ? "own" : "root"},
-          {"rope_cache", s.framework != Framework::torchtitan ? "none"
-                         : s.rope_cache_per_layer.value_or(framework_traits(s.framework).rope_cache_per_layer) ? "per-layer"
-                                                                                                              : "shared"},
+          {"rope_cache", rope_cache_name(s)},
           {"grad_sync", to_string(effective_grad_sync(s))},
           {"pipeline", pipeline_json(p)}};
 }

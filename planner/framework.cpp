@@ -191,7 +191,7 @@ FrameworkTraits torchtitan_traits() {
   t.block_backward_h_tensors = 0;
   // One RoPE table per attention layer since 02d24f017 (2026-06-05: models/common/rope.py ComplexRoPE registers its own
   // cache of max_context_length); one for the model before (--rope-cache shared).
-  t.rope_cache_per_layer = true;
+  t.rope_tables = RopeTables::per_layer;
   // Its MoE experts run as torch._grouped_mm, one kernel for every local expert (torchtitan/models/common/moe.py
   // GroupedExperts._grouped_mm, torchtitan 0.3.0); its EP dispatcher still syncs the host for the all-to-all's splits
   // (token_dispatcher.py: input_splits.tolist()).

@@ -25,6 +25,9 @@ enum class NormImpl : uint8_t { legacy, transformers_eager, fused };
 //                   torchtitan compile.enable_async_tensor_parallel): an all-gather fused with the matmuls that consume
 //                   it, a reduce-scatter with the one matmul that produces it, decomposed into per-rank chunks.
 enum class TpOverlapKind { none, userbuffers, micro_pipeline };
+// The complex64 RoPE tables of the training length a runtime keeps as buffers (memory_moments.cpp add_rope_caches):
+// none (computed in each forward, or not priced), one for the model, one in every attention layer.
+enum class RopeTables { none, one, per_layer };
 
 struct FrameworkTraits {
   Framework framework = Framework::fsdp;
@@ -192,9 +195,9 @@ struct FrameworkTraits {
   // and h-wide tensors in the compute dtype (measured: reports/fsdp2-memory.md, block moments).
   double block_backward_f_tensors = 0;
   double block_backward_h_tensors = 0;
-  // Each attention layer keeps its own complex64 RoPE cache of the training length (torchtitan ComplexRoPE, since
-  // 02d24f017 of 2026-06-05; Strategy::rope_cache_per_layer overrides it).
-  bool rope_cache_per_layer = false;
+  // The RoPE tables it keeps (torchtitan: one per attention layer since 02d24f017 of 2026-06-05, ComplexRoPE;
+  // Strategy::rope_cache_per_layer chooses between one and per-layer where there are any).
+  RopeTables rope_tables = RopeTables::none;
   // Each unit's new gradient shard is allocated on FSDP's reduce-scatter stream, and the caching allocator serves a
   // stream only from the blocks it cached for that stream (c10/cuda/CUDACachingAllocator.cpp: BlockPool entries are
   // keyed by stream): the compute stream's cached free blocks cannot hold the shards, so a step reserves, beside the

@@ -116,14 +116,14 @@ void add_gathered(Ledger& l, const StageInputs& in, const Sizes& z, double block
 
 void add_rope_caches(Ledger& l, const StageInputs& in) {
   const ModelSpec& m = in.model;
-  if (in.fw.framework != Framework::torchtitan || m.position != PositionKind::rotary) return;
+  if (in.fw.rope_tables == RopeTables::none || m.position != PositionKind::rotary) return;
   // A complex64 [seq, head_dim / 2] table of the training length (torchtitan models/common/rope.py ComplexRoPE
   // _precompute_cache over max_context_length), whole on every CP rank: CP shards the positions that index it
   // (distributed/context_parallel/api.py prepare_context_parallel_input, since f1d41a117, 2025-12-09; before, torch's
   // context_parallel sharded the table itself and kept the whole one to restore after the step). One per attention
   // layer since 02d24f017 (2026-06-05), one for the model before (Strategy::rope_cache_per_layer).
   const double table = static_cast<double>(in.strategy.seq) * static_cast<double>(model_head_dim(m)) / 2 * 8;
-  if (in.strategy.rope_cache_per_layer.value_or(in.fw.rope_cache_per_layer))
+  if (in.strategy.rope_cache_per_layer.value_or(in.fw.rope_tables == RopeTables::per_layer))
     l.add(&MemoryComponents::buffers, "buffers", text("RoPE caches (complex64, one per attention layer)"),
           table * static_cast<double>(in.stage.layers));
   else

@@ -105,7 +105,7 @@ struct Strategy {
   std::optional<bool> end_units_own;
   // torchtitan's RoPE tables: true = one complex64 table of the training length in each attention layer (since
   // 02d24f017, 2026-06-05), false = one table for the model; unset: the framework's (FrameworkTraits::
-  // rope_cache_per_layer; planner/memory_moments.cpp add_rope_caches).
+  // rope_tables; planner/memory_moments.cpp add_rope_caches).
   std::optional<bool> rope_cache_per_layer;
   Fp8Recipe fp8 = Fp8Recipe::off;   // FP8 GEMMs of the blocks' linear layers (planner/fp8.hpp)
   bool fp8_all_gather = false;      // FSDP2 all-gathers the linear weights in FP8 (torchao, tensorwise only)

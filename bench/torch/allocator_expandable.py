@@ -36,13 +36,6 @@ class Block(ar.Block):
         self.mapped = mapped
 
 
-def _splice_after(b: Block, new: Block) -> None:
-    new.prev, new.next = b, b.next
-    if b.next is not None:
-        b.next.prev = new
-    b.next = new
-
-
 class ExpandableAllocator(FreeBlockIndex):
     """`pools` index the free mapped blocks (cuda_mallocs counts page maps, releases the release passes)."""
 
@@ -61,23 +54,17 @@ class ExpandableAllocator(FreeBlockIndex):
     def _page(key) -> int:
         return SMALL_BUFFER if key[1] else LARGE_BUFFER
 
-    def _merge(self, dst: Block, src: Block) -> None:
-        """try_merge_blocks: a free neighbour in the same mapped state joins dst (dst is not in the free index)."""
-        if src is None or not src.free or src.mapped != dst.mapped:
-            return
-        if src.mapped:
-            self._remove(src)
-        if src is dst.prev:
-            dst.ptr, dst.prev = src.ptr, src.prev
-            if dst.prev is not None:
-                dst.prev.next = dst
-            elif self.heads.get(dst.pool) is src:
-                self.heads[dst.pool] = dst
-        else:
-            dst.next = src.next
-            if dst.next is not None:
-                dst.next.prev = dst
-        dst.size += src.size
+    # FreeBlockIndex._merge's hooks: only blocks in the same mapped state merge (try_merge_blocks), only mapped ones
+    # are in the free index, and a pool's first block is its head.
+    def _mergeable(self, dst: Block, src: Block) -> bool:
+        return src is not None and src.free and src.mapped == dst.mapped
+
+    def _indexed(self, b: Block) -> bool:
+        return b.mapped
+
+    def _first_block_is(self, b: Block, old: Block) -> None:
+        if self.heads.get(b.pool) is old:
+            self.heads[b.pool] = b
 
     def _map(self, b: Block, size: int) -> Block:
         """map_block: map `size` bytes (rounded up to pages) at the start of unmapped block b; the rest stays unmapped."""
@@ -89,7 +76,7 @@ class ExpandableAllocator(FreeBlockIndex):
                 raise MemoryError(f"expandable segments: mapping {mapped} B would pass {self.capacity} B")
         if mapped < b.size:
             rest = Block(b.size - mapped, b.ptr + mapped, b.pool, mapped=False)
-            _splice_after(b, rest)
+            ar.splice_after(b, rest)
             b.size = mapped
         b.mapped = True
         self.reserved += mapped
@@ -145,17 +132,10 @@ class ExpandableAllocator(FreeBlockIndex):
             b = self._allocate_expandable(key, size)
         if b.size - size >= MIN_BLOCK:  # should_split under expandable segments
             rest = Block(b.size - size, b.ptr + size, key, mapped=True)
-            _splice_after(b, rest)
+            ar.splice_after(b, rest)
             b.size = size
             self._insert(rest)
         return self._hand_out(b)
-
-    def free(self, b: Block) -> None:
-        b.free = True
-        self.allocated -= b.size
-        self._merge(b, b.prev)
-        self._merge(b, b.next)
-        self._insert(b)
 
     def release_cached_blocks(self) -> None:
         """Every free block unmaps the pages wholly inside it (release_blocks → unmap_block)."""
@@ -179,7 +159,7 @@ class ExpandableAllocator(FreeBlockIndex):
                     self._insert(head)
                 if b.ptr + b.size > hi:  # and the partial page after
                     tail = Block(b.ptr + b.size - hi, hi, key, mapped=True)
-                    _splice_after(b, tail)
+                    ar.splice_after(b, tail)
                     b.size = hi - b.ptr
                     self._insert(tail)
                 b.mapped = False

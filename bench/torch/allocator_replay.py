@@ -53,6 +53,14 @@ class Block:
         self.free = True
 
 
+def splice_after(b: Block, new: Block) -> None:
+    """Links `new` into b's segment right after b."""
+    new.prev, new.next = b, b.next
+    if b.next is not None:
+        b.next.prev = new
+    b.next = new
+
+
 class FreeBlockIndex:
     """What both allocators keep alike: the free blocks of each (stream, small?) pool ordered by size then address
     (pool.blocks, BlockComparatorSize), and the reserved/allocated counters with their maxima."""
@@ -83,6 +91,43 @@ class FreeBlockIndex:
         self.allocated += b.size
         self.max_allocated = max(self.max_allocated, self.allocated)
         return b
+
+    # try_merge_blocks, with what differs between the two allocators as hooks: which neighbours may merge, whether a
+    # free block is in the index, and who learns that a pool's first block changed.
+    def _mergeable(self, dst, src) -> bool:
+        return src is not None and src.free
+
+    def _indexed(self, b) -> bool:
+        return True
+
+    def _first_block_is(self, b, old) -> None:
+        pass
+
+    def _merge(self, dst, src) -> None:
+        """A free neighbour joins dst (dst is not in the free index)."""
+        if not self._mergeable(dst, src):
+            return
+        if self._indexed(src):
+            self._remove(src)
+        if src is dst.prev:  # into the earlier block's address
+            dst.ptr, dst.prev = src.ptr, src.prev
+            if dst.prev is not None:
+                dst.prev.next = dst
+            else:
+                self._first_block_is(dst, src)
+        else:
+            dst.next = src.next
+            if dst.next is not None:
+                dst.next.prev = dst
+        dst.size += src.size
+
+    def free(self, b) -> None:
+        """free_block: the block merges with its free neighbours and returns to the pool's index."""
+        b.free = True
+        self.allocated -= b.size
+        self._merge(b, b.prev)
+        self._merge(b, b.next)
+        self._insert(b)
 
 
 class CachingAllocator(FreeBlockIndex):
@@ -129,32 +174,10 @@ class CachingAllocator(FreeBlockIndex):
             b = self._new_segment(size, key)
         remaining = b.size - size
         if (small and remaining >= MIN_BLOCK) or (not small and remaining > SMALL_SIZE):
-            rest = Block(remaining, b.ptr + size, b.segment, key)
-            rest.prev, rest.next = b, b.next
-            if b.next is not None:
-                b.next.prev = rest
-            b.next = rest
+            splice_after(b, Block(remaining, b.ptr + size, b.segment, key))
             b.size = size
-            self._insert(rest)
+            self._insert(b.next)
         return self._hand_out(b)
-
-    def free(self, b: Block) -> None:
-        b.free = True
-        self.allocated -= b.size
-        for neighbour in (b.prev, b.next):
-            if neighbour is not None and neighbour.free:
-                self._remove(neighbour)
-                if neighbour is b.prev:  # merge into the earlier block's address
-                    b.ptr = neighbour.ptr
-                    b.prev = neighbour.prev
-                    if b.prev is not None:
-                        b.prev.next = b
-                else:
-                    b.next = neighbour.next
-                    if b.next is not None:
-                        b.next.prev = b
-                b.size += neighbour.size
-        self._insert(b)
 
 
 def replay_events(events, allocator, reset_at: int = 0):
