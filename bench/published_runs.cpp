@@ -178,17 +178,11 @@ double n21_iteration_flops(const ModelSpec& m, const Strategy& s) {
   return 96 * B * seq * l * h * h * (1 + seq / (6 * h) + V / (16 * l * h));
 }
 
-// Megatron-LM's num_floating_point_operations (megatron/training/training.py at f2e5db402c, r0.8.0): model FLOPs per
-// iteration, 12·B·s·l·h²·((1 + g/a + s/h)·q/h + (f/h)·m + V/(2lh)) with g query groups of a heads, q = a·head_dim,
-// m = 3/2 for SwiGLU, V the padded vocabulary; no recomputation counted.
-double mcore_iteration_flops(const ModelSpec& m, const Strategy& s) {
-  const double B = static_cast<double>(s.global_batch), seq = static_cast<double>(s.seq);
-  const double l = static_cast<double>(m.layers), h = static_cast<double>(m.hidden);
-  const double a = static_cast<double>(m.heads), g = static_cast<double>(m.kv_heads);
-  const double q = static_cast<double>(model_q_width(m)), f = static_cast<double>(m.ffn_hidden);
-  const double gated = m.mlp == MlpKind::swiglu ? 1.5 : 1.0;
-  const double V = static_cast<double>(model_padded_vocab(m));
-  return 12 * B * seq * l * h * h * ((1 + g / a + seq / h) * (q / h) + (f / h) * gated + V / (2 * l * h));
+// Megatron's model FLOPs of one iteration (bench/megatron_flops.hpp): global batch × seq tokens.
+double mcore_iteration_flops(const PublishedRun& run) {
+  const Strategy& s = run.strategy;
+  return megatron_flops_per_token(run.model, s.seq, run.mcore_attention) * static_cast<double>(s.global_batch) *
+         static_cast<double>(s.seq);
 }
 
 }  // namespace
@@ -279,7 +273,7 @@ double predicted_metric(const PublishedRun& run, const Prediction& p) {
     case Metric::iteration_s: return p.time.step_s;
     case Metric::tokens_per_gpu: return p.throughput.tokens_per_s_per_gpu;
     case Metric::mcore_model_tflops:
-      return mcore_iteration_flops(run.model, run.strategy) / p.time.step_s / static_cast<double>(run.strategy.gpus) / 1e12;
+      return mcore_iteration_flops(run) / p.time.step_s / static_cast<double>(run.strategy.gpus) / 1e12;
   }
   return NAN;
 }

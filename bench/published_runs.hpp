@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/megatron_flops.hpp"
 #include "io/preset_store.hpp"
 #include "planner/error_band.hpp"
 #include "planner/predict.hpp"
@@ -28,6 +29,12 @@ struct PublishedRun {
   Strategy strategy;
   Metric metric = Metric::tokens_per_gpu;
   double measured = 0;
+  // mcore_model_tflops rows: how the source's Megatron counts the core attention (option mcore_flops=causal|full;
+  // full, Megatron-Core r0.8.0's count, unless the row says otherwise).
+  AttentionCount mcore_attention = AttentionCount::full;
+  // A tokens_per_gpu row that also states its model TFLOP/s ("4912 tok/s/GPU; 1276 TFLOP/s/GPU": Megatron-Bridge's
+  // tables print both); 0 when it states none. tests/test_published_runs.cpp holds the two against Megatron's count.
+  double stated_model_tflops = 0;
   // The peak memory per GPU the source reports (torch.cuda.max_memory_reserved for torchtitan's tables), bytes;
   // 0 when it reports none. Compared with the predicted peak less the CUDA/NCCL runtime, which PyTorch's caching
   // allocator does not count.
@@ -70,7 +77,8 @@ PublishedRuns load_published_runs(const std::string& csv_path, const PresetStore
 PublishedRuns load_modern_runs(const std::string& csv_path, const PresetStore& store);
 // Whether the row's source gives its recomputation (the peak depends on it more than on anything else).
 bool recompute_published(const PublishedRun& run);
-// The prediction converted to the row's metric (N21 eq. 3 for hardware TFLOP/s, Megatron's count for model TFLOP/s).
+// The prediction converted to the row's metric (N21 eq. 3 for hardware TFLOP/s, Megatron's count for model TFLOP/s:
+// bench/megatron_flops.hpp, the attention as the row's mcore_attention says).
 double predicted_metric(const PublishedRun& run, const Prediction& p);
 // Measured step time over predicted step time, from the row's metric (every metric is a step time or its inverse).
 double measured_over_predicted_step(const PublishedRun& run, double predicted_metric);

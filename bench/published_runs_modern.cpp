@@ -57,7 +57,7 @@ std::map<std::string, std::string> parse_options(const ModernRow& r) {
       "loss", "attn", "kv", "fp8", "fp8_all_gather", "pp_first_layers", "pp_last_layers", "pp_embedding_layers",
       "pp_loss_layers", "pp_layout", "mtp", "ep_overlap", "cuda_graph", "capacity_factor", "pad_to_capacity", "dispatcher",
       "precision_aware_optimizer", "adam_moments", "recompute_modules", "act_offload_layers", "expandable_segments",
-      "end_units", "rope"};
+      "end_units", "rope", "mcore_flops"};
   static const std::set<std::string> recorded = {
       "grad_reduce_in_fp32", "main_grads", "delay_wgrad",
       "shared_expert_overlap", "fp8_attn", "fp8_output_proj", "moe_rank_capacity"};
@@ -112,6 +112,16 @@ double measured_of(const ModernRow& r, Metric metric) {
   const std::string& m = r.at("measured");
   const size_t iter = m.find("iter");
   return first_number(metric == Metric::iteration_s && iter != std::string::npos ? m.substr(iter) : m);
+}
+
+// The model TFLOP/s a tokens/s row states beside its figure ("4912 tok/s/GPU; 1276 TFLOP/s/GPU"); 0 when none.
+double stated_model_tflops_of(const ModernRow& r, Metric metric) {
+  const std::string& m = r.at("measured");
+  const size_t unit = m.find(" TFLOP/s/GPU");
+  const size_t sep = m.find("; ");
+  if (metric != Metric::tokens_per_gpu || unit == std::string::npos || sep == std::string::npos || sep > unit) return 0.0;
+  const double v = first_number(m.substr(sep + 2, unit - sep - 2));
+  return std::isfinite(v) && v > 0 ? v : 0.0;
 }
 
 // The peak memory a row's measured column states ("5762 tok/s/GPU; 82.4 GiB"), in bytes; 0 when it states none.
@@ -333,6 +343,13 @@ PublishedRuns load_modern_runs(const std::string& csv_path, const PresetStore& s
     apply_framework_defaults(run.strategy, run.model);  // as the CLI: torchtitan's TP, Megatron's MoE under TP: SP
     run.metric = parse_metric(r);
     run.measured = measured_of(r, run.metric);
+    run.stated_model_tflops = stated_model_tflops_of(r, run.metric);
+    if (options.count("mcore_flops")) {  // how the source's Megatron counts the core attention (megatron_flops.hpp)
+      const std::string& count = options.at("mcore_flops");
+      if (count != "causal" && count != "full")
+        throw std::runtime_error(fmt::format("line {}: mcore_flops '{}' (causal, full)", r.line, count));
+      run.mcore_attention = count == "causal" ? AttentionCount::causal : AttentionCount::full;
+    }
     run.measured_peak_bytes = measured_peak_bytes_of(r);
     run.family = r.at("framework");
     run.generation = to_string(shardplan::gpu_generation(run.cluster.gpu));

