@@ -33,7 +33,7 @@ struct PublishedRun {
   // full, Megatron-Core r0.8.0's count, unless the row says otherwise).
   AttentionCount mcore_attention = AttentionCount::full;
   // A tokens_per_gpu row that also states its model TFLOP/s ("4912 tok/s/GPU; 1276 TFLOP/s/GPU": Megatron-Bridge's
-  // tables print both); 0 when it states none. tests/test_published_runs.cpp holds the two against Megatron's count.
+  // tables print both); 0 when it states none. tests/test_megatron_flops.cpp holds the two against Megatron's count.
   double stated_model_tflops = 0;
   // The peak memory per GPU the source reports (torch.cuda.max_memory_reserved for torchtitan's tables), bytes;
   // 0 when it reports none. Compared with the predicted peak less the CUDA/NCCL runtime, which PyTorch's caching

@@ -119,7 +119,8 @@ double stated_model_tflops_of(const ModernRow& r, Metric metric) {
   const std::string& m = r.at("measured");
   const size_t unit = m.find(" TFLOP/s/GPU");
   const size_t sep = m.find("; ");
-  if (metric != Metric::tokens_per_gpu || unit == std::string::npos || sep == std::string::npos || sep > unit) return 0.0;
+  if (metric != Metric::tokens_per_gpu || unit == std::string::npos || sep == std::string::npos || sep > unit)
+    return 0.0;
   const double v = first_number(m.substr(sep + 2, unit - sep - 2));
   return std::isfinite(v) && v > 0 ? v : 0.0;
 }

@@ -15,7 +15,7 @@ using namespace shardplan::validation;
 TEST_SUITE("megatron_flops") {
   TEST_CASE("Qwen3-30B-A3B at 4,096 tokens, by hand") {
     const ModelSpec m = PresetStore::builtin().model("qwen3-30b-a3b");
-    // h 2048, 48 MoE layers of top-8 experts of width 768 (SwiGLU: 3 matrices), q 32·128 = 4096, K/V 4·128 = 512 each,
+    // h 2048, 48 MoE layers of top-8 experts 768 wide (SwiGLU: 3 matrices), q 32·128 = 4096, K/V 4·128 = 512 each,
     // padded vocabulary 151,936. Per token, × 6 (forward + wgrad + dgrad, FMA):
     //   experts   2048 · 768 · 3 · 8 · 48              = 1,811,939,328
     //   attention (2048 · (4096 + 1024) + 4096 · 2048) · 48 =   905,969,664
