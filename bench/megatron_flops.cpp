@@ -1,5 +1,7 @@
 #include "bench/megatron_flops.hpp"
 
+#include <algorithm>
+
 #include "planner/moe.hpp"
 
 namespace shardplan::validation {
@@ -41,9 +43,16 @@ double megatron_flops_per_token(const ModelSpec& m, int64_t seq, AttentionCount 
     attention_core = q;  // causal: q/2 for each of QKᵀ and PV
   }
   if (attention == AttentionCount::full) attention_core *= 2;
+  // Each query of a windowed layer meets min(w, s) keys where a causal one meets s/2 on average.
+  double core_layers_times_s = all_layers * s;
+  if (attention == AttentionCount::causal_windowed && m.sliding_window > 0) {
+    const double windowed = static_cast<double>(windowed_layers(m));
+    const double keys = static_cast<double>(std::min<int64_t>(m.sliding_window, seq));
+    core_layers_times_s = (all_layers - windowed) * s + windowed * 2 * keys;
+  }
   const double vocab = static_cast<double>(model_padded_vocab(m));
   const double per_token = h * mlp + attention_linear * all_layers + mtp * (3 * h + 2 * h * h) + h * vocab * (mtp + 1);
-  return kPassesTimesFma * (per_token + attention_core * all_layers * s);
+  return kPassesTimesFma * (per_token + attention_core * core_layers_times_s);
 }
 
 }  // namespace shardplan::validation
