@@ -14,7 +14,7 @@ namespace shardplan::validation {
 // "causal mask (only half of the mask is non-zero)"; Megatron-Bridge's tables, 25.09–26.08), or the whole s×s score
 // matrix (Megatron-Core r0.8.0's 12·B·s·l·h²·(s/h)·(q/h) term; NeMo's 24.07 summary).
 // causal_windowed: the causal count with each sliding-window layer's queries over their window's keys, as
-// Megatron-Bridge 26.06–26.08 prints GPT-OSS (32.6 G a token; 27.2 G until 26.04.01, which neither count gives).
+// Megatron-Bridge 26.06–26.08 prints GPT-OSS (32.6 G a token; 27.2 G until 26.04.01, which none of the three gives).
 enum class AttentionCount { causal, full, causal_windowed };
 
 // Model FLOPs of one token of a seq-token sequence: MoE layers by the model's layer pattern (an MTP module is a layer
