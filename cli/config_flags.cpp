@@ -76,6 +76,13 @@ void add_config_flags(CLI::App& cmd, ConfigFlags& f) {
   cmd.add_option("--recompute-modules", f.recompute_modules,
                  "Megatron's selective recomputation modules, comma-separated: core_attn (default) | layernorm | "
                  "mla_up_proj | mlp | moe | moe_act | shared_experts (megatron; implies --recompute selective)");
+  cmd.add_option("--recompute-layers", f.recompute_layers,
+                 "Full recomputation of the first N blocks of each pipeline chunk only, the others keeping their "
+                 "activations (Megatron's --recompute-method block --recompute-num-layers N; megatron, fsdp; implies "
+                 "--recompute full)");
+  cmd.add_option("--recompute-every", f.recompute_every,
+                 "Full recomputation of every K-th block of each pipeline chunk only (torchtitan's "
+                 "selective_ac_option \"K\"; torchtitan, fsdp; implies --recompute full)");
   // Two flags rather than CLI11's "--flash-attn,!--no-flash-attn", which help prints as
   // "--flash-attn,--no-flash-attn{false}".
   cmd.add_flag_callback("--flash-attn", [&f] { f.flash_attn = true; }, "Flash attention (the default)");
@@ -351,6 +358,14 @@ bool parse_adam_moments_flag(const std::string& v) {
   throw InputError(fmt::format("--adam-moments '{}' is not one of: fp32, bf16", v));
 }
 
+void apply_partial_recompute_flags(const ConfigFlags& f, Strategy& s) {
+  for (auto [flag, v] : {std::pair{"--recompute-layers", f.recompute_layers}, {"--recompute-every", f.recompute_every}})
+    if (v && *v < 1) throw InputError(fmt::format("{} must be at least 1, got {}", flag, *v));
+  s.recompute_layers = f.recompute_layers.value_or(0);
+  s.recompute_every = f.recompute_every.value_or(0);
+  if ((f.recompute_layers || f.recompute_every) && f.recompute.empty() && !s.recompute_modules) s.recompute = Recompute::full;
+}
+
 uint32_t parse_recompute_modules_flag(const std::string& v) {
   if (v.empty()) return 0;
   std::string bad;
@@ -371,6 +386,7 @@ ResolvedConfig resolve_config(const ConfigFlags& f, const PresetStore& store) {
   // A module list is Megatron's --recompute-granularity selective: it implies --recompute selective.
   s.recompute = f.recompute.empty() ? (s.recompute_modules ? Recompute::selective : Recompute::none)
                                     : parse_recompute_flag(f.recompute);
+  apply_partial_recompute_flags(f, s);
   if (!f.loss.empty()) s.loss = parse_loss_flag(f.loss);
   if (!f.grad_sync.empty()) s.grad_sync = parse_grad_sync_flag(f.grad_sync);
   s.gpus = positive("--gpus", f.gpus, r.cluster.gpus_per_node);

@@ -35,6 +35,8 @@ struct ConfigFlags {
   std::string recompute_modules;  // --recompute-modules core_attn,moe_act,... ("" = Megatron's default)
   bool precision_aware_optimizer = false;  // --precision-aware-optimizer
   std::optional<int64_t> offload_activation_layers;  // --offload-activations N
+  std::optional<int64_t> recompute_layers;  // --recompute-layers N (planner/partial_recompute.hpp)
+  std::optional<int64_t> recompute_every;   // --recompute-every K
   std::optional<double> moe_capacity_factor;  // --moe-capacity-factor F (absent = dropless)
   std::string attention_kernel;  // --attention-kernel; empty: the framework's
   std::string attention_kv;      // --attention-kv: grouped | repeated; empty: grouped
@@ -78,6 +80,9 @@ MoeDispatcher parse_moe_dispatcher_flag(const std::string& v);
 bool parse_adam_moments_flag(const std::string& v);  // true for bf16
 // --recompute-modules: the mask (planner/recompute_modules.hpp), 0 when absent; an unknown name is one error line.
 uint32_t parse_recompute_modules_flag(const std::string& v);
+// --recompute-layers / --recompute-every into the strategy (0 when absent; each at least 1 when given), and the
+// recomputation they imply when --recompute is absent: full.
+void apply_partial_recompute_flags(const ConfigFlags& f, Strategy& s);
 
 // The model and the cluster only (plan resolves the strategy itself); `cluster_defaulted` as in ResolvedConfig.
 ModelSpec resolve_model(const ConfigFlags& flags, const PresetStore& store, std::vector<std::string>* notes = nullptr);

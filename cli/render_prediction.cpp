@@ -10,6 +10,7 @@
 #include "planner/error.hpp"
 #include "planner/partition.hpp"
 #include "planner/pipeline_layout.hpp"
+#include "planner/partial_recompute.hpp"
 #include "planner/recompute_modules.hpp"
 #include "planner/framework.hpp"
 #include "planner/moe_costs.hpp"
@@ -86,6 +87,8 @@ json config_json(const Prediction& p) {
           {"shard_degree", shard_degree(s)},
           {"recompute", to_string(s.recompute)},
           {"recompute_modules", recompute_modules_string(recompute_modules_in_force(s))},
+          {"recompute_layers", s.recompute_layers},
+          {"recompute_every", s.recompute_every},
           {"flash_attn", s.flash_attn},
           {"compile", s.compile},
           {"micro_batch", s.micro_batch},
@@ -303,9 +306,13 @@ std::string headline(const Prediction& p) {
                                                                 s.fp8_all_gather ? ", FP8 all-gather" : "")
                                                   : ""),
                      to_string(s.framework));
-  const std::string recompute = s.recompute_modules
-                                    ? fmt::format("selective ({})", recompute_modules_string(s.recompute_modules))
-                                    : std::string(to_string(s.recompute));
+  const std::string recompute =
+      s.recompute_modules ? fmt::format("selective ({})", recompute_modules_string(s.recompute_modules))
+      : partial_recompute(s)
+          ? (s.recompute_layers > 0 ? fmt::format("full, first {} block{} of each chunk", s.recompute_layers,
+                                                  s.recompute_layers == 1 ? "" : "s")
+                                    : fmt::format("full, every {}th block of each chunk", s.recompute_every))
+          : std::string(to_string(s.recompute));
   out += fmt::format("  micro-batch {} × {} micro-batches · global batch {} · seq {} · recompute {} · {}{}{}\n",
                      s.micro_batch, grad_accum_steps(s), s.global_batch, s.seq, recompute,
                      s.flash_attn ? "flash attention" : "no flash attention", s.sp ? " · sequence parallel" : "",

@@ -7,6 +7,7 @@
 #include "planner/fp8.hpp"
 #include "planner/moe.hpp"
 #include "planner/moe_costs.hpp"
+#include "planner/partial_recompute.hpp"
 #include "planner/pipeline_layout.hpp"
 #include "planner/pipeline_schedule.hpp"
 #include "planner/precision.hpp"
@@ -336,6 +337,36 @@ double block_activation_bytes(const ModelSpec& m, const Strategy& s, const Frame
   return 0;
 }
 
+double saved_block_bytes(const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw, int64_t index,
+                         int64_t chunk_blocks) {
+  if (!partial_recompute(s) || recomputes_block(s, index, chunk_blocks)) return block_activation_bytes(m, s, fw);
+  return block_working_set_bytes(m, s, fw);
+}
+
+double saved_first_blocks_bytes(const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw, int64_t first,
+                                int64_t chunk_blocks) {
+  const double per_block = block_activation_bytes(m, s, fw);
+  if (!partial_recompute(s)) return per_block * static_cast<double>(std::max<int64_t>(first, 0));
+  first = std::clamp<int64_t>(first, 0, chunk_blocks);
+  const int64_t recomputed = recomputed_among_first(s, first, chunk_blocks);
+  return per_block * static_cast<double>(recomputed) +
+         block_working_set_bytes(m, s, fw) * static_cast<double>(first - recomputed);
+}
+
+double stage_saved_block_bytes(const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw, int64_t rank) {
+  const int64_t layers = rank_layers(m, s, rank);
+  if (!partial_recompute(s)) return block_activation_bytes(m, s, fw) * static_cast<double>(layers);
+  const int64_t recomputed = stage_recomputed_blocks(m, s, rank);
+  return block_activation_bytes(m, s, fw) * static_cast<double>(recomputed) +
+         block_working_set_bytes(m, s, fw) * static_cast<double>(layers - recomputed);
+}
+
+double stage_mean_block_bytes(const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw, int64_t rank) {
+  if (!partial_recompute(s)) return block_activation_bytes(m, s, fw);
+  const int64_t layers = rank_layers(m, s, rank);
+  return layers > 0 ? stage_saved_block_bytes(m, s, fw, rank) / static_cast<double>(layers) : 0.0;
+}
+
 double in_flight_microbatches(const Strategy& s, int64_t stage) {
   const double p = static_cast<double>(s.pp);
   const double m = static_cast<double>(grad_accum_steps(s));
@@ -427,7 +458,9 @@ namespace {
 double mtp_extra_bytes(const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw) {
   if (m.mtp_layers <= 0) return 0;
   const double per_token = 6 * activation_dtype_bytes(s) * static_cast<double>(m.hidden) / (s.sp ? s.tp : 1);
-  return static_cast<double>(m.mtp_layers) * (per_token * tokens_per_microbatch(s) + block_activation_bytes(m, s, fw));
+  // Megatron-Core's block method leaves the MTP layer unrecomputed (partial_recompute.hpp).
+  const double block = partial_recompute(s) ? block_working_set_bytes(m, s, fw) : block_activation_bytes(m, s, fw);
+  return static_cast<double>(m.mtp_layers) * (per_token * tokens_per_microbatch(s) + block);
 }
 }  // namespace
 

@@ -38,6 +38,18 @@ std::vector<ActTerm> block_activation_terms(const ModelSpec& m, const Strategy& 
 //   none: every term; selective: the terms not dropped (Megatron's --recompute-modules: the terms of the modules in
 //   force, recompute_modules.hpp); full: only the block input (Korthikanti §4.2).
 double block_activation_bytes(const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw);
+// Under partial recomputation (planner/partial_recompute.hpp) the blocks differ: a recomputed one keeps its input
+// (block_activation_bytes), the others their whole working set. Block `index` of a chunk of `chunk_blocks`, the first
+// `first` blocks of such a chunk together, and every block of the rank's stage (its chunks), one micro-batch each.
+// Without partial recomputation each is block_activation_bytes per block.
+double saved_block_bytes(const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw, int64_t index,
+                         int64_t chunk_blocks);
+double saved_first_blocks_bytes(const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw, int64_t first,
+                                int64_t chunk_blocks);
+double stage_saved_block_bytes(const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw, int64_t rank);
+// stage_saved_block_bytes per block of the stage: where a count of blocks stands for any of them (the interleaved
+// schedule's chunks in flight).
+double stage_mean_block_bytes(const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw, int64_t rank);
 // How many of the tensors a block keeps (under the strategy's recomputation) are at least `bytes` each, for the
 // caching allocator's segments (allocator_reserve.hpp); no allocation.
 int64_t block_saved_tensors_of_at_least(const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw, double bytes);

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "planner/activations.hpp"
+#include "planner/partial_recompute.hpp"
 #include "planner/precision.hpp"
 
 namespace shardplan {
@@ -47,7 +48,15 @@ AllocatorReserve caching_allocator_reserve(const ModelSpec& m, const Strategy& s
   const double in_flight = in_flight_stage_microbatches(m, s, st.stage);
   // Saved activations: every tensor of every block held (full recompute: each block's input only).
   const int64_t per_block = block_saved_tensors_of_at_least(m, s, fw, kAllocatorMinLargeAlloc);
-  const auto saved = static_cast<int64_t>(static_cast<double>(per_block * st.layers) * in_flight);
+  int64_t stage_tensors = per_block * st.layers;
+  if (partial_recompute(s)) {  // the blocks that do not recompute keep every tensor (partial_recompute.hpp)
+    Strategy kept = s;
+    kept.recompute = Recompute::none;
+    const int64_t recomputed = stage_recomputed_blocks(m, s, st.stage);
+    stage_tensors = per_block * recomputed +
+                    block_saved_tensors_of_at_least(m, kept, fw, kAllocatorMinLargeAlloc) * (st.layers - recomputed);
+  }
+  const auto saved = static_cast<int64_t>(static_cast<double>(stage_tensors) * in_flight);
   // Per-unit buffers alive at once: the gathered root (or the embedding and head units of their own:
   // fsdp_end_units_split) and two blocks, a block's gradients, one reduce-scatter input.
   const double a = static_cast<double>(dtype_bytes(precision_compute_dtype(s.precision)));

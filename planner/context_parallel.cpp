@@ -7,6 +7,7 @@
 #include "planner/groups.hpp"
 #include "planner/precision.hpp"
 #include "planner/step_time.hpp"
+#include "planner/partial_recompute.hpp"
 
 namespace shardplan {
 
@@ -94,8 +95,9 @@ CpRings cp_rings(const ModelSpec& m, const Strategy& s, const ClusterSpec& c, do
   const double k = overlap_compute_slowdown(c.gpu);
   r.fwd.slowdown_s = k * hidden_s(r.fwd);
   r.bwd.slowdown_s = k * hidden_s(r.bwd);
-  // Full recomputation runs the block's forward, its ring included, again inside the backward.
-  if (s.recompute == Recompute::full) r.bwd.tail_s += r.fwd.exposed();
+  // Full recomputation runs the block's forward, its ring included, again inside the backward (per block: the
+  // recomputed share of them, partial_recompute.hpp).
+  if (s.recompute == Recompute::full) r.bwd.tail_s += recomputed_block_share(m, s) * r.fwd.exposed();
   return r;
 }
 

@@ -4,6 +4,7 @@
 
 #include "planner/moe.hpp"
 #include "planner/recompute_modules.hpp"
+#include "planner/partial_recompute.hpp"
 
 namespace shardplan {
 
@@ -21,9 +22,11 @@ StepFlops step_flops(const ModelSpec& m, const Strategy& s) {
   // `selective`: the share of the part's forward that selective recomputation repeats, as the step time prices it
   // (microbatch_costs.cpp): the attention core without flash attention (Korthikanti §5; a flash kernel recomputes its
   // scores inside its own backward whatever the policy), and the GEMMs of Megatron's recompute modules.
+  const double recomputed_share = recomputed_block_share(m, s);
   auto part = [&](const char* name, double forward_per_token, double tokens, bool is_block, double selective) {
     FlopsPart p{name, forward_per_token * tokens, 2 * forward_per_token * tokens, 0};
-    if (is_block && s.recompute == Recompute::full) p.recompute = p.forward;
+    // Partial recomputation repeats the forward of its share of the blocks (partial_recompute.hpp).
+    if (is_block && s.recompute == Recompute::full) p.recompute = recomputed_share * p.forward;
     if (s.recompute == Recompute::selective) p.recompute = selective * p.forward;
     out.parts.push_back(p);
   };

@@ -193,6 +193,40 @@ std::string activation_offload_runtime_refusal(const Strategy& s) {
                        to_string(s.recompute));
   return "";
 }
+// --recompute-layers / --recompute-every (planner/partial_recompute.hpp): which runtime picks blocks that way.
+// Megatron-Core: the first N of each chunk (--recompute-method block --recompute-num-layers N; its "uniform" method
+// recomputes every block, in groups). torchtitan: every K-th (selective_ac_option "K"). FSDP2 and FSDP1 wrap whichever
+// blocks a check_fn picks (torch/distributed/algorithms/_checkpoint/checkpoint_wrapper.py
+// apply_activation_checkpointing; the emitted train_fsdp2.py does either). DeepSpeed's engine recomputes all or none
+// (its pipeline engine's activation_checkpoint_interval groups every layer); the reference loop too.
+std::string partial_recompute_runtime_refusal(const Strategy& s) {
+  if (s.recompute_layers <= 0 && s.recompute_every <= 0) return "";
+  const bool first_n = s.recompute_layers > 0;
+  switch (s.framework) {
+    case Framework::fsdp:
+    case Framework::fsdp1: return "";
+    case Framework::megatron:
+      if (first_n) return "";
+      return "--recompute-every under --framework megatron: Megatron-Core recomputes the first N blocks of each chunk "
+             "(--recompute-method block --recompute-num-layers N; transformer_block.py _checkpointed_forward), not "
+             "every K-th; use --recompute-layers N";
+    case Framework::torchtitan:
+      if (!first_n) return "";
+      return "--recompute-layers under --framework torchtitan: torchtitan checkpoints every K-th block "
+             "(activation_checkpoint.selective_ac_option = \"K\"; activation_checkpoint.py _apply_layer_sac), not the "
+             "first N; use --recompute-every K";
+    case Framework::deepspeed:
+      return fmt::format("{} under --framework deepspeed: DeepSpeed recomputes every block or none (its pipeline "
+                         "engine's activation_checkpoint_interval groups all layers); drop the flag or use --framework "
+                         "megatron, fsdp or torchtitan",
+                         first_n ? "--recompute-layers" : "--recompute-every");
+    case Framework::reference:
+      return fmt::format("{} under --framework reference: the reference loop recomputes every block or none; drop "
+                         "the flag",
+                         first_n ? "--recompute-layers" : "--recompute-every");
+  }
+  return "";
+}
 bool ep_overlap_schedule_runs(const Strategy& s) {
   if (!s.ep_comm_overlap.value_or(false)) return true;
   return s.recompute != Recompute::full && (s.pp <= 1 || s.vpp >= 2);
@@ -346,6 +380,7 @@ bool framework_runs(const Strategy& s) {
   if (s.moe_dispatcher != MoeDispatcher::alltoall && s.framework != Framework::megatron) return false;
   if ((s.precision_aware_optimizer || s.bf16_adam_moments) && s.framework != Framework::megatron) return false;
   if (s.offload_activation_layers != 0 && !activation_offload_runtime_refusal(s).empty()) return false;
+  if ((s.recompute_layers > 0 || s.recompute_every > 0) && !partial_recompute_runtime_refusal(s).empty()) return false;
   return !s.offload_optimizer || (fs.offload_optimizer && has(fs.offload_zero_stages, s.zero));
 }
 
@@ -413,6 +448,7 @@ std::optional<std::string> framework_refusal(const Strategy& s) {
   if ((s.precision_aware_optimizer || s.bf16_adam_moments) && s.framework != Framework::megatron)
     return refusal(s, s.bf16_adam_moments ? "--adam-moments bf16" : "--precision-aware-optimizer", kPrecisionAwareRefusal);
   if (std::string why = activation_offload_runtime_refusal(s); !why.empty()) return why;
+  if (std::string why = partial_recompute_runtime_refusal(s); !why.empty()) return why;
   if (s.fp8 != Fp8Recipe::off && !has(fp8_support(s.framework).recipes, static_cast<int>(s.fp8)))
     return refusal(s, fmt::format("--fp8 {}", to_string(s.fp8)).c_str(), fp8_support(s.framework).refusal);
   if (s.fp8_all_gather && !fp8_all_gather_runs(s)) {

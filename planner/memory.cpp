@@ -14,6 +14,7 @@
 #include "planner/memory_moments.hpp"
 #include "planner/moe.hpp"
 #include "planner/moe_costs.hpp"
+#include "planner/partial_recompute.hpp"
 #include "planner/partition.hpp"
 
 namespace shardplan {
@@ -201,13 +202,17 @@ void add_activations(Ledger& l, const StageInputs& in) {
   const LossOrBackward peak = loss_or_backward(in);
   // At the backward that holds every awaiting unit gradient, the blocks after it have freed this micro-batch's sets.
   const int64_t done = peak.loss_peaks() ? 0 : peak.done_blocks;
+  // Partial recomputation (partial_recompute.hpp): the stage's blocks differ, and the `done` last ones are freed.
+  const double held = partial_recompute(s) ? stage_saved_block_bytes(m, s, in.fw, in.stage.stage) * in_flight -
+                                                 freed_last_blocks_bytes(in, done)
+                                           : per_block * (static_cast<double>(resident) * in_flight - static_cast<double>(done));
   l.add(&MemoryComponents::activations, "activations", [&] {
           const std::string freed = done > 0 ? fmt::format(", less {} block{} through its backward", done, done > 1 ? "s" : "") : "";
           return offloaded > 0 ? fmt::format("{} blocks × {:.3g} micro-batches in flight{}, recompute {} ({} more offloaded to "
                                              "the host)", resident, in_flight, freed, to_string(s.recompute), offloaded)
                                : fmt::format("{} blocks × {:.3g} micro-batches in flight{}, recompute {}", resident,
                                              in_flight, freed, to_string(s.recompute)); },
-        per_block * (static_cast<double>(resident) * in_flight - static_cast<double>(done)));
+        held);
   if (peak.working_set > 0 && !peak.loss_peaks())
     l.add(&MemoryComponents::activations, "activations", text("one block's working set while it is recomputed"),
           peak.working_set);

@@ -6,6 +6,7 @@
 #include "planner/fp8.hpp"
 #include "planner/framework.hpp"
 #include "planner/memory_ledger.hpp"
+#include "planner/partial_recompute.hpp"
 
 namespace shardplan::memory_detail {
 
@@ -38,13 +39,29 @@ double gathered_units_for_backward(const StageInputs& in) {
          (fp8_params_only(s) ? fp8_cached_weight_bytes_per_param(s) : in.compute_bytes);
 }
 
+double freed_last_blocks_bytes(const StageInputs& in, int64_t done) {
+  const Strategy& s = in.strategy;
+  const auto n = static_cast<double>(done);
+  if (!partial_recompute(s)) return n * block_activation_bytes(in.model, s, in.fw);
+  if (s.vpp > 1) return n * stage_mean_block_bytes(in.model, s, in.fw, in.stage.stage);
+  return stage_saved_block_bytes(in.model, s, in.fw, in.stage.stage) -
+         saved_first_blocks_bytes(in.model, s, in.fw, in.stage.layers - done, in.stage.layers);
+}
+
 LossOrBackward loss_or_backward(const StageInputs& in) {
   LossOrBackward out;
   out.logits = in.stage.last ? logits_bytes(in.model, in.strategy, in.fw) : 0;
   out.scratch = in.fw.block_backward_scratch ? block_backward_scratch_bytes(in.model, in.strategy) : 0;
   out.gathered_units = gathered_units_for_backward(in);
-  if (in.strategy.recompute == Recompute::full)
-    out.working_set = block_working_set_bytes(in.model, in.strategy, in.fw);
+  // The block whose backward it is recomputes (partial_recompute.hpp: under partial recomputation perhaps not; set
+  // below once that block is known).
+  const bool partial = partial_recompute(in.strategy) && in.strategy.vpp <= 1;
+  const double working_set = in.strategy.recompute == Recompute::full ? block_working_set_bytes(in.model, in.strategy, in.fw) : 0;
+  auto working_set_at = [&](int64_t done_blocks) {
+    const int64_t k = in.stage.layers - 1 - done_blocks;
+    return !partial || recomputes_block(in.strategy, k, in.stage.layers) ? working_set : 0.0;
+  };
+  out.working_set = working_set_at(0);
   const double all = unit_grads_awaiting_reduce(in);
   if (all <= 0) return out;
   // The first backward holds its own unit's gradients; the unsharded_grad_units-th holds all of them, the blocks after
@@ -52,13 +69,14 @@ LossOrBackward loss_or_backward(const StageInputs& in) {
   const int64_t units = std::max<int64_t>(in.fw.unsharded_grad_units, 1);
   const int64_t resident = in.stage.layers - std::min(in.strategy.offload_activation_layers, in.stage.layers);
   const int64_t done = std::clamp<int64_t>(units - 1, 0, resident);
-  const double freed = static_cast<double>(done) * block_activation_bytes(in.model, in.strategy, in.fw);
+  const double freed = freed_last_blocks_bytes(in, done);
   const double first = all / static_cast<double>(units);
   if (all - freed > first) {
     out.unit_grads = all;
     out.grad_units = units;
     out.done_blocks = done;
     out.freed_activations = freed;
+    out.working_set = working_set_at(done);
   } else {
     out.unit_grads = first;
     out.grad_units = 1;

@@ -71,6 +71,8 @@ struct LossOrBackward {
 };
 double gathered_units_for_backward(const StageInputs& in);
 LossOrBackward loss_or_backward(const StageInputs& in);
+// The saved activations of the stage's `done` last blocks for one micro-batch (freed once through their backward).
+double freed_last_blocks_bytes(const StageInputs& in, int64_t done);
 
 // Parts every moment shares (memory.cpp): runtime allocations outside the allocator, pipeline and sequence-parallel
 // buffers, and the allocator's reserve on what the ledger holds so far.

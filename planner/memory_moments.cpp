@@ -10,6 +10,7 @@
 #include "planner/context_parallel.hpp"
 #include "planner/fp8.hpp"
 #include "planner/moment_sizes.hpp"
+#include "planner/partial_recompute.hpp"
 #include "planner/pipeline_layout.hpp"
 #include "planner/pipeline_schedule.hpp"
 
@@ -130,12 +131,35 @@ void add_rope_caches(Ledger& l, const StageInputs& in) {
     l.add(&MemoryComponents::buffers, "buffers", text("RoPE table (complex64, one for the model)"), table);
 }
 
+// Under partial recomputation (partial_recompute.hpp) the blocks of the micro-batch in backward are its first ones in
+// forward order, each as it saves; under interleaving, where they span chunks, the stage's mean block.
+double micro_blocks_bytes(const StageInputs& in, double blocks) {
+  const Strategy& s = in.strategy;
+  if (!partial_recompute(s)) return block_activation_bytes(in.model, s, in.fw) * blocks;
+  if (s.vpp > 1) return stage_mean_block_bytes(in.model, s, in.fw, in.stage.stage) * blocks;
+  return saved_first_blocks_bytes(in.model, s, in.fw, static_cast<int64_t>(blocks), in.stage.layers);
+}
+
+// Whether block k of the stage (forward order) recomputes its forward in backward; under interleaving, with some
+// blocks recomputed, any may be the one.
+bool block_recomputes(const StageInputs& in, double k) {
+  const Strategy& s = in.strategy;
+  if (!partial_recompute(s) || s.vpp > 1) return s.recompute == Recompute::full;
+  return recomputes_block(s, static_cast<int64_t>(k), in.stage.layers);
+}
+
 void add_block_activations(Ledger& l, const StageInputs& in, const Sizes& z, double blocks_this_micro) {
   const Strategy& s = in.strategy;
-  const double per_block = block_activation_bytes(in.model, s, in.fw);
+  const double full_micro = partial_recompute(s)
+                                ? stage_saved_block_bytes(in.model, s, in.fw, in.stage.stage)
+                                : block_activation_bytes(in.model, s, in.fw) * z.layers;
   const double blocks = (z.in_flight - 1) * z.layers + blocks_this_micro;
-  l.add(&MemoryComponents::activations, "activations", [&] { return fmt::format("{:.0f} blocks × 1 micro-batches in flight, recompute {}", blocks, to_string(s.recompute)); },
-        per_block * blocks);
+  l.add(&MemoryComponents::activations, "activations", [&] {
+          return partial_recompute(s)
+                     ? fmt::format("{:.0f} blocks × 1 micro-batches in flight, {} of each micro-batch's {:.0f} recomputed",
+                                   blocks, stage_recomputed_blocks(in.model, s, in.stage.stage), z.layers)
+                     : fmt::format("{:.0f} blocks × 1 micro-batches in flight, recompute {}", blocks, to_string(s.recompute)); },
+        full_micro * (z.in_flight - 1) + micro_blocks_bytes(in, blocks_this_micro));
   if (in.stage.first)
     l.add(&MemoryComponents::activations, "activations", text("embedding dropout mask"),
           first_stage_extra_bytes(in.model, s) * z.in_flight);
@@ -229,7 +253,7 @@ void block_backward(Ledger& l, const StageInputs& in, const Sizes& z, double k, 
     l.add(&MemoryComponents::grads, "grads", [&] { return fmt::format("the next block's gradients as reduce-scatter input in flight ({} B/param)", z.reduce_b); },
           z.block * z.reduce_b);
   add_block_activations(l, in, z, k + 1);
-  const bool full = s.recompute == Recompute::full;
+  const bool full = block_recomputes(in, k);
   if (sub == 0) {
     if (full)
       l.add(&MemoryComponents::activations, "activations", text("the block's working set, recomputed for its backward"),
@@ -338,13 +362,21 @@ MomentLedger peak_moment(const StageInputs& in, bool record, bool by_allocation)
     int64_t block;
     int sub;
   };
-  Candidate cands[15];
+  Candidate cands[24];
   int n = 0;
   if (in.stage.last) cands[n++] = {MemoryPhase::loss_backward, -1, 0};
   // Within the blocks every term is linear in k, so the ends and their neighbours (where the prefetch and the
-  // reduce-scatter input in flight start or stop) bound the maximum.
-  const int64_t ks[4] = {layers - 1, layers - 2, 1, 0};
-  for (int i = 0; i < 4; ++i) {
+  // reduce-scatter input in flight start or stop) bound the maximum; under partial recomputation also the first and
+  // the last recomputed block and the block after it (the recomputed working set comes and goes there).
+  int64_t ks[7] = {layers - 1, layers - 2, 1, 0, -1, -1, -1};
+  int nk = 4;
+  if (partial_recompute(in.strategy) && in.strategy.vpp <= 1) {
+    int64_t first = -1, last = -1;
+    for (int64_t k = 0; k < layers; ++k)
+      if (recomputes_block(in.strategy, k, layers)) last = k, first = first < 0 ? k : first;
+    if (last >= 0) ks[nk++] = first, ks[nk++] = last, ks[nk++] = last + 1;
+  }
+  for (int i = 0; i < nk; ++i) {
     const int64_t k = ks[i];
     bool seen = k < 0 || k >= layers;
     for (int j = 0; j < i; ++j) seen = seen || ks[j] == k;
@@ -425,16 +457,21 @@ MomentParts moment_parts(const ModelSpec& m, const Strategy& s, const FrameworkT
   if (fw.zero3_root_stays_gathered || z.keep_all_gathered) p.gathered_root = z.last_unit() * z.a;
   p.reshard_after_forward = z.zero3;
   // The block's backward: the larger of its two sub-moments (block_backward's sub 0 and 1), the rest being equal.
-  const bool full = s.recompute == Recompute::full;
-  const double mlp = (full ? block_working_set_bytes(m, s, fw) : 0) + mlp_backward_temp_bytes(m, s, fw, z.a);
-  // The CP ring's K/V buffers during the attention's backward (add_common's `attention`).
-  const double attn = (full ? attention_working_set_bytes(m, s, fw, z.a) : 0) + attention_backward_temp_bytes(m, s, fw, z.a) +
-                      (s.cp > 1 ? cp_kv_buffer_bytes(m, s) : 0);
   const double own_grads_mlp = in.keeps_unsharded_grads ? 0 : z.down_params * z.a;
   const double own_grads_attn = in.keeps_unsharded_grads ? 0 : z.block * z.a;
-  const bool mlp_wins = mlp + own_grads_mlp >= attn + own_grads_attn;
-  p.backward_grads = mlp_wins ? own_grads_mlp : own_grads_attn;
-  p.backward_temps = mlp_wins ? mlp : attn;
+  // A recomputed block holds its working set again; under partial recomputation the others do not
+  // (backward_*_kept, partial_recompute.hpp).
+  auto sub_moment = [&](bool full, double& grads, double& temps) {
+    const double mlp = (full ? block_working_set_bytes(m, s, fw) : 0) + mlp_backward_temp_bytes(m, s, fw, z.a);
+    // The CP ring's K/V buffers during the attention's backward (add_common's `attention`).
+    const double attn = (full ? attention_working_set_bytes(m, s, fw, z.a) : 0) +
+                        attention_backward_temp_bytes(m, s, fw, z.a) + (s.cp > 1 ? cp_kv_buffer_bytes(m, s) : 0);
+    const bool mlp_wins = mlp + own_grads_mlp >= attn + own_grads_attn;
+    grads = mlp_wins ? own_grads_mlp : own_grads_attn;
+    temps = mlp_wins ? mlp : attn;
+  };
+  sub_moment(s.recompute == Recompute::full, p.backward_grads, p.backward_temps);
+  sub_moment(s.recompute == Recompute::full && !partial_recompute(s), p.backward_grads_kept, p.backward_temps_kept);
   if (in.keeps_unsharded_grads) {
     const double b = fw.framework == Framework::fsdp1 ? in.state.grads : z.reduce_b;
     p.accumulated_block = z.block * b;

@@ -70,6 +70,7 @@ struct MomentParts {
   bool reshard_after_forward = true;  // ZeRO-3; ZeRO-2 keeps units gathered until their post-backward
   double backward_grads = 0;     // a block's gradients at its backward's peak (bf16)
   double backward_temps = 0;     // ... and its temporaries (with the recomputed working set under full recompute)
+  double backward_grads_kept = 0, backward_temps_kept = 0;  // the same for a block that partial recomputation keeps
   double head_grads = 0, embed_grads = 0;         // the root unit's bf16 gradients, as its backward writes them
   // The ends as units of their own (fsdp_end_units_split): gathered_root, embed_grads and the root's reduce-scatter
   // input and shard are then the embedding unit's; the [final norm, LM head] unit's below (head_post_backward).

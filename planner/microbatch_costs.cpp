@@ -16,6 +16,7 @@
 #include "planner/precision.hpp"
 #include "planner/recompute_modules.hpp"
 #include "planner/step_time.hpp"
+#include "planner/partial_recompute.hpp"
 
 namespace shardplan {
 
@@ -293,7 +294,8 @@ TpGemms block_compute(const ModelSpec& m, const Strategy& s, const ClusterSpec& 
                               module_recompute_s(m, s, g, d, {elementwise_traffic_factor(s, fw), moe_mlp_fwd,
                                                               moe_host_gap_s(m, s, c)});
       break;
-    case Recompute::full: out.block_recompute_s = out.block_fwd_s; break;
+    // Per block: the recomputed share of the blocks' forward (partial_recompute.hpp; 1 under plain full recompute).
+    case Recompute::full: out.block_recompute_s = recomputed_block_share(m, s) * out.block_fwd_s; break;
   }
   return {qkv, proj, up, down};
 }
@@ -358,7 +360,7 @@ void async_tp_comm(const ModelSpec& m, const Strategy& s, const FrameworkTraits&
   const double row = piped(tc.gather_out, dgrad(gemms.proj)) + mlp * piped(tc.gather, dgrad(gemms.down));
   out.block_tp_fwd_s = forward;
   out.block_tp_bwd_s = row + column + sp_regathers(s, fw) / 2 * (tc.gather_in + mlp * tc.gather) +
-                       (s.recompute == Recompute::full ? forward : 0);
+                       recomputed_block_share(m, s) * forward;
 }
 
 // Tensor-parallel collectives of one block (Shoeybi et al. 2019, §3; Korthikanti §4.2.2): two all-reduces of
@@ -409,7 +411,7 @@ void block_tp_comm(const ModelSpec& m, const Strategy& s, const ClusterSpec& c, 
     out.block_tp_fwd_s = forward;
     out.block_tp_bwd_s = column(tc.gather_in, tc.scatter_in, gemms.qkv) + row(tc.gather_out, gemms.proj) +
                          mlp * (column(gather, scatter, gemms.up) + row(gather, gemms.down)) +
-                         (s.recompute == Recompute::full ? forward : 0);
+                         recomputed_block_share(m, s) * forward;
     return;
   }
   // Forward: the attention's input gathered and its output reduce-scattered (or the output all-reduced without SP);
@@ -423,7 +425,7 @@ void block_tp_comm(const ModelSpec& m, const Strategy& s, const ClusterSpec& c, 
   // Sequence parallelism keeps the layer inputs scattered and (Megatron) all-gathers them again for the weight
   // gradients (Korthikanti §4.2.2; sp_regathers).
   out.block_tp_bwd_s = attn_bwd + mlp * mlp_one + sp_regathers(s, fw) / 2 * (tc.gather_in + mlp * gather) +
-                       (s.recompute == Recompute::full ? out.block_tp_fwd_s : 0);
+                       recomputed_block_share(m, s) * out.block_tp_fwd_s;
 }
 
 // Final norm, LM head and cross-entropy on the last stage; token embedding on the first.

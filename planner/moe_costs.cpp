@@ -9,6 +9,7 @@
 #include "planner/moe.hpp"
 #include "planner/precision.hpp"
 #include "planner/recompute_modules.hpp"
+#include "planner/partial_recompute.hpp"
 
 namespace shardplan {
 
@@ -177,9 +178,10 @@ MoeAllToAll moe_all_to_all_time(const ModelSpec& m, const Strategy& s, const Clu
                          : flex_dispatch_time_s(m, s, c, bytes);
   const double share = static_cast<double>(moe_layers_in(m, 0, m.layers)) / static_cast<double>(m.layers);
   out.fwd = share * 2 * one;
-  // Full recomputation, or Megatron's "moe" recompute module, repeats the forward's two.
-  const bool repeated = s.recompute == Recompute::full || recomputes(s, RecomputeModule::moe);
-  out.bwd = share * (2 + (repeated ? 2 : 0)) * one;
+  // Full recomputation (of the recomputed share of the blocks: partial_recompute.hpp), or Megatron's "moe" recompute
+  // module, repeats the forward's two.
+  const double repeated = recomputes(s, RecomputeModule::moe) ? 1.0 : recomputed_block_share(m, s);
+  out.bwd = share * (2 + 2 * repeated) * one;
   out.total = out.fwd + out.bwd;
   // DualPipe, or Megatron-Core's batch-level EP overlap (one micro-batch's forward beside another's backward,
   // moe/README.md): the all-to-alls behind the other micro-batch's compute.

@@ -30,7 +30,7 @@ void interleaved_hold(const StageInputs& in, Sizes& z) {
     first_b[c] = std::min(first_b[c], k), last_b[c] = std::max(last_b[c], k);
   }
   const double per_block = (z.psi - z.root) / z.layers;
-  const double act_b = block_activation_bytes(in.model, s, in.fw);
+  const double act_b = stage_mean_block_bytes(in.model, s, in.fw, in.stage.stage);  // a block of any chunk
   const double gather_b = per_block * z.block_gather_b;
   const double grad_b = per_block * (in.fw.framework == Framework::fsdp1 ? in.state.grads : z.reduce_b);
   const int64_t warmup = std::min(o.warmup(in.stage.stage, total), total - 1);

@@ -9,6 +9,7 @@
 #include "planner/error.hpp"
 #include "planner/fp8.hpp"
 #include "planner/framework_support.hpp"
+#include "planner/partial_recompute.hpp"
 #include "planner/pipeline_layout.hpp"
 #include "planner/pipeline_schedule.hpp"
 #include "planner/precision.hpp"
@@ -279,6 +280,7 @@ void validate_strategy(const Strategy& s, const ModelSpec& m, const ClusterSpec&
   if (const auto why = fp8_model_refusal(s, m)) throw InputError(*why);
   if (const std::string why = recompute_modules_refusal(s, m); !why.empty()) throw InputError(why);
   if (const std::string why = activation_offload_refusal(s, m); !why.empty()) throw InputError(why);
+  if (const std::string why = partial_recompute_refusal(m, s); !why.empty()) throw InputError(why);
 }
 
 // --- names -------------------------------------------------------------------------------------------------

@@ -79,6 +79,11 @@ struct Strategy {
   // Megatron-Core's --recompute-modules under selective recomputation: a mask of RecomputeModule
   // (planner/recompute_modules.hpp); 0 = its default, core_attn.
   uint32_t recompute_modules = 0;
+  // Under full recomputation, which blocks of each model chunk recompute (planner/partial_recompute.hpp): the first
+  // N (Megatron-Core's --recompute-method block --recompute-num-layers N) or every K-th (torchtitan's
+  // selective_ac_option "K"); 0 and 0 = every block.
+  int64_t recompute_layers = 0;
+  int64_t recompute_every = 0;
   bool flash_attn = true;
   bool compile = false;             // torch.compile (Inductor) of the model: fused elementwise kernels
   int64_t micro_batch = 1;          // sequences per micro-batch per data-parallel replica

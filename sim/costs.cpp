@@ -17,6 +17,7 @@
 #include "planner/partition.hpp"
 #include "planner/pipeline_layout.hpp"
 #include "planner/pipeline_schedule.hpp"
+#include "planner/partial_recompute.hpp"
 #include "planner/precision.hpp"
 #include "planner/step_time.hpp"
 #include "sim/step_plan.hpp"
@@ -54,6 +55,8 @@ void use_moment_parts(StageCosts& sc, const MomentParts& mp, const FrameworkTrai
   sc.gathered_root = mp.gathered_root;
   sc.backward_grads = mp.backward_grads;
   sc.backward_temps = mp.backward_temps;
+  sc.backward_grads_kept = mp.backward_grads_kept;
+  sc.backward_temps_kept = mp.backward_temps_kept;
   sc.head_grads = mp.head_grads;
   sc.embed_grads = mp.embed_grads;
   sc.block_reduce_input = mp.block_reduce_input;
@@ -246,6 +249,11 @@ StepPlan plan_step(const ModelSpec& m, const Strategy& s, const ClusterSpec& c) 
     sc.activations_per_block = block_activation_bytes(m, s, fw);
     sc.offloaded_blocks = std::min(s.offload_activation_layers, sp.layers);  // memory.cpp add_activations
     if (s.recompute == Recompute::full) sc.recompute_working_set = block_working_set_bytes(m, s, fw);
+    if (partial_recompute(s)) {  // the blocks of each chunk, in the stage's forward order (planner/partial_recompute.hpp)
+      sc.activations_kept_block = block_working_set_bytes(m, s, fw);
+      for (int64_t n : sc.chunk_layers)
+        for (int64_t k = 0; k < n; ++k) sc.recomputed_blocks.push_back(recomputes_block(s, k, n) ? 1 : 0);
+    }
     if (sp.first) sc.first_extra = first_stage_extra_bytes(m, s);
     if (sp.last) sc.last_extra = last_stage_extra_bytes(m, s), sc.logits = logits_bytes(m, s, fw);
     if (moments) {

@@ -20,13 +20,15 @@ class FsdpMemory {
       : e_(e), c_(c), reduce_(reduce_stream), no_sync_(no_sync),
         sharded_alive_(static_cast<size_t>(c.layers()) + 1, false) {}
 
-  // A block's backward, ops [first, last].
-  void block_backward(int32_t first, int32_t last) {
+  // A block's backward, ops [first, last]; `recomputed`: its forward runs again first (its working set held).
+  void block_backward(int32_t first, int32_t last, bool recomputed) {
     post_backward(first);
-    e_.alloc_at_start(first, MemKind::working_grads, c_.backward_grads);
-    e_.alloc_at_start(first, MemKind::backward_temps, c_.backward_temps);
-    e_.free_at_end(last, MemKind::working_grads, c_.backward_grads);
-    e_.free_at_end(last, MemKind::backward_temps, c_.backward_temps);
+    const double grads = recomputed ? c_.backward_grads : c_.backward_grads_kept;
+    const double temps = recomputed ? c_.backward_temps : c_.backward_temps_kept;
+    e_.alloc_at_start(first, MemKind::working_grads, grads);
+    e_.alloc_at_start(first, MemKind::backward_temps, temps);
+    e_.free_at_end(last, MemKind::working_grads, grads);
+    e_.free_at_end(last, MemKind::backward_temps, temps);
     release_input(last);
   }
 

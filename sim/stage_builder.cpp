@@ -190,7 +190,7 @@ void StageBuilder::forward(int32_t mb, int32_t chunk) {
     if (entry == kNone) entry = op;
     e_.add_dep(op, ag);
     if (mb == 0) e_.add_dep(op, param_gather_for(c_.embed_params + static_cast<double>(l) * c_.block_params));
-    e_.alloc_at_start(op, MemKind::activations, c_.activations_per_block);
+    e_.alloc_at_start(op, MemKind::activations, c_.saved_by_block(l));
     int32_t last = op;
     if (parts > 1) {
       critical_comm(op, st_.tp, OpKind::tp_fwd, c_.tp_fwd / parts, mb, chunk, layer);
@@ -201,7 +201,7 @@ void StageBuilder::forward(int32_t mb, int32_t chunk) {
       // Reshard after forward, unless the unit stays gathered to its last backward.
       if (!plan_.gathers_once && c_.reshard_after_forward) e_.free_at_end(last, block_kind(), c_.gathered_block);
     }
-    if (offloaded(l - offload_lag())) e_.free_at_end(last, MemKind::activations, c_.activations_per_block);
+    if (offloaded(l - offload_lag())) e_.free_at_end(last, MemKind::activations, c_.saved_by_block(l));
     out = last;
     if (c_.cp_fwd.steps > 1) out = ring(c_.cp_fwd, OpKind::cp_fwd, mb, chunk, layer);
     if (c_.tp_fwd > 0) out = critical_comm(out, st_.tp, OpKind::tp_fwd, c_.tp_fwd / parts, mb, chunk, layer);
@@ -304,16 +304,17 @@ void StageBuilder::backward(int32_t mb, int32_t chunk, bool input_only) {
       e_.free_at_end(b, block_kind(), c_.gathered_block);
     else if (units() && !c_.reshard_after_forward && !plan_.gathers_once)
       e_.free_at_end(b, block_kind(), c_.gathered_block);  // SHARD_GRAD_OP: resharded at the unit's post-backward
-    if (offloaded(l - offload_lag())) e_.alloc_at_start(a, MemKind::activations, c_.activations_per_block);
-    if (!input_only) e_.free_at_end(b, MemKind::activations, c_.activations_per_block);
+    if (offloaded(l - offload_lag())) e_.alloc_at_start(a, MemKind::activations, c_.saved_by_block(l));
+    if (!input_only) e_.free_at_end(b, MemKind::activations, c_.saved_by_block(l));
     if (c_.transient_unit_grads > 0) {
       e_.alloc_at_start(a, MemKind::unit_grads, c_.transient_unit_grads);
       if (unit_grads_before != kNone) e_.free_at_end(b, MemKind::unit_grads, c_.transient_unit_grads);
       unit_grads_before = b;
     }
-    e_.alloc_at_start(a, MemKind::recompute_working_set, c_.recompute_working_set);
-    if (c_.moments && !input_only) fsdp_.block_backward(a, b);
-    e_.free_at_end(b, MemKind::recompute_working_set, c_.recompute_working_set);
+    const double working_set = c_.block_recomputes(l) ? c_.recompute_working_set : 0.0;
+    e_.alloc_at_start(a, MemKind::recompute_working_set, working_set);
+    if (c_.moments && !input_only) fsdp_.block_backward(a, b, c_.block_recomputes(l));
+    e_.free_at_end(b, MemKind::recompute_working_set, working_set);
     out = b;
     if (units() && !input_only) unit_gradients(a, b, mb, chunk, layer, sync);
     if (c_.cp_bwd.steps > 1) out = ring(c_.cp_bwd, OpKind::cp_bwd, mb, chunk, layer);
@@ -374,7 +375,7 @@ void StageBuilder::weight_pass(int32_t mb, int32_t chunk) {
   for (int64_t l = chunk_offset_[static_cast<size_t>(chunk) + 1] - 1; l >= chunk_offset_[static_cast<size_t>(chunk)]; --l) {
     const auto layer = static_cast<int32_t>(l);
     const auto [a, b] = backward_compute(OpKind::backward_weight, c_.block_wgrad, c_.block_params, mb, chunk, layer);
-    e_.free_at_end(b, MemKind::activations, c_.activations_per_block);
+    e_.free_at_end(b, MemKind::activations, c_.saved_by_block(l));
     if (units()) unit_gradients(a, b, mb, chunk, layer, sync);
     out = b;
   }

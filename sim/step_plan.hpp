@@ -50,6 +50,17 @@ struct StageCosts {
   double activations_per_block = 0;    // saved by one block for one micro-batch
   int64_t offloaded_blocks = 0;        // Megatron's CPU activation offloading: the first N blocks' sets go to the host
   double recompute_working_set = 0;    // one block's full working set while it is recomputed (full recompute)
+  // Partial recomputation (planner/partial_recompute.hpp): per block of the stage in forward order, whether it
+  // recomputes (empty: every block as the strategy says); the others save activations_kept_block, hold no working
+  // set and, with moments, backward_*_kept.
+  std::vector<char> recomputed_blocks;
+  double activations_kept_block = 0;
+  double backward_grads_kept = 0, backward_temps_kept = 0;
+  bool block_recomputes(int64_t l) const {
+    return recomputed_blocks.empty() || (l >= 0 && static_cast<size_t>(l) < recomputed_blocks.size() &&
+                                         recomputed_blocks[static_cast<size_t>(l)] != 0);
+  }
+  double saved_by_block(int64_t l) const { return block_recomputes(l) ? activations_per_block : activations_kept_block; }
   double first_extra = 0, last_extra = 0, logits = 0;  // per micro-batch
   double gathered_block = 0, gathered_root = 0;  // DpMode::units with ZeRO-3: compute-dtype copies
   double gathered_embed = 0, gathered_head = 0;  // DeepSpeed ZeRO-3: a module gathered for its pass and then freed

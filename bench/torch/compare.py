@@ -145,6 +145,23 @@ def cp_cases():
     return cases
 
 
+def partial_cases():
+    """Full recomputation of some blocks only (planner/partial_recompute.hpp): the first N blocks as Megatron-Core's
+    block method picks them (transformers' model, --framework fsdp --recompute-layers N) and every K-th as torchtitan's
+    layer SAC does (its model, --framework torchtitan --recompute-every K); ZeRO-2 and 3, seq 2048 to 8192, a
+    micro-batch of 2, accumulation, TP and a 70B (reports/fsdp2-memory-partial.md)."""
+    cases = []
+    for n in ("layers8", "layers16", "layers31"):
+        cases.append(case("llama3-8b", "hf", 8, 3, n, 8192))
+    for k in ("every2", "every4", "every32"):
+        cases.append(case("llama3-8b", "titan", 8, 3, k, 8192))
+    cases += [case("llama3-8b", "hf", 8, 2, "layers16", 4096), case("llama3-8b", "titan", 8, 2, "every3", 4096),
+              case("llama3-8b", "titan", 8, 3, "every2", 2048, 2), case("llama3-8b", "hf", 8, 3, "layers4", 4096, ga=2),
+              case("llama3-8b", "titan", 8, 3, "every2", 4096, tp=2), case(shape("llama3.2-1b"), "hf", 8, 3, "layers8", 8192),
+              case("llama3-70b", "titan", 64, 3, "every4", 8192), case("llama3-70b", "hf", 64, 3, "layers40", 4096)]
+    return cases
+
+
 def quick_cases():
     return [case("llama3-8b", "hf", 8, 3, "none", 2048), case("llama3-8b", "titan", 8, 2, "full", 2048)]
 
@@ -200,9 +217,18 @@ def end_units(c):
     return []
 
 
+def recompute_flags(c):
+    """A case's recomputation as shardplan's flags: layersN is --recompute-layers N, everyK --recompute-every K."""
+    rc = c["recompute"]
+    for prefix, flag in (("layers", "--recompute-layers"), ("every", "--recompute-every")):
+        if rc.startswith(prefix):
+            return ["--recompute", "full", flag, rc[len(prefix):]]
+    return ["--recompute", rc]
+
+
 def predict_cmd(shardplan, c, resolve=True):
     return [shardplan, "predict", *model_flags(c, resolve), "--framework", framework_of(c), "--precision", "amp-bf16",
-            "--zero", str(c["zero"]), "--recompute", c["recompute"], "--gpus", str(c["ranks"]),
+            "--zero", str(c["zero"]), *recompute_flags(c), "--gpus", str(c["ranks"]),
             "--seq", str(c["seq"]), "--micro-batch", str(c["micro_batch"]),
             "--global-batch", str(c["micro_batch"] * c["ranks"] // c.get("tp", 1) // c.get("cp", 1) *
                                   c.get("grad_accum", 1)),
@@ -378,6 +404,8 @@ def render(rows, argv, started, seconds, case_set="default") -> str:
               ("ZeRO-3", lambda c: c["zero"] == 3), ("ZeRO-2", lambda c: c["zero"] == 2),
               ("no recompute", lambda c: c["recompute"] == "none"), ("full recompute", lambda c: c["recompute"] == "full"),
               ("selective recompute", lambda c: c["recompute"] == "selective"),
+              ("first N blocks recomputed", lambda c: c["recompute"].startswith("layers")),
+              ("every K-th block recomputed", lambda c: c["recompute"].startswith("every")),
               ("GPT-style (LayerNorm, GELU)", lambda c: c["model"] == GPT_YAML)]
     lines += ["", f"Error over {len(errs)} cases: mean {sum(errs) / len(errs):+.1f} %, range {min(errs):+.1f} … "
               f"{max(errs):+.1f} %, mean |error| {sum(abs(e) for e in errs) / len(errs):.1f} %.", "",
@@ -444,7 +472,8 @@ def find_shardplan():
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--shardplan", default=find_shardplan(), help="the shardplan binary (default build/shardplan)")
-    ap.add_argument("--cases", choices=["default", "quick", "tp", "outside", "wrap", "cp"], default="default")
+    ap.add_argument("--cases", choices=["default", "quick", "tp", "outside", "wrap", "cp", "partial"],
+                    default="default")
     ap.add_argument("--only", default="", help="run only the cases whose id contains this text")
     ap.add_argument("--results", help="folder for each case's JSON (default: a temporary folder)")
     ap.add_argument("--reuse", action="store_true", help="use a case's JSON from --results when it is there")
@@ -457,7 +486,7 @@ def main(argv=None) -> int:
         return 2
     started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M")
     cases = {"default": default_cases, "quick": quick_cases, "tp": tp_cases, "outside": outside_cases,
-             "wrap": wrap_cases, "cp": cp_cases}[args.cases]()
+             "wrap": wrap_cases, "cp": cp_cases, "partial": partial_cases}[args.cases]()
     cases = [c for c in cases if args.only in case_id(c)]
     rows = []
     with tempfile.TemporaryDirectory() as tmp:

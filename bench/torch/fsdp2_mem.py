@@ -36,7 +36,7 @@ from torch.testing._internal.distributed.fake_pg import FakeStore  # noqa: E402
 import cp_plan  # noqa: E402
 import models  # noqa: E402
 import tp_plan  # noqa: E402
-from recipe import FLASH_OP, apply_fsdp, apply_recompute, make_optimizer  # noqa: E402
+from recipe import FLASH_OP, apply_fsdp, apply_recompute, make_optimizer, recompute_mode  # noqa: E402
 
 # CUDACachingAllocator round_size(): every block is a multiple of kMinBlockSize = 512 bytes. mem_tracker applies it
 # to cuda tensors only (_WeakRefInfo._calculate_mem_consumed); ours are fake cpu tensors standing in for cuda ones.
@@ -354,7 +354,8 @@ def parse_args(argv):
     p.add_argument("--rope", choices=["per-layer", "shared"], default="per-layer", help="titan: RoPE tables, one per "
                    "attention layer (torchtitan since 2026-06) or one for the model")
     p.add_argument("--zero", type=int, choices=[2, 3], default=3)
-    p.add_argument("--recompute", choices=["none", "full", "selective"], default="none")
+    p.add_argument("--recompute", type=recompute_mode, default="none",
+                   help="none | full | selective | layersN (the first N blocks only) | everyK (every K-th block only)")
     p.add_argument("--seq", type=int, default=2048)
     p.add_argument("--micro-batch", type=int, default=1)
     p.add_argument("--wrap", choices=["blocks", "titan"], default="blocks",

@@ -9,9 +9,31 @@ from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 FLASH_OP = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default
 
 
+def recompute_mode(text: str) -> str:
+    """argparse type: none | full | selective | layersN | everyK (see apply_recompute)."""
+    if text in ("none", "full", "selective"):
+        return text
+    for prefix in ("layers", "every"):
+        if text.startswith(prefix) and text[len(prefix):].isdigit() and int(text[len(prefix):]) >= 1:
+            return text
+    raise ValueError(f"--recompute {text}: none, full, selective, layersN or everyK")
+
+
+def recomputed(mode: str, index: int) -> bool:
+    """Whether block `index` (0-based, forward order) is checkpointed. layersN: the first N blocks (Megatron-Core's
+    --recompute-method block, transformer_block.py _checkpointed_forward); everyK: the K-th, 2K-th, ... counted from 1
+    (torchtitan's layer SAC, activation_checkpoint.py _apply_layer_sac); full and selective: every block."""
+    if mode.startswith("layers"):
+        return index < int(mode[len("layers"):])
+    if mode.startswith("every"):
+        return (index + 1) % int(mode[len("every"):]) == 0
+    return mode in ("full", "selective")
+
+
 def apply_recompute(impl, model, mode: str) -> None:
     """torchtitan/distributed/activation_checkpoint.py: FullAC wraps each block in ptd_checkpoint_wrapper;
-    SelectiveAC (op policy) saves compute-intensive ops and attention, recomputing every second mm."""
+    SelectiveAC (op policy) saves compute-intensive ops and attention, recomputing every second mm. layersN and
+    everyK wrap only some blocks for full recomputation (recomputed)."""
     if mode == "none":
         return
     from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
@@ -37,9 +59,11 @@ def apply_recompute(impl, model, mode: str) -> None:
         return create_selective_checkpoint_contexts(policy)
 
     blocks = impl.block_container(model)
-    for name, block in list(blocks.named_children()):
+    for index, (name, block) in enumerate(list(blocks.named_children())):
+        if not recomputed(mode, index):
+            continue
         # torchtitan passes early_stop=False: the recompute runs the whole block forward again
-        if mode == "full":
+        if mode != "selective":
             wrapped = checkpoint_wrapper(block, preserve_rng_state=False, early_stop=False)
         else:
             wrapped = checkpoint_wrapper(block, context_fn=selective_context, preserve_rng_state=False,
