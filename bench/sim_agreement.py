@@ -26,7 +26,7 @@ MOE = ("mixtral", "qwen3", "deepseek", "oss")
 FRAMEWORKS = ["megatron", "fsdp", "torchtitan", "fsdp1", "deepspeed"]
 
 
-def draw(rng):
+def draw(rng, partial=False):
     model, cluster, gpus = rng.choice(MODELS)
     tp, pp, cp = rng.choice([1, 2, 4, 8]), rng.choice([1, 2, 4, 8]), rng.choice([1, 1, 1, 2])
     if gpus % (tp * pp * cp):
@@ -45,6 +45,17 @@ def draw(rng):
         args += ["--fp8", "tensorwise"]
     if rng.random() < 0.3:
         args += ["--loss", "fused"]
+    # --partial-recompute: full recomputation of some blocks only, as the runtime picks them (only drawn then, so the
+    # other draws of a seed stay as they were)
+    if partial:
+        framework = args[args.index("--framework") + 1]
+        args[args.index("--recompute") + 1] = "full"
+        if framework == "torchtitan":
+            args += ["--recompute-every", str(rng.choice([2, 3, 4]))]
+        elif framework in ("megatron", "fsdp", "fsdp1"):
+            args += ["--recompute-layers", str(rng.choice([1, 2, 3, 5]))]
+        else:
+            return None
     return args
 
 
@@ -55,13 +66,15 @@ def main():
     ap.add_argument("--seeds", type=int, nargs="+", default=[7, 11, 23])
     ap.add_argument("--metric", choices=["peak_bytes", "step_s"], default="peak_bytes")
     ap.add_argument("--tolerance", type=float, default=3.0, help="percent")
+    ap.add_argument("--partial-recompute", action="store_true",
+                    help="every draw recomputes some blocks only (--recompute-layers / --recompute-every)")
     a = ap.parse_args()
     total_ran = total_beyond = 0
     for seed in a.seeds:
         rng = random.Random(seed)
         ran = beyond = refused = renamed = 0
         for _ in range(a.layouts):
-            args = draw(rng)
+            args = draw(rng, a.partial_recompute)
             if args is None:
                 continue
             r = subprocess.run([a.binary, "simulate", "--format", "json"] + args, capture_output=True, text=True)

@@ -20,6 +20,7 @@
 #include "planner/framework_support.hpp"
 #include "planner/fp8.hpp"
 #include "planner/plan_advice.hpp"
+#include "planner/partial_recompute.hpp"
 #include "planner/recompute_modules.hpp"
 #include "sim/rerank.hpp"
 
@@ -143,6 +144,19 @@ SearchSpace search_space(const PlanOptions& o, const ModelSpec& m, const Cluster
   if (f.zero && (*f.zero < 0 || *f.zero > 3)) throw InputError(fmt::format("--zero must be 0, 1, 2 or 3, got {}", *f.zero));
   sp.zero = f.zero;
   if (!f.recompute.empty()) sp.recompute = parse_recompute_flag(f.recompute);
+  // --recompute-layers / --recompute-every fix full recomputation of those blocks (as predict reads them).
+  if (f.recompute_layers || f.recompute_every) {
+    b.recompute = sp.recompute.value_or(Recompute::none);
+    apply_partial_recompute_flags(f, b);
+    if (b.recompute != Recompute::full)
+      throw InputError(fmt::format("{} with --recompute {}: it picks the blocks that full recomputation repeats; add "
+                                   "--recompute full",
+                                   f.recompute_layers ? "--recompute-layers" : "--recompute-every",
+                                   to_string(b.recompute)));
+    if (b.recompute_layers > 0 && b.recompute_every > 0)
+      throw InputError(partial_recompute_refusal(m, b));
+    sp.recompute = Recompute::full;
+  }
   // A Megatron module list fixes selective recomputation (as predict reads it: config_flags.cpp).
   if (b.recompute_modules) {
     if (!sp.recompute) sp.recompute = Recompute::selective;

@@ -85,6 +85,8 @@ LaunchFacts launch_facts(const LaunchPlan& plan) {
   f.fp16 = compute == DType::fp16;
   f.fp32_master = s.precision != Precision::pure_bf16 && s.precision != Precision::pure_fp16;
   f.recompute = s.recompute;
+  f.recompute_layers = s.recompute_layers;
+  f.recompute_every = s.recompute_every;
   f.loss = s.loss;
   f.offload_activation_layers = s.offload_activation_layers;
   f.recompute_modules = s.recompute_modules;
@@ -115,6 +117,8 @@ std::string validate_command(const LaunchPlan& plan, const LaunchFacts& f) {
   if (s.hsdp > 0) cmd += fmt::format(" --hsdp {}", s.hsdp);
   cmd += fmt::format(" --micro-batch {} --global-batch {} --seq {} --recompute {} --precision {} --framework fsdp",
                      s.micro_batch, s.global_batch, s.seq, to_string(s.recompute), to_string(s.precision));
+  if (s.recompute_layers > 0) cmd += fmt::format(" --recompute-layers {}", s.recompute_layers);
+  if (s.recompute_every > 0) cmd += fmt::format(" --recompute-every {}", s.recompute_every);
   if (!s.flash_attn) cmd += " --no-flash-attn";
   if (s.offload_optimizer) cmd += " --offload-optimizer";
   cmd += " --measurements " + shell_quoted((fs::path(plan.emit_dir) / "shardplan_steps.jsonl").string());

@@ -71,6 +71,11 @@ EmittedFile emit_accelerate(const LaunchPlan& plan, const LaunchFacts& f) {
     if (f.offload) file.notes.push_back("fsdp_offload_params offloads parameters and gradients, not only the optimizer");
     if (!f.fp32_master) file.notes.push_back("pure low precision: load the model in that dtype (mixed_precision: no)");
   }
+  if (f.recompute_layers > 0 || f.recompute_every > 0)
+    file.notes.push_back(fmt::format("Accelerate's activation checkpointing recomputes every block; the plan recomputes {} "
+                                     "of each chunk (train_fsdp2.py and megatron_args.sh do)",
+                                     f.recompute_layers > 0 ? fmt::format("the first {} blocks", f.recompute_layers)
+                                                            : fmt::format("every {}th block", f.recompute_every)));
   if (f.framework == Framework::deepspeed) out += fmt::format("mixed_precision: {}\n", mixed);
   out += fmt::format("num_machines: {}\n", f.nodes);
   out += fmt::format("num_processes: {}\n", f.gpus);

@@ -63,6 +63,7 @@ struct LaunchFacts {
   bool compile = false, async_tp = false;  // torch.compile; PyTorch's async TP (effective_tp_comm_overlap)
   bool bf16 = true, fp16 = false, fp32_master = true;
   Recompute recompute = Recompute::none;
+  int64_t recompute_layers = 0, recompute_every = 0;  // full recomputation of some blocks (planner/partial_recompute.hpp)
   LossKind loss = LossKind::standard;  // the cross-entropy priced (planner/strategy.hpp)
   int64_t offload_activation_layers = 0;  // Megatron's CPU activation offloading (planner/strategy.hpp)
   uint32_t recompute_modules = 0;  // Megatron's selective modules priced; 0 = its default (planner/recompute_modules.hpp)

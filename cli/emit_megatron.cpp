@@ -243,10 +243,12 @@ EmittedFile emit_megatron(const LaunchPlan& plan, const LaunchFacts& f) {
     std::replace(list.begin(), list.end(), ',', ' ');
     arg2("--recompute-modules", list);
   }
+  // Full recomputation: every block one by one (uniform, 1), or the first N of each chunk (block, N:
+  // transformer_block.py _checkpointed_forward; planner/partial_recompute.hpp).
   if (f.recompute == Recompute::full) {
     arg2("--recompute-granularity", "full");
-    arg2("--recompute-method", "uniform");
-    arg2("--recompute-num-layers", "1");
+    arg2("--recompute-method", f.recompute_layers > 0 ? "block" : "uniform");
+    arg2("--recompute-num-layers", std::to_string(f.recompute_layers > 0 ? f.recompute_layers : 1));
   }
   // The overlaps the prediction assumed, as Megatron-Core would run this layout (framework.cpp megatron_traits).
   Strategy s = plan.prediction.strategy;

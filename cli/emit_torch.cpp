@@ -85,8 +85,19 @@ def end_modules(model):
     return embedding, norm, head
 
 
+def recomputes(i):
+    """Whether block i (0-based) is checkpointed: all of them, or the first RECOMPUTE_LAYERS (Megatron-Core's block
+    method), or every RECOMPUTE_EVERY-th counted from 1 (torchtitan's layer SAC)."""
+    if RECOMPUTE_LAYERS > 0:
+        return i < RECOMPUTE_LAYERS
+    if RECOMPUTE_EVERY > 0:
+        return (i + 1) % RECOMPUTE_EVERY == 0
+    return True
+
+
 def apply_activation_checkpointing(blocks):
-    """full: recompute each block in backward; selective: keep matmul and attention outputs, recompute the rest."""
+    """full: recompute each block (or those recomputes() picks) in backward; selective: keep matmul and attention
+    outputs, recompute the rest."""
     if RECOMPUTE == "none":
         return
     save = {torch.ops.aten.mm.default, torch.ops.aten.addmm.default,
@@ -97,6 +108,8 @@ def apply_activation_checkpointing(blocks):
         return CheckpointPolicy.MUST_SAVE if op in save else CheckpointPolicy.PREFER_RECOMPUTE
 
     for i, block in enumerate(blocks):
+        if not recomputes(i):
+            continue
         if RECOMPUTE == "full":
             blocks[i] = checkpoint_wrapper(block, preserve_rng_state=False)
         else:
@@ -276,6 +289,8 @@ EmittedFile emit_fsdp2_script(const LaunchPlan& plan, const LaunchFacts& f) {
   out += fmt::format("SYNC_EVERY_STEP_ONLY = {}  # reduce gradients once per step (no_sync) rather than per micro-batch\n",
                      effective_grad_sync(s) == GradSync::per_step ? "True" : "False");
   out += fmt::format("RECOMPUTE = {}\n", double_quoted(to_string(f.recompute)));
+  out += fmt::format("RECOMPUTE_LAYERS, RECOMPUTE_EVERY = {}, {}  # full recomputation of some blocks only (0, 0: all)\n",
+                     f.recompute_layers, f.recompute_every);
   // pure-bf16: the weights themselves are bf16; amp: fp32 weights, bf16 compute through the mixed-precision policy.
   out += fmt::format("MODEL_DTYPE = {}\n", f.fp32_master ? "torch.float32" : torch_dtype(f.bf16, f.fp16));
   out += fmt::format("PARAM_DTYPE = {}\n", torch_dtype(f.bf16, f.fp16));

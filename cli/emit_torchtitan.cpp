@@ -211,8 +211,13 @@ EmittedFile emit_torchtitan(const LaunchPlan& plan, const LaunchFacts& f) {
     lines.push_back({"parallelism", fmt::format("expert_parallel_degree = {}", f.ep)});
     lines.push_back({"parallelism", fmt::format("expert_tensor_parallel_degree = {}", f.etp)});
   }
-  lines.push_back({"activation_checkpoint", "mode = " + double_quoted(to_string(f.recompute))});
+  // Every K-th block (planner/partial_recompute.hpp) is 0.2's layer-level selective AC: mode "selective" with a number
+  // (torchtitan/distributed/activation_checkpoint.py _apply_layer_sac).
+  const bool every = f.recompute == Recompute::full && f.recompute_every > 0;
+  lines.push_back({"activation_checkpoint", "mode = " + double_quoted(every ? "selective" : to_string(f.recompute))});
   if (f.recompute == Recompute::selective) lines.push_back({"activation_checkpoint", "selective_ac_option = \"op\""});
+  if (every)
+    lines.push_back({"activation_checkpoint", fmt::format("selective_ac_option = \"{}\"", f.recompute_every)});
   std::vector<std::string> sections;
   for (const auto& [section, line] : lines)
     if (std::find(sections.begin(), sections.end(), section) == sections.end()) sections.push_back(section);
@@ -237,10 +242,17 @@ EmittedFile emit_torchtitan_script(const LaunchPlan& plan, const LaunchFacts& f)
   out += "# Needs torchtitan importable (pip install torchtitan, or PYTHONPATH=<checkout>). Run on every node; more\n"
          "# --section.key overrides go after the script's name (torchtitan <= 0.2: torchtitan.toml).\n";
   out += "set -euo pipefail\n";
-  if (c.module.empty() || c.config.empty()) {
-    const std::string why = c.module.empty() ? no_model_reason(m, version)
-                                             : fmt::format("{} has no config for the {} family near {}'s size",
-                                                           version, to_string(model_family(m)), m.name);
+  // torchtitan removed layer-level selective AC with the per-op policy's centralisation (114151ad4, 2026-03-23,
+  // pytorch/torchtitan#2357): its tyro subcommands are selective (per-op), full, memory-budget and none.
+  const bool every = f.recompute == Recompute::full && f.recompute_every > 0;
+  if (c.module.empty() || c.config.empty() || every) {
+    const std::string why =
+        every ? fmt::format("torchtitan >= 0.3 has no layer-level selective AC (every {}th block; removed by 114151ad4, "
+                            "2026-03-23): run torchtitan.toml with torchtitan <= 0.2, or plan with --recompute full",
+                            f.recompute_every)
+        : c.module.empty() ? no_model_reason(m, version)
+                           : fmt::format("{} has no config for the {} family near {}'s size", version,
+                                         to_string(model_family(m)), m.name);
     out += fmt::format("echo {} >&2\nexit 2\n",
                        shell_quoted("error: " + why + "; launch megatron_args.sh, or add the model to torchtitan"));
     file.notes.push_back(why + ": the script says so and stops");

@@ -8,6 +8,7 @@
 #include "cli/render_prediction.hpp"
 #include "planner/error.hpp"
 #include "planner/framework.hpp"
+#include "planner/partial_recompute.hpp"
 #include "planner/pipeline_layout.hpp"
 
 namespace shardplan::cli {
@@ -94,7 +95,7 @@ std::string ranked_table(const PlanReport& r, const Terminal& term) {
     const Prediction& p = r.top[i];
     const Strategy& s = p.strategy;
     std::vector<std::string> cells = {
-        std::to_string(i + 1), family_of(s), layout(s), std::to_string(s.micro_batch), to_string(s.recompute),
+        std::to_string(i + 1), family_of(s), layout(s), std::to_string(s.micro_batch), recompute_label(s),
         fmt::format("{:.1f}", p.peak_bytes() / kGB),
         fmt::format("{:.0f}%", 100.0 * static_cast<double>(p.peak_bytes()) / static_cast<double>(p.memory.capacity_bytes)),
         fmt::format("{:.2f}", p.time.step_s)};
@@ -198,7 +199,10 @@ std::string recommendation(const PlanReport& r, const Terminal& term) {
   const Strategy& s = best.strategy;
   std::string out = fmt::format(
       "\n{} {} ({}), micro-batch {} × {} accumulation steps, recompute {}{}.\n", paint("Recommended:", Style::bold, term.color),
-      family_of(s), layout(s), s.micro_batch, grad_accum_steps(s), to_string(s.recompute),
+      family_of(s), layout(s), s.micro_batch, grad_accum_steps(s),
+      partial_recompute(s) ? fmt::format("full ({} block{} of each chunk)", recompute_label(s),
+                                         s.recompute_layers > 1 ? "s" : "")
+                           : std::string(to_string(s.recompute)),
       s.flash_attn ? ", flash attention" : "");
   // The pipeline split searched for it, with the flags that give predict (and --emit) the same one.
   if (s.pp > 1) {
@@ -253,7 +257,7 @@ std::string family_verdict(const Candidate& c, const Candidate& best, const Term
                                                         : "complexity");
   return fmt::format("fits ({:.1f} GB) but {:.1f} % slower at its best ({}, mb {}, recompute {}): {}",
                      c.peak_total() / kGB, 100 * slower, layout(c.strategy), c.strategy.micro_batch,
-                     to_string(c.strategy.recompute), main_overhead(c.time));
+                     recompute_label(c.strategy), main_overhead(c.time));
 }
 
 // Families simpler than the recommendation always; all families with --all.
@@ -300,6 +304,8 @@ json family_json(const Candidate& c) {
           {"hsdp", c.strategy.hsdp},
           {"micro_batch", c.strategy.micro_batch},
           {"recompute", to_string(c.strategy.recompute)},
+          {"recompute_layers", c.strategy.recompute_layers},
+          {"recompute_every", c.strategy.recompute_every},
           {"reason", c.within_safety() ? "" : why_not_fit(c)},
           {"components", components_json(c.memory.peak)}};  // the peak by component (reports chart it)
 }
@@ -469,7 +475,7 @@ std::string plan_markdown(const PlanReport& r) {
     const bool rec = i == r.recommended;
     out += fmt::format("| {}{} | {} | {} | {} | {} | {:.1f} | {:.0f} % | {:.2f} |", i + 1, rec ? " →" : "",
                        md_cell(rec ? "**" + family_of(s) + "**" : family_of(s)), md_cell(layout(s)), s.micro_batch,
-                       to_string(s.recompute), p.peak_bytes() / kGB,
+                       recompute_label(s), p.peak_bytes() / kGB,
                        100.0 * static_cast<double>(p.peak_bytes()) / static_cast<double>(p.memory.capacity_bytes),
                        p.time.step_s);
     if (r.simulation) {

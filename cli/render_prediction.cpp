@@ -308,11 +308,8 @@ std::string headline(const Prediction& p) {
                      to_string(s.framework));
   const std::string recompute =
       s.recompute_modules ? fmt::format("selective ({})", recompute_modules_string(s.recompute_modules))
-      : partial_recompute(s)
-          ? (s.recompute_layers > 0 ? fmt::format("full, first {} block{} of each chunk", s.recompute_layers,
-                                                  s.recompute_layers == 1 ? "" : "s")
-                                    : fmt::format("full, every {}th block of each chunk", s.recompute_every))
-          : std::string(to_string(s.recompute));
+      : partial_recompute(s) ? fmt::format("full, {} block{} of each chunk", recompute_label(s), s.recompute_layers > 1 ? "s" : "")
+                             : std::string(to_string(s.recompute));
   out += fmt::format("  micro-batch {} × {} micro-batches · global batch {} · seq {} · recompute {} · {}{}{}\n",
                      s.micro_batch, grad_accum_steps(s), s.global_batch, s.seq, recompute,
                      s.flash_attn ? "flash attention" : "no flash attention", s.sp ? " · sequence parallel" : "",

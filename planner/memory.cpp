@@ -210,8 +210,11 @@ void add_activations(Ledger& l, const StageInputs& in) {
           const std::string freed = done > 0 ? fmt::format(", less {} block{} through its backward", done, done > 1 ? "s" : "") : "";
           return offloaded > 0 ? fmt::format("{} blocks × {:.3g} micro-batches in flight{}, recompute {} ({} more offloaded to "
                                              "the host)", resident, in_flight, freed, to_string(s.recompute), offloaded)
-                               : fmt::format("{} blocks × {:.3g} micro-batches in flight{}, recompute {}", resident,
-                                             in_flight, freed, to_string(s.recompute)); },
+                 : partial_recompute(s)
+                     ? fmt::format("{} blocks × {:.3g} micro-batches in flight{}, {} of the {} recomputed", resident,
+                                   in_flight, freed, stage_recomputed_blocks(m, s, in.stage.stage), resident)
+                     : fmt::format("{} blocks × {:.3g} micro-batches in flight{}, recompute {}", resident,
+                                   in_flight, freed, to_string(s.recompute)); },
         held);
   if (peak.working_set > 0 && !peak.loss_peaks())
     l.add(&MemoryComponents::activations, "activations", text("one block's working set while it is recomputed"),

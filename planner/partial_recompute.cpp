@@ -45,6 +45,14 @@ double recomputed_block_share(const ModelSpec& m, const Strategy& s) {
   return static_cast<double>(n) / static_cast<double>(m.layers);
 }
 
+std::string recompute_label(const Strategy& s) {
+  if (!partial_recompute(s)) return to_string(s.recompute);
+  if (s.recompute_layers > 0) return fmt::format("first {}", s.recompute_layers);
+  const int64_t k = s.recompute_every;
+  const char* suffix = (k % 100 >= 11 && k % 100 <= 13) ? "th" : k % 10 == 1 ? "st" : k % 10 == 2 ? "nd" : k % 10 == 3 ? "rd" : "th";
+  return fmt::format("every {}{}", k, suffix);
+}
+
 std::string partial_recompute_refusal(const ModelSpec& m, const Strategy& s) {
   if (s.recompute_layers == 0 && s.recompute_every == 0) return "";
   if (s.recompute_layers < 0) return fmt::format("--recompute-layers {} must be 1 or more", s.recompute_layers);

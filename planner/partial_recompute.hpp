@@ -36,6 +36,10 @@ int64_t recomputed_among_first(const Strategy& s, int64_t first, int64_t chunk_b
 int64_t stage_recomputed_blocks(const ModelSpec& m, const Strategy& s, int64_t rank);
 double recomputed_block_share(const ModelSpec& m, const Strategy& s);
 
+// The recomputation in a word or two, for tables and sentences: none, selective, full, "first 3" (blocks of each
+// chunk), "every 2nd".
+std::string recompute_label(const Strategy& s);
+
 // Why --recompute-layers / --recompute-every cannot be as given (one line with the fix), or "": either needs
 // --recompute full, not both, N at most the largest chunk's blocks (Megatron-Core checkpoints them all then),
 // K at least 2. The runtime's own rule is framework_support.cpp's partial_recompute_runtime_refusal.

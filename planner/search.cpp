@@ -11,9 +11,11 @@
 #include "planner/moe.hpp"
 #include "planner/framework.hpp"
 #include "planner/framework_support.hpp"
+#include "planner/partial_recompute.hpp"
 #include "planner/pipeline_layout.hpp"
 #include "planner/pipeline_schedule.hpp"
 #include "planner/precision.hpp"
+#include "planner/search_recompute.hpp"
 
 namespace shardplan {
 
@@ -350,6 +352,7 @@ SearchResult search_strategies(const ModelSpec& m, const ClusterSpec& c, const S
   const FrameworkTraits fw = framework_traits(base.framework, c.gpu);
   const Dimensions dims = dimensions(m, c, space);
   const int64_t capacity = gpu_capacity_bytes(c.gpu);
+  const auto capacity_d = static_cast<double>(capacity);
   TopK ranked(keep_top, space.objective), tight(3, space.objective);
   std::array<std::optional<Candidate>, kFamilies> families;
   SearchResult result;
@@ -432,6 +435,26 @@ SearchResult search_strategies(const ModelSpec& m, const ClusterSpec& c, const S
               s.micro_batch = mb;
               s.recompute = rc;
               const MicrobatchCosts costs = microbatch_costs(m, s, c);
+              // Prices one strategy and offers it to the ranking, the tight list and its family's best.
+              auto consider = [&](const Strategy& st, const MicrobatchCosts& st_costs) {
+                Candidate cand{st, estimate_peak_memory(m, st, fw), step_time_from_costs(m, st, c, fw, st_costs), 0,
+                               capacity};
+                cand.tokens_per_s = static_cast<double>(st.global_batch * st.seq) / cand.time.step_s;
+                cand.max_hbm_fraction = space.max_hbm_fraction;
+                cand.expandable_segments = effective_expandable_segments(st, fw);
+                ++result.evaluated;
+                if (cand.within_safety()) {
+                  ++result.fitting;
+                  ranked.offer(cand);
+                } else if (cand.fits()) {
+                  tight.offer(cand);
+                }
+                auto& slot = families[family_index(st)];
+                if (!slot || better_for_family(cand, *slot, space.objective)) slot = cand;
+                return cand;
+              };
+              const bool searches_partial = rc == Recompute::full && !space.recompute && !partial_recompute(base) &&
+                                            searches_partial_recompute(base.framework);
               // One strategy with its schedule and split: every sharding choice the framework runs.
               auto evaluate = [&](Strategy& s) {
                 for (int zero : dims.zeros) {
@@ -448,20 +471,12 @@ SearchResult search_strategies(const ModelSpec& m, const ClusterSpec& c, const S
                       if (offload && zero == 0) continue;
                       s.offload_optimizer = offload;
                       if (!framework_runs(s)) continue;
-                      Candidate cand{s, estimate_peak_memory(m, s, fw), step_time_from_costs(m, s, c, fw, costs), 0,
-                                     capacity};
-                      cand.tokens_per_s = static_cast<double>(s.global_batch * s.seq) / cand.time.step_s;
-                      cand.max_hbm_fraction = space.max_hbm_fraction;
-                      cand.expandable_segments = effective_expandable_segments(s, fw);
-                      ++result.evaluated;
-                      if (cand.within_safety()) {
-                        ++result.fitting;
-                        ranked.offer(cand);
-                      } else if (cand.fits()) {
-                        tight.offer(cand);
-                      }
-                      auto& slot = families[family_index(s)];
-                      if (!slot || better_for_family(cand, *slot, space.objective)) slot = cand;
+                      const Candidate cand = consider(s, costs);
+                      // Recomputing every block fits: the fewest blocks that still do (search_recompute.hpp).
+                      if (searches_partial && cand.within_safety())
+                        if (const auto fewer = fewest_recomputed_blocks(m, s, fw, space.max_hbm_fraction * capacity_d,
+                                                                        cand.expandable_segments))
+                          consider(*fewer, microbatch_costs(m, *fewer, c));
                     }
                   }
                 }
