@@ -26,8 +26,14 @@ inline double tracked_allocation(const Prediction& p) {
   return c.total() - c.runtime - c.fragmentation;
 }
 
+// compare.py's recompute names: none, selective, full, layersN (the first N blocks), everyK (every K-th block).
 inline Recompute recompute_named(const std::string& r) {
+  if (r.rfind("layers", 0) == 0 || r.rfind("every", 0) == 0) return Recompute::full;
   return r == "full" ? Recompute::full : r == "selective" ? Recompute::selective : Recompute::none;
+}
+inline int64_t recompute_count_named(const std::string& r, const char* prefix) {
+  const std::string p(prefix);
+  return r.rfind(p, 0) == 0 ? std::stoll(r.substr(p.size())) : 0;
 }
 
 // A committed report's JSON (reports/NAME).
@@ -60,6 +66,8 @@ inline Strategy case_strategy(const nlohmann::json& c) {
   s.kv_repeated = c.value("kv", std::string("grouped")) == "repeated";
   s.zero = c["zero"];
   s.recompute = recompute_named(c["recompute"]);
+  s.recompute_layers = recompute_count_named(c["recompute"], "layers");
+  s.recompute_every = recompute_count_named(c["recompute"], "every");
   s.hsdp = c.value("hsdp", 0);
   s.seq = c["seq"];
   s.micro_batch = c["micro_batch"];
