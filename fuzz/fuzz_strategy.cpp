@@ -54,6 +54,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   s.framework = static_cast<Framework>(r.next(8) % 4);
   s.offload_optimizer = r.next(1);
   s.loss = static_cast<LossKind>(r.next(1));
+  // Partial recomputation (planner/partial_recompute.hpp): negative, zero, beyond a chunk, both at once.
+  if (r.next(1)) s.recompute_layers = r.next(6) - 1;
+  if (r.next(1)) s.recompute_every = r.next(6) - 1;
   try {
     const Prediction p = predict(m, s, cluster);
     if (!(p.time.step_s > 0) || p.peak_bytes() <= 0) __builtin_trap();  // a valid config must have a real answer

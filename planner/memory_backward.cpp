@@ -54,12 +54,11 @@ LossOrBackward loss_or_backward(const StageInputs& in) {
   out.scratch = in.fw.block_backward_scratch ? block_backward_scratch_bytes(in.model, in.strategy) : 0;
   out.gathered_units = gathered_units_for_backward(in);
   // The block whose backward it is recomputes (partial_recompute.hpp: under partial recomputation perhaps not; set
-  // below once that block is known).
-  const bool partial = partial_recompute(in.strategy) && in.strategy.vpp <= 1;
+  // below once that block is known): the stage's last, or the one the awaiting gradients wait at.
   const double working_set = in.strategy.recompute == Recompute::full ? block_working_set_bytes(in.model, in.strategy, in.fw) : 0;
   auto working_set_at = [&](int64_t done_blocks) {
     const int64_t k = in.stage.layers - 1 - done_blocks;
-    return !partial || recomputes_block(in.strategy, k, in.stage.layers) ? working_set : 0.0;
+    return stage_block_recomputes(in.model, in.strategy, in.stage.stage, k) ? working_set : 0.0;
   };
   out.working_set = working_set_at(0);
   const double all = unit_grads_awaiting_reduce(in);

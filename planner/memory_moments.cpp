@@ -140,12 +140,11 @@ double micro_blocks_bytes(const StageInputs& in, double blocks) {
   return saved_first_blocks_bytes(in.model, s, in.fw, static_cast<int64_t>(blocks), in.stage.layers);
 }
 
-// Whether block k of the stage (forward order) recomputes its forward in backward; under interleaving, with some
-// blocks recomputed, any may be the one.
-bool block_recomputes(const StageInputs& in, double k) {
-  const Strategy& s = in.strategy;
-  if (!partial_recompute(s) || s.vpp > 1) return s.recompute == Recompute::full;
-  return recomputes_block(s, static_cast<int64_t>(k), in.stage.layers);
+// Whether block k of the stage (forward order over its chunks) recomputes its forward in backward. Under the
+// interleaved hold, block layers − 1 stands for the worst backward, which starts at z.hold_block.
+bool block_recomputes(const StageInputs& in, const Sizes& z, double k) {
+  const auto block = static_cast<int64_t>(z.interleaved_hold && k == z.layers - 1 && z.hold_block >= 0 ? z.hold_block : k);
+  return stage_block_recomputes(in.model, in.strategy, in.stage.stage, block);
 }
 
 void add_block_activations(Ledger& l, const StageInputs& in, const Sizes& z, double blocks_this_micro) {
@@ -253,7 +252,7 @@ void block_backward(Ledger& l, const StageInputs& in, const Sizes& z, double k, 
     l.add(&MemoryComponents::grads, "grads", [&] { return fmt::format("the next block's gradients as reduce-scatter input in flight ({} B/param)", z.reduce_b); },
           z.block * z.reduce_b);
   add_block_activations(l, in, z, k + 1);
-  const bool full = block_recomputes(in, k);
+  const bool full = block_recomputes(in, z, k);
   if (sub == 0) {
     if (full)
       l.add(&MemoryComponents::activations, "activations", text("the block's working set, recomputed for its backward"),
@@ -370,10 +369,10 @@ MomentLedger peak_moment(const StageInputs& in, bool record, bool by_allocation)
   // the last recomputed block and the block after it (the recomputed working set comes and goes there).
   int64_t ks[7] = {layers - 1, layers - 2, 1, 0, -1, -1, -1};
   int nk = 4;
-  if (partial_recompute(in.strategy) && in.strategy.vpp <= 1) {
+  if (partial_recompute(in.strategy)) {
     int64_t first = -1, last = -1;
     for (int64_t k = 0; k < layers; ++k)
-      if (recomputes_block(in.strategy, k, layers)) last = k, first = first < 0 ? k : first;
+      if (stage_block_recomputes(in.model, in.strategy, in.stage.stage, k)) last = k, first = first < 0 ? k : first;
     if (last >= 0) ks[nk++] = first, ks[nk++] = last, ks[nk++] = last + 1;
   }
   for (int i = 0; i < nk; ++i) {

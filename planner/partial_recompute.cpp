@@ -31,6 +31,16 @@ int64_t recomputed_blocks(const Strategy& s, int64_t chunk_blocks) {
   return recomputed_among_first(s, chunk_blocks, chunk_blocks);
 }
 
+bool stage_block_recomputes(const ModelSpec& m, const Strategy& s, int64_t rank, int64_t k) {
+  if (!partial_recompute(s)) return s.recompute == Recompute::full;
+  for (int64_t c = 0; c < std::max<int64_t>(s.vpp, 1) && k >= 0; ++c) {
+    const int64_t n = chunk_layers(m, s, rank, c);
+    if (k < n) return recomputes_block(s, k, n);
+    k -= n;
+  }
+  return false;
+}
+
 int64_t stage_recomputed_blocks(const ModelSpec& m, const Strategy& s, int64_t rank) {
   int64_t n = 0;
   for (int64_t c = 0; c < std::max<int64_t>(s.vpp, 1); ++c) n += recomputed_blocks(s, chunk_layers(m, s, rank, c));

@@ -30,6 +30,9 @@ bool recomputes_block(const Strategy& s, int64_t index, int64_t chunk_blocks);
 int64_t recomputed_blocks(const Strategy& s, int64_t chunk_blocks);
 // Of the first `first` blocks of a chunk, how many recompute.
 int64_t recomputed_among_first(const Strategy& s, int64_t first, int64_t chunk_blocks);
+// Whether block k of the rank's stage, counted in forward order over its chunks (chunk 0's blocks, then chunk 1's:
+// the simulator's numbering), recomputes.
+bool stage_block_recomputes(const ModelSpec& m, const Strategy& s, int64_t rank, int64_t k);
 // Recomputed blocks of the rank's stage (every chunk), and the share of the model's blocks that recompute
 // (1 under plain full recomputation, 0 without full recomputation): what the step time repeats of each block's
 // forward, its TP, CP and EP collectives included.

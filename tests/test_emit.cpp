@@ -145,6 +145,31 @@ TEST_SUITE("emit") {
     CHECK(read_all(plain / "torchtitan.sh").find("  --compile.no-enable-async-tensor-parallel\n") != std::string::npos);
   }
 
+  TEST_CASE("partial recomputation reaches each launch file as its runtime spells it, or the script says it cannot") {
+    const fs::path megatron = fresh_dir("partial-megatron");
+    const auto c = plan_and_emit("--preset llama3-8b --gpus 8 --cluster dgx-h100 --framework megatron --tp 2 --pp 2 "
+                                 "--recompute-layers 3", megatron);
+    check_syntax(megatron);
+    CHECK(c["config"]["recompute_layers"] == 3);
+    const std::string args = read_all(megatron / "megatron_args.sh");
+    CHECK(args.find("--recompute-method block") != std::string::npos);
+    CHECK(args.find("--recompute-num-layers 3") != std::string::npos);
+    const fs::path fsdp = fresh_dir("partial-fsdp");
+    plan_and_emit("--preset llama3-8b --gpus 8 --cluster dgx-h100 --framework fsdp --recompute-layers 5", fsdp);
+    check_syntax(fsdp);
+    CHECK(read_all(fsdp / "train_fsdp2.py").find("\nRECOMPUTE_LAYERS, RECOMPUTE_EVERY = 5, 0") != std::string::npos);
+    CHECK(read_all(fsdp / "README.md").find("Accelerate's activation checkpointing recomputes every block; the plan "
+                                            "recomputes the first 5 blocks") != std::string::npos);
+    const fs::path titan = fresh_dir("partial-titan");
+    plan_and_emit("--preset llama3-8b --gpus 8 --cluster dgx-h100 --framework torchtitan --recompute-every 2", titan);
+    check_syntax(titan);
+    const std::string toml = read_all(titan / "torchtitan.toml");
+    CHECK(toml.find("mode = \"selective\"\nselective_ac_option = \"2\"") != std::string::npos);
+    const std::string script = read_all(titan / "torchtitan.sh");
+    CHECK(script.find("no layer-level selective AC") != std::string::npos);
+    CHECK(script.find("exit 2") != std::string::npos);
+  }
+
   TEST_CASE("--fsdp-end-units: the FSDP2 loop wraps the ends as priced; a torchtitan plan priced with the root says so") {
     const fs::path own = fresh_dir("end-units-own");
     const auto c = plan_and_emit("--preset llama3-8b --gpus 8 --cluster dgx-h100 --framework fsdp --fsdp-end-units own",
