@@ -131,34 +131,37 @@ void add_rope_caches(Ledger& l, const StageInputs& in) {
     l.add(&MemoryComponents::buffers, "buffers", text("RoPE table (complex64, one for the model)"), table);
 }
 
-// Under partial recomputation (partial_recompute.hpp) the blocks of the micro-batch in backward are its first ones in
-// forward order, each as it saves; under interleaving, where they span chunks, the stage's mean block.
-double micro_blocks_bytes(const StageInputs& in, double blocks) {
+// Under partial recomputation (partial_recompute.hpp; Sizes::partial) the blocks of the micro-batch in backward are its
+// first ones in forward order, each as it saves (activations.hpp saved_first_blocks_bytes, from Sizes' figures); under
+// interleaving, where they span chunks, the stage's mean block.
+double micro_blocks_bytes(const StageInputs& in, const Sizes& z, double blocks) {
   const Strategy& s = in.strategy;
-  if (!partial_recompute(s)) return block_activation_bytes(in.model, s, in.fw) * blocks;
-  if (s.vpp > 1) return stage_mean_block_bytes(in.model, s, in.fw, in.stage.stage) * blocks;
-  return saved_first_blocks_bytes(in.model, s, in.fw, static_cast<int64_t>(blocks), in.stage.layers);
+  if (s.vpp > 1 || z.layers <= 0) return z.layers > 0 ? z.saved_stage / z.layers * blocks : 0.0;
+  const auto layers = static_cast<int64_t>(z.layers);
+  const auto first = std::clamp<int64_t>(static_cast<int64_t>(blocks), 0, layers);
+  const auto recomputed = static_cast<double>(recomputed_among_first(s, first, layers));
+  return z.saved_recomputed * recomputed + z.saved_kept * (static_cast<double>(first) - recomputed);
 }
 
 // Whether block k of the stage (forward order over its chunks) recomputes its forward in backward. Under the
 // interleaved hold, block layers − 1 stands for the worst backward, which starts at z.hold_block.
 bool block_recomputes(const StageInputs& in, const Sizes& z, double k) {
-  const auto block = static_cast<int64_t>(z.interleaved_hold && k == z.layers - 1 && z.hold_block >= 0 ? z.hold_block : k);
+  const bool held = z.interleaved_hold && k == z.layers - 1 && z.hold_block >= 0;
+  const auto block = held ? z.hold_block : static_cast<int64_t>(k);
   return stage_block_recomputes(in.model, in.strategy, in.stage.stage, block);
 }
 
 void add_block_activations(Ledger& l, const StageInputs& in, const Sizes& z, double blocks_this_micro) {
   const Strategy& s = in.strategy;
-  const double full_micro = partial_recompute(s)
-                                ? stage_saved_block_bytes(in.model, s, in.fw, in.stage.stage)
-                                : block_activation_bytes(in.model, s, in.fw) * z.layers;
+  const double per_block = z.partial ? 0.0 : block_activation_bytes(in.model, s, in.fw);
+  const double full_micro = z.partial ? z.saved_stage : per_block * z.layers;
   const double blocks = (z.in_flight - 1) * z.layers + blocks_this_micro;
   l.add(&MemoryComponents::activations, "activations", [&] {
           return partial_recompute(s)
                      ? fmt::format("{:.0f} blocks × 1 micro-batches in flight, {} of each micro-batch's {:.0f} recomputed",
                                    blocks, stage_recomputed_blocks(in.model, s, in.stage.stage), z.layers)
                      : fmt::format("{:.0f} blocks × 1 micro-batches in flight, recompute {}", blocks, to_string(s.recompute)); },
-        full_micro * (z.in_flight - 1) + micro_blocks_bytes(in, blocks_this_micro));
+        full_micro * (z.in_flight - 1) + (z.partial ? micro_blocks_bytes(in, z, blocks_this_micro) : per_block * blocks_this_micro));
   if (in.stage.first)
     l.add(&MemoryComponents::activations, "activations", text("embedding dropout mask"),
           first_stage_extra_bytes(in.model, s) * z.in_flight);

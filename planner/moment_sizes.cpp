@@ -5,6 +5,7 @@
 
 #include "planner/activations.hpp"
 #include "planner/fp8.hpp"
+#include "planner/partial_recompute.hpp"
 #include "planner/pipeline_layout.hpp"
 #include "planner/pipeline_schedule.hpp"
 
@@ -120,6 +121,13 @@ Sizes sizes_of(const StageInputs& in) {
                         (s.zero == 2 && in.keeps_unsharded_grads && in.fw.zero2_keeps_params_under_no_sync);
   z.reduce_after_last = s.pp > 1 && in.fw.pp_reduces_after_last_backward;
   if (z.keep_all_gathered && z.reduce_after_last && in.keeps_unsharded_grads) interleaved_hold(in, z);
+  if (partial_recompute(s)) {
+    z.partial = true;
+    z.saved_recomputed = block_activation_bytes(in.model, s, in.fw);
+    z.saved_kept = block_working_set_bytes(in.model, s, in.fw);
+    const auto recomputed = static_cast<double>(stage_recomputed_blocks(in.model, s, st.stage));
+    z.saved_stage = z.saved_recomputed * recomputed + z.saved_kept * (z.layers - recomputed);
+  }
   z.reserve = caching_allocator_reserve(in.model, s, in.fw, st);
   if (in.fw.sharded_grads_on_reduce_stream) z.reduce_stream_shards = z.local * z.grad_shard_b;
   return z;

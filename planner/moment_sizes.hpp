@@ -43,6 +43,10 @@ struct Sizes {
   // Every gradient shard of the step, when FSDP allocates them on its reduce-scatter stream
   // (FrameworkTraits::sharded_grads_on_reduce_stream); 0 otherwise.
   double reduce_stream_shards = 0;
+  // Partial recomputation (planner/partial_recompute.hpp), computed once for the moments: a recomputed block's saved
+  // bytes (its input), a kept block's (its working set), and the stage's blocks of one micro-batch together.
+  bool partial = false;
+  double saved_recomputed = 0, saved_kept = 0, saved_stage = 0;
 };
 
 Sizes sizes_of(const StageInputs& in);

@@ -59,7 +59,8 @@ std::string recompute_label(const Strategy& s) {
   if (!partial_recompute(s)) return to_string(s.recompute);
   if (s.recompute_layers > 0) return fmt::format("first {}", s.recompute_layers);
   const int64_t k = s.recompute_every;
-  const char* suffix = (k % 100 >= 11 && k % 100 <= 13) ? "th" : k % 10 == 1 ? "st" : k % 10 == 2 ? "nd" : k % 10 == 3 ? "rd" : "th";
+  const int64_t last = k % 10, teens = k % 100;
+  const char* suffix = teens >= 11 && teens <= 13 ? "th" : last == 1 ? "st" : last == 2 ? "nd" : last == 3 ? "rd" : "th";
   return fmt::format("every {}{}", k, suffix);
 }
 

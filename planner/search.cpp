@@ -455,6 +455,16 @@ SearchResult search_strategies(const ModelSpec& m, const ClusterSpec& c, const S
               };
               const bool searches_partial = rc == Recompute::full && !space.recompute && !partial_recompute(base) &&
                                             searches_partial_recompute(base.framework);
+              // The layout's other sharding choices find about the same N, and a block costs the same for the same
+              // recomputed share: the last N starts the next search, the costs are kept by share.
+              int64_t partial_hint = 0;
+              std::vector<std::pair<double, MicrobatchCosts>> partial_costs;
+              auto costs_for = [&](const Strategy& st) -> const MicrobatchCosts& {
+                const double share = recomputed_block_share(m, st);
+                for (const auto& [sh, co] : partial_costs)
+                  if (sh == share) return co;
+                return partial_costs.emplace_back(share, microbatch_costs(m, st, c)).second;
+              };
               // One strategy with its schedule and split: every sharding choice the framework runs.
               auto evaluate = [&](Strategy& s) {
                 for (int zero : dims.zeros) {
@@ -475,8 +485,10 @@ SearchResult search_strategies(const ModelSpec& m, const ClusterSpec& c, const S
                       // Recomputing every block fits: the fewest blocks that still do (search_recompute.hpp).
                       if (searches_partial && cand.within_safety())
                         if (const auto fewer = fewest_recomputed_blocks(m, s, fw, space.max_hbm_fraction * capacity_d,
-                                                                        cand.expandable_segments))
-                          consider(*fewer, microbatch_costs(m, *fewer, c));
+                                                                        cand.expandable_segments, partial_hint)) {
+                          partial_hint = fewer->recompute_layers;
+                          consider(*fewer, costs_for(*fewer));
+                        }
                     }
                   }
                 }

@@ -16,9 +16,11 @@ bool searches_partial_recompute(Framework f);
 
 // Under full recomputation, the fewest blocks of each chunk (the first N) that still keep the peak within
 // `limit_bytes` (fit_bytes: under expandable segments less the allocator reserve). The peak falls as N grows (a
-// recomputed block keeps its input instead of its working set), so a bisection over 1 … the largest chunk's blocks
-// − 1 (a handful of memory estimates, no step time). nullopt where no N short of every block fits.
+// recomputed block keeps its input instead of its working set), so a search over 1 … the largest chunk's blocks − 1
+// (memory estimates only, no step time): from `hint` (the N found for a neighbouring strategy, e.g. another ZeRO
+// stage of the layout; 0 for none) outwards by doubling steps, then a bisection. nullopt where no N short of every
+// block fits.
 std::optional<Strategy> fewest_recomputed_blocks(const ModelSpec& m, const Strategy& full, const FrameworkTraits& fw,
-                                                 double limit_bytes, bool expandable_segments);
+                                                 double limit_bytes, bool expandable_segments, int64_t hint = 0);
 
 }  // namespace shardplan
