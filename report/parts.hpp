@@ -87,7 +87,8 @@ class Reader {
   const char* expected_;
 };
 
-// Every number of a document is one a report can print: a field ending in "bytes" is 0..2^60, any other |x| ≤ 1e18.
+// Every number of a document is one a report can print: a field ending in "bytes" is 0..2^60, a FLOP count
+// |x| ≤ 1e24, any other |x| ≤ 1e18.
 // InputError naming the field otherwise (report/read_input.cpp).
 void check_document_numbers(const json& doc, const std::string& origin);
 
@@ -117,6 +118,9 @@ struct Config {
 };
 
 Config read_config(const Reader& r, const json& c, const std::string& where);
+// The recomputation of a strategy object (`recompute`, and `recompute_layers` / `recompute_every` when full) as the
+// CLI's tables name it: none, selective, full, "first 3", "every 2nd".
+std::string recompute_named(const Reader& r, const json& c, const char* fallback);
 std::string config_line(const Config& c);
 std::string strategy_line(const Config& c, bool bold = false);
 

@@ -17,6 +17,7 @@
 
 #include "io/preset_store.hpp"
 #include "planner/error.hpp"
+#include "planner/partial_recompute.hpp"
 #include "planner/search.hpp"
 #include "report/document.hpp"
 #include "report/parts.hpp"
@@ -85,6 +86,17 @@ const std::vector<Series>& time_series() {
 // --- The parts of a predict object -------------------------------------------------------------------------------
 
 
+// planner/partial_recompute.hpp recompute_label, from the JSON's fields.
+std::string recompute_named(const Reader& r, const json& c, const char* fallback) {
+  Strategy s;
+  const std::string name = r.str_or(c, "recompute", fallback);
+  if (name != "full") return name;
+  s.recompute = Recompute::full;
+  s.recompute_layers = static_cast<int64_t>(r.num_or(c, "recompute_layers", 0));
+  s.recompute_every = static_cast<int64_t>(r.num_or(c, "recompute_every", 0));
+  return recompute_label(s);
+}
+
 Config read_config(const Reader& r, const json& c, const std::string& where) {
   Config k;
   k.model = r.str_or(c, "model", "?");
@@ -92,7 +104,7 @@ Config read_config(const Reader& r, const json& c, const std::string& where) {
   k.gpu = r.str_or(c, "gpu", "?");
   k.precision = r.str_or(c, "precision", "");
   k.framework = r.str_or(c, "framework", "");
-  k.recompute = r.str_or(c, "recompute", "none");
+  k.recompute = recompute_named(r, c, "none");
   k.schedule = r.str_or(c, "schedule", "");
   k.gpus = static_cast<int64_t>(r.num(c, "gpus", where));
   k.tp = static_cast<int64_t>(r.num_or(c, "tp", 1));

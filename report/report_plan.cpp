@@ -85,7 +85,7 @@ Document plan_document(const json& doc, const Reader& r) {
       row.zero = static_cast<int64_t>(r.num_or(f, "zero", 0));
       row.hsdp = static_cast<int64_t>(r.num_or(f, "hsdp", 0));
       row.micro_batch = static_cast<int64_t>(r.num_or(f, "micro_batch", 1));
-      row.recompute = r.str_or(f, "recompute", "");
+      row.recompute = recompute_named(r, f, "");
       row.reason = r.str_or(f, "reason", "");
       if (const json* comp = r.find(f, "components"); comp && comp->is_object())
         for (const Series& s : memory_series()) row.components.push_back({s.key, r.num_or(*comp, s.key, 0)});

@@ -88,6 +88,21 @@ TEST_SUITE("cli report") {
     CHECK(entries(dir) == 2);  // no temporary files left
   }
 
+  TEST_CASE("a 70B plan at 4 M tokens a step: FLOPs beyond 1e18 render, partial recomputation named as in the table") {
+    // 64 H100, seq 8192, one sequence a micro-batch: the step is 1.3e18 hardware FLOPs, and the recommendation
+    // recomputes the first blocks only (planner/search_recompute.hpp).
+    const fs::path dir = scratch("big-plan");
+    const auto r = run_cli("plan --preset llama3-70b --gpus 64 --cluster dgx-h100 --seq 8192 --micro-batch 1 "
+                           "--format json --report " + q(dir / "plan.md"));
+    REQUIRE(r.exit_code == 0);
+    const auto j = nlohmann::json::parse(r.out);
+    const auto& best = j["candidates"][j["recommended"].get<size_t>()];
+    CHECK(best["flops"]["hardware_flops"].get<double>() > 1e18);
+    const int64_t n = best["config"]["recompute_layers"].get<int64_t>();
+    REQUIRE(n > 0);
+    CHECK(read_all(dir / "plan.md").find("recompute first " + std::to_string(n)) != std::string::npos);
+  }
+
   TEST_CASE("predict --report") {
     const fs::path dir = scratch("predict");
     const auto r = run_cli("predict --preset 8b --gpus 8 --report " + q(dir / "p.HTML"));
