@@ -56,7 +56,8 @@ std::map<std::string, std::string> parse_options(const ModernRow& r) {
       "zero", "hsdp", "ep", "etp", "sp", "flash", "overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap",
       "loss", "attn", "kv", "fp8", "fp8_all_gather", "pp_first_layers", "pp_last_layers", "pp_embedding_layers",
       "pp_loss_layers", "pp_layout", "mtp", "ep_overlap", "cuda_graph", "capacity_factor", "pad_to_capacity", "dispatcher",
-      "precision_aware_optimizer", "adam_moments", "recompute_modules", "act_offload_layers", "expandable_segments",
+      "precision_aware_optimizer", "adam_moments", "recompute_modules", "recompute_layers", "recompute_every",
+      "act_offload_layers", "expandable_segments",
       "end_units", "rope", "mcore_flops"};
   static const std::set<std::string> recorded = {
       "grad_reduce_in_fp32", "main_grads", "delay_wgrad",
@@ -222,6 +223,9 @@ Strategy strategy_of(const ModernRow& r, const std::map<std::string, std::string
     if (!mask) throw std::runtime_error(fmt::format("line {}: recompute_modules '{}'", r.line, opt.at("recompute_modules")));
     s.recompute_modules = *mask;
   }
+  // Full recomputation of some blocks only (--recompute-layers / --recompute-every, planner/partial_recompute.hpp).
+  if (opt.count("recompute_layers")) s.recompute_layers = std::stol(opt.at("recompute_layers"));
+  if (opt.count("recompute_every")) s.recompute_every = std::stol(opt.at("recompute_every"));
   if (opt.count("act_offload_layers")) s.offload_activation_layers = std::stol(opt.at("act_offload_layers"));  // --offload-activations
   if (opt.count("dispatcher")) {  // --moe-dispatcher
     const auto d = parse_moe_dispatcher(opt.at("dispatcher"));

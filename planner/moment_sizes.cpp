@@ -31,27 +31,33 @@ void interleaved_hold(const StageInputs& in, Sizes& z) {
     first_b[c] = std::min(first_b[c], k), last_b[c] = std::max(last_b[c], k);
   }
   const double per_block = (z.psi - z.root) / z.layers;
-  const double act_b = stage_mean_block_bytes(in.model, s, in.fw, in.stage.stage);  // a block of any chunk
+  const double act_b = block_activation_bytes(in.model, s, in.fw);
+  // What a chunk's blocks save for one micro-batch: under partial recomputation (Sizes::partial) its recomputed blocks
+  // their input and the others their working set, so chunks of one size may differ.
+  double chunk_bytes[kMax];
+  for (int64_t c = 0; c < v; ++c)
+    chunk_bytes[c] = z.partial ? z.saved_recomputed * static_cast<double>(recomputed_blocks(s, size[c])) +
+                                     z.saved_kept * static_cast<double>(size[c] - recomputed_blocks(s, size[c]))
+                               : act_b * static_cast<double>(size[c]);
   const double gather_b = per_block * z.block_gather_b;
   const double grad_b = per_block * (in.fw.framework == Framework::fsdp1 ? in.state.grads : z.reduce_b);
   const int64_t warmup = std::min(o.warmup(in.stage.stage, total), total - 1);
-  int64_t held = 0;
-  for (int64_t k = 0; k <= warmup; ++k) held += size[o.forward_chunk(k)];
+  double held = 0;  // saved bytes of the chunks whose activations are held
+  for (int64_t k = 0; k <= warmup; ++k) held += chunk_bytes[o.forward_chunk(k)];
   double best = -1, best_acts = 0, best_gathered = 0, best_grads = 0;
   int64_t best_block = -1;
-  auto consider = [&](int64_t acts, int64_t gathered, int64_t grads, int64_t chunk) {
-    const double bytes = static_cast<double>(acts) * act_b + static_cast<double>(gathered) * gather_b +
-                         static_cast<double>(grads) * grad_b;
+  auto consider = [&](double acts, int64_t gathered, int64_t grads, int64_t chunk) {
+    const double bytes = acts + static_cast<double>(gathered) * gather_b + static_cast<double>(grads) * grad_b;
     if (bytes <= best) return;
-    best = bytes, best_acts = static_cast<double>(acts), best_gathered = static_cast<double>(gathered),
+    best = bytes, best_acts = acts, best_gathered = static_cast<double>(gathered),
     best_grads = static_cast<double>(grads);
     best_block = -1;  // the chunk's last block in the stage's forward order: its backward starts first
     for (int64_t c = 0; c <= chunk; ++c) best_block += size[c];
   };
   for (int64_t k = 0; k < total; ++k) {
     if (k > 0) {
-      if (warmup + k < total) held += size[o.forward_chunk(warmup + k)];
-      held -= size[o.backward_chunk(k - 1)];
+      if (warmup + k < total) held += chunk_bytes[o.forward_chunk(warmup + k)];
+      held -= chunk_bytes[o.backward_chunk(k - 1)];
     }
     // Backward k frees its chunk's activations as it writes the chunk's gradients (on its first backward, from
     // none): the two ends of the pass bound it.
@@ -63,9 +69,11 @@ void interleaved_hold(const StageInputs& in, Sizes& z) {
     }
     const int64_t grads_after = grads_before + (first_b[now] == k ? size[now] : 0);
     consider(held, gathered, grads_before, now);
-    consider(held - size[now], gathered, grads_after, now);
+    consider(held - chunk_bytes[now], gathered, grads_after, now);
   }
-  z.in_flight = best_acts / z.layers;
+  // In micro-batches of the stage's blocks: add_block_activations multiplies back by one micro-batch's bytes.
+  const double stage_bytes = z.partial ? z.saved_stage : act_b * z.layers;
+  z.in_flight = stage_bytes > 0 ? best_acts / stage_bytes : 0.0;
   z.gathered_share = best_gathered / z.layers;
   z.grad_share = best_grads / z.layers;
   z.interleaved_hold = true;
@@ -120,7 +128,6 @@ Sizes sizes_of(const StageInputs& in) {
   z.keep_all_gathered = (s.pp > 1 && in.fw.pp_keeps_params_gathered) ||
                         (s.zero == 2 && in.keeps_unsharded_grads && in.fw.zero2_keeps_params_under_no_sync);
   z.reduce_after_last = s.pp > 1 && in.fw.pp_reduces_after_last_backward;
-  if (z.keep_all_gathered && z.reduce_after_last && in.keeps_unsharded_grads) interleaved_hold(in, z);
   if (partial_recompute(s)) {
     z.partial = true;
     z.saved_recomputed = block_activation_bytes(in.model, s, in.fw);
@@ -128,6 +135,7 @@ Sizes sizes_of(const StageInputs& in) {
     const auto recomputed = static_cast<double>(stage_recomputed_blocks(in.model, s, st.stage));
     z.saved_stage = z.saved_recomputed * recomputed + z.saved_kept * (z.layers - recomputed);
   }
+  if (z.keep_all_gathered && z.reduce_after_last && in.keeps_unsharded_grads) interleaved_hold(in, z);
   z.reserve = caching_allocator_reserve(in.model, s, in.fw, st);
   if (in.fw.sharded_grads_on_reduce_stream) z.reduce_stream_shards = z.local * z.grad_shard_b;
   return z;
