@@ -10,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 namespace shardplan::test {
 
@@ -50,6 +51,24 @@ inline CliResult run_shell(const std::string& command, const std::string& cwd = 
 // `args` is appended to the binary path as-is (shell syntax); run in `cwd` when given.
 inline CliResult run_cli(const std::string& args, const std::string& cwd = "") {
   return run_shell(std::string("'") + SHARDPLAN_BIN + "' " + args, cwd);
+}
+
+// One shell for several runs (CONTRIBUTING.md, Tests: a spawn per case strains the sanitizer pass): `base` + each of
+// `runs` in turn, stdout and stderr together in `out`, each run's own exit code.
+inline std::vector<CliResult> run_cli_batch(const std::string& base, const std::vector<std::string>& runs) {
+  std::string script;
+  for (const std::string& r : runs)
+    script += std::string(script.empty() ? "" : "; ") + "'" + SHARDPLAN_BIN + "' " + base + r + " 2>&1; echo \"@@@ $?\"";
+  const CliResult all = run_shell(script);
+  std::vector<CliResult> out;
+  for (size_t at = 0, end; (end = all.out.find("@@@ ", at)) != std::string::npos;) {
+    CliResult r;
+    r.out = all.out.substr(at, end - at);
+    r.exit_code = std::stoi(all.out.substr(end + 4));
+    out.push_back(std::move(r));
+    at = all.out.find('\n', end) + 1;
+  }
+  return out;
 }
 
 // A bad-input failure: exit 2 and exactly one stderr line starting with "error:".

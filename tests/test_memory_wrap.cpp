@@ -149,22 +149,13 @@ TEST_SUITE("memory wrap") {
     // One shell for the five runs (CONTRIBUTING.md, Tests: a spawn per case strains the sanitizer pass): each prints
     // its JSON or error and exit status, then a separator.
     const std::string base = "predict --preset llama3-8b --gpus 8 --gpu h100-sxm --recompute full --seq 8192 --format json";
-    const char* const runs[] = {" --framework torchtitan", " --framework torchtitan --fsdp-end-units root",
-                                " --framework fsdp", " --framework megatron --fsdp-end-units own",
-                                " --framework torchtitan --fsdp-end-units leaves"};
-    std::string script;
-    for (const char* r : runs)
-      script += std::string(script.empty() ? "" : "; ") + "'" + SHARDPLAN_BIN + "' " + base + r + " 2>&1; echo \"@@@ $?\"";
-    const test::CliResult all = test::run_shell(script);
-    REQUIRE(all.exit_code == 0);
+    const std::vector<test::CliResult> runs = test::run_cli_batch(
+        base, {" --framework torchtitan", " --framework torchtitan --fsdp-end-units root", " --framework fsdp",
+               " --framework megatron --fsdp-end-units own", " --framework torchtitan --fsdp-end-units leaves"});
+    REQUIRE(runs.size() == 5);
     std::vector<std::string> outs;
     std::vector<int> codes;
-    for (size_t at = 0, end; (end = all.out.find("@@@ ", at)) != std::string::npos;) {
-      outs.push_back(all.out.substr(at, end - at));
-      codes.push_back(std::stoi(all.out.substr(end + 4)));
-      at = all.out.find('\n', end) + 1;
-    }
-    REQUIRE(outs.size() == 5);
+    for (const test::CliResult& r : runs) outs.push_back(r.out), codes.push_back(r.exit_code);
     for (int i = 0; i < 3; ++i) REQUIRE(codes[static_cast<size_t>(i)] == 0);
     const auto jo = nlohmann::json::parse(outs[0]), jr = nlohmann::json::parse(outs[1]);
     CHECK(jo["config"]["fsdp_end_units"] == "own");

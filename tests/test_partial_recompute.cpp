@@ -3,8 +3,11 @@
 // (reports/fsdp2-memory-partial.json, bench/torch/compare.py --cases partial), the search and the refusals.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -208,42 +211,28 @@ TEST_SUITE("partial recompute") {
   }
 
   TEST_CASE("refusals: one error line each, naming the flag and the way out") {
-    // One shell for the runs (CONTRIBUTING.md, Tests: a spawn per case strains the sanitizer pass).
-    const std::string base = "predict --preset llama3-8b --gpus 8 --gpu h100-sxm";
-    const char* const runs[] = {
-        " --framework megatron --tp 2 --pp 2 --recompute-layers 17",    // larger than a chunk of 16
-        " --framework megatron --recompute-every 2",                   // not Megatron's method
-        " --framework torchtitan --recompute-layers 2",                // not torchtitan's
-        " --framework deepspeed --recompute-layers 2",                 // all or none
-        " --recompute selective --recompute-layers 2",                 // needs full
-        " --recompute-every 1",                                        // that is full
-        " --recompute-layers 0",
-        " --recompute-layers 2 --recompute-every 2",
-        " --framework megatron --tp 2 --pp 2 --recompute-layers 16 --format json",  // every block: accepted
-    };
-    std::string script;
-    for (const char* r : runs)
-      script += std::string(script.empty() ? "" : "; ") + "'" + SHARDPLAN_BIN + "' " + base + r + " 2>&1; echo \"@@@ $?\"";
-    const test::CliResult all = test::run_shell(script);
-    REQUIRE(all.exit_code == 0);
-    std::vector<std::string> outs;
-    size_t from = 0;
-    for (size_t at; (at = all.out.find("@@@ ", from)) != std::string::npos; from = all.out.find('\n', at) + 1)
-      outs.push_back(all.out.substr(from, all.out.find('\n', at) - from));
-    REQUIRE(outs.size() == std::size(runs));
-    const char* const names[] = {"--recompute-layers 17", "--recompute-every under --framework megatron",
-                                 "--recompute-layers under --framework torchtitan",
-                                 "--recompute-layers under --framework deepspeed",
-                                 "--recompute-layers 2 with --recompute selective", "--recompute-every 1",
-                                 "--recompute-layers must be at least 1", "--recompute-layers with --recompute-every"};
-    for (size_t i = 0; i + 1 < outs.size(); ++i) {
-      CAPTURE(outs[i]);
-      CHECK(outs[i].rfind("error: ", 0) == 0);
-      CHECK(outs[i].find(names[i]) != std::string::npos);
-      CHECK(outs[i].find("@@@ 2") != std::string::npos);
-      CHECK(std::count(outs[i].begin(), outs[i].end(), '\n') == 1);  // one line, then the status
+    const std::vector<std::pair<std::string, std::string>> refused = {
+        {" --framework megatron --tp 2 --pp 2 --recompute-layers 17", "--recompute-layers 17"},  // beyond a chunk of 16
+        {" --framework megatron --recompute-every 2", "--recompute-every under --framework megatron"},
+        {" --framework torchtitan --recompute-layers 2", "--recompute-layers under --framework torchtitan"},
+        {" --framework deepspeed --recompute-layers 2", "--recompute-layers under --framework deepspeed"},
+        {" --recompute selective --recompute-layers 2", "--recompute-layers 2 with --recompute selective"},
+        {" --recompute-every 1", "--recompute-every 1"},
+        {" --recompute-layers 0", "--recompute-layers must be at least 1"},
+        {" --recompute-layers 2 --recompute-every 2", "--recompute-layers with --recompute-every"}};
+    std::vector<std::string> args;
+    for (const auto& [flags, name] : refused) args.push_back(flags);
+    args.push_back(" --framework megatron --tp 2 --pp 2 --recompute-layers 16 --format json");  // every block: accepted
+    const std::vector<test::CliResult> runs = test::run_cli_batch("predict --preset llama3-8b --gpus 8 --gpu h100-sxm", args);
+    REQUIRE(runs.size() == args.size());
+    for (size_t i = 0; i < refused.size(); ++i) {
+      CAPTURE(runs[i].out);
+      CHECK(runs[i].exit_code == 2);
+      CHECK(runs[i].out.rfind("error: ", 0) == 0);
+      CHECK(runs[i].out.find(refused[i].second) != std::string::npos);
+      CHECK(std::count(runs[i].out.begin(), runs[i].out.end(), '\n') == 1);  // one line
     }
-    CHECK(outs.back().find("@@@ 0") != std::string::npos);
-    CHECK(outs.back().find("\"recompute_layers\": 16") != std::string::npos);
+    CHECK(runs.back().exit_code == 0);
+    CHECK(nlohmann::json::parse(runs.back().out)["config"]["recompute_layers"] == 16);
   }
 }
