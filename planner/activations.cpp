@@ -337,12 +337,6 @@ double block_activation_bytes(const ModelSpec& m, const Strategy& s, const Frame
   return 0;
 }
 
-double saved_block_bytes(const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw, int64_t index,
-                         int64_t chunk_blocks) {
-  if (!partial_recompute(s) || recomputes_block(s, index, chunk_blocks)) return block_activation_bytes(m, s, fw);
-  return block_working_set_bytes(m, s, fw);
-}
-
 double saved_first_blocks_bytes(const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw, int64_t first,
                                 int64_t chunk_blocks) {
   const double per_block = block_activation_bytes(m, s, fw);

@@ -39,11 +39,9 @@ std::vector<ActTerm> block_activation_terms(const ModelSpec& m, const Strategy& 
 //   force, recompute_modules.hpp); full: only the block input (Korthikanti §4.2).
 double block_activation_bytes(const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw);
 // Under partial recomputation (planner/partial_recompute.hpp) the blocks differ: a recomputed one keeps its input
-// (block_activation_bytes), the others their whole working set. Block `index` of a chunk of `chunk_blocks`, the first
-// `first` blocks of such a chunk together, and every block of the rank's stage (its chunks), one micro-batch each.
-// Without partial recomputation each is block_activation_bytes per block.
-double saved_block_bytes(const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw, int64_t index,
-                         int64_t chunk_blocks);
+// (block_activation_bytes), the others their whole working set. The first `first` blocks of a chunk of
+// `chunk_blocks` together, and every block of the rank's stage (its chunks), one micro-batch each. Without partial
+// recomputation each is block_activation_bytes per block.
 double saved_first_blocks_bytes(const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw, int64_t first,
                                 int64_t chunk_blocks);
 double stage_saved_block_bytes(const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw, int64_t rank);

@@ -12,7 +12,7 @@
 //    (torchtitan/distributed/activation_checkpoint.py _apply_layer_sac: `_layer_sac_count % ac_freq == 0`, the
 //    counter reset by apply_ac for each model part).
 // The others keep every tensor they save (as under `--recompute none`). Memory follows the blocks one by one
-// (planner/activations.cpp saved_block_bytes, the simulator per layer); time prices the recomputed share of the
+// (planner/activations.hpp saved_first_blocks_bytes, the simulator per layer); time prices the recomputed share of the
 // blocks' forward (recomputed_block_share).
 #include <cstdint>
 #include <string>
