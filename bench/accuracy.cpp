@@ -269,18 +269,21 @@ int main(int argc, char** argv) {
   const MoeHostFit hf = fit_moe_host(runs, cf.fit, source_group);
   std::cout << fmt::format(
       "\nfitted MoE host gaps (planner/moe_costs.cpp kMoeHostLayerS, kMoeHostLocalExpertS, kMoeHostFusedDispatchShare): "
-      "{:.3f} ms per MoE layer and micro-batch (× {:.3f} under DeepEP/HybridEP) + {:.4f} ms per local expert; MoE rows' "
-      "mean abs error {:.1f} % without them, {:.1f} % with them, leave-one-source-out {:.1f} % over {} rows\n",
-      1e3 * hf.fit.layer_s, hf.fit.fused_dispatch_share, 1e3 * hf.fit.local_expert_s, 100 * hf.before_error,
+      "{:.3f} ms per MoE layer and micro-batch (× {:.3f} under DeepEP/HybridEP) + {:.4f} ms per local expert, and the "
+      "grouped GEMMs' share of the dense rate (kGroupedOverDenseSustained) {:.3f}; MoE rows' "
+      "mean abs error {:.1f} % without the host gaps, {:.1f} % with them, leave-one-source-out {:.1f} % over {} rows\n",
+      1e3 * hf.fit.layer_s, hf.fit.fused_dispatch_share, 1e3 * hf.fit.local_expert_s, hf.fit.grouped_gemm_ratio,
+      100 * hf.before_error,
       100 * hf.in_sample_error,
       100 * hf.held_out_error, hf.rows);
   if (markdown) std::cout << "\n| source | rows | mean abs error (fit on all) | fit without it | mean abs error (left out) |\n"
                              "|---|---:|---:|---|---:|\n";
   for (const MoeHostSource& s : hf.sources)
-    std::cout << fmt::format(fmt::runtime(markdown ? "| {} | {} | {:.1f} % | {:.3f} (× {:.2f}) + {:.4f} ms | {:.1f} % |\n"
-                                                   : "  {:<28}{:>3} rows {:>6.1f} %   without it: {:.3f} (× {:.2f}) + {:.4f} ms → {:>6.1f} %\n"),
+    std::cout << fmt::format(fmt::runtime(markdown ? "| {} | {} | {:.1f} % | {:.3f} (× {:.2f}) + {:.4f} ms, grouped {:.3f} | {:.1f} % |\n"
+                                                   : "  {:<28}{:>3} rows {:>6.1f} %   without it: {:.3f} (× {:.2f}) + {:.4f} ms, grouped {:.3f} → {:>6.1f} %\n"),
                              s.source, s.rows, 100 * s.in_sample_error, 1e3 * s.held_out.layer_s,
-                             s.held_out.fused_dispatch_share, 1e3 * s.held_out.local_expert_s, 100 * s.held_out_error);
+                             s.held_out.fused_dispatch_share, 1e3 * s.held_out.local_expert_s,
+                             s.held_out.grouped_gemm_ratio, 100 * s.held_out_error);
   const std::vector<ErrorBandGroup> bands = band_groups(published_errors(runs));
   std::cout << (markdown ? "\n| error band group | runs | measured / predicted step, low | high |\n|---|---:|---:|---:|\n"
                          : "\nerror bands (measured / predicted step, 10th–90th percentile; min–max under 10 runs):\n");

@@ -71,6 +71,7 @@ RowError row_error(const PublishedRun& r, const ComputeFraction& f, const MoeHos
     c.moe_host_layer_s = std::max(host->layer_s, 1e-15);
     c.moe_host_local_expert_s = std::max(host->local_expert_s, 1e-15);
     c.moe_host_fused_dispatch_share = std::max(host->fused_dispatch_share, 1e-15);
+    c.gpu.grouped_gemm_ratio = host->grouped_gemm_ratio;
   }
   try {
     const Prediction p = predict(r.model, r.strategy, c);
@@ -228,6 +229,7 @@ MoeHost fit_host(const BySource& by_source, const ComputeFraction& f) {
     minimise_host(by_source, f, h, &MoeHost::layer_s, 20e-3);        // at most 20 ms per layer and micro-batch
     minimise_host(by_source, f, h, &MoeHost::local_expert_s, 1e-3);  // at most 1 ms per local expert
     minimise_host(by_source, f, h, &MoeHost::fused_dispatch_share, 2.0);  // at most twice the all-to-all's
+    minimise_host(by_source, f, h, &MoeHost::grouped_gemm_ratio, 1.5);   // at most 1.5× a dense GEMM's rate
   }
   return h;
 }

@@ -42,11 +42,13 @@ struct ComputeFit {
 ComputeFit fit_compute_fraction(const PublishedRuns& runs, std::string (*group)(const PublishedRun&));
 
 // The host-bound launch gaps of eager MoE layers (planner/moe_costs.hpp moe_host_gap_s): a fixed host time per MoE layer
-// and micro-batch, one per local expert, and the share of the fixed time a flex dispatcher (DeepEP, HybridEP) keeps,
-// fitted on the MoE rows with the dense fit's fractions held, each source weighted equally; checked by leaving each
-// source out.
+// and micro-batch, one per local expert, and the share of the fixed time a flex dispatcher (DeepEP, HybridEP) keeps;
+// with them the share of the dense sustained rate the routed experts' grouped GEMMs keep (planner/moe_costs.cpp
+// kGroupedOverDenseSustained). Fitted on the MoE rows with the dense fit's fractions held, each source weighted
+// equally; checked by leaving each source out.
 struct MoeHost {
   double layer_s = 0, local_expert_s = 0, fused_dispatch_share = 1;
+  double grouped_gemm_ratio = 1;  // GpuSpec::grouped_gemm_ratio
 };
 struct MoeHostSource {
   std::string source;

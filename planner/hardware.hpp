@@ -97,6 +97,10 @@ struct GpuSpec {
   // The share of sustained_tensor_fraction that FP8 GEMMs keep (compute_cost.hpp training_device); 0 = the fitted
   // value, kFp8OverBf16Sustained. Not a preset key: the accuracy bench sets it to refit it.
   double fp8_sustained_ratio = 0;
+  // The share of the sustained rate the routed experts' grouped GEMMs keep against a dense GEMM of the same shape
+  // (moe_costs.cpp moe_mlp_time); 0 = the fitted value, kGroupedOverDenseSustained. Not a preset key: the
+  // accuracy bench sets it to refit it.
+  double grouped_gemm_ratio = 0;
   // Measured GEMM throughput and copy bandwidth (calibration profile); null = the analytic model.
   std::shared_ptr<const GemmCalibration> gemm_calibration;
 };

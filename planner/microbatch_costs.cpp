@@ -115,7 +115,7 @@ double block_elementwise_bytes(const ModelSpec& m, const Strategy& s, const Dims
   double per_token = 2 * 2 * d.h * norm_share + 2 * 3 * d.h * norm_share;
   const double f_r = mlp_width_per_token(m) / static_cast<double>(d.t);  // MoE: k + shared experts (moe_costs.hpp)
   per_token += m.mlp == MlpKind::swiglu ? 3 * f_r : 2 * f_r;
-  if (model_is_moe(m)) per_token += moe_dispatch_bytes_per_token(m, d.a) / d.a;  // router, permute (×a below)
+  if (model_is_moe(m)) per_token += moe_dispatch_bytes_per_token(m, s, d.a) / d.a;  // router, permute (×a below)
   if (m.position == PositionKind::rotary) per_token += 2 * static_cast<double>(d.q_r + d.kv_r);
   per_token *= d.a;
   if (m.dropout) per_token += 2 * (2 * d.h * d.a + d.h) * norm_share;
@@ -182,7 +182,7 @@ double module_recompute_s(const ModelSpec& m, const Strategy& s, const GpuSpec& 
   // moe: the whole routed layer again — GEMMs, router, permutation, the host's launches (its all-to-alls:
   // moe_all_to_all_time); moe_act then has nothing left to add.
   if (recomputes(s, RecomputeModule::moe)) {
-    out += moe_share * (in.moe_mlp_fwd + mem(3 * routed_r) + mem(moe_dispatch_bytes_per_token(m, d.a) / d.a) + in.host_gap);
+    out += moe_share * (in.moe_mlp_fwd + mem(3 * routed_r) + mem(moe_dispatch_bytes_per_token(m, s, d.a) / d.a) + in.host_gap);
   } else if (recomputes(s, RecomputeModule::moe_act)) {
     out += moe_share * mem(3 * routed_r);  // the experts' activation: read gate and up, write the product
   }

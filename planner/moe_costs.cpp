@@ -19,6 +19,21 @@ namespace {
 // GEMM pays it once for all its groups.
 constexpr double kLaunchGapS = 2e-6;
 
+// The share of its generation's sustained rate the routed experts' grouped GEMMs keep against dense GEMMs of the same
+// shapes (GpuSpec::grouped_gemm_ratio overrides). Fitted by build/bench/shardplan_accuracy with the host values below
+// on the public MoE runs (all Megatron-Core: Transformer Engine's GroupedLinear), each source weighted equally: 0.776,
+// leave-one-source-out 0.756–0.844 (reports/accuracy.md). Why a grouped GEMM runs slower than the dense GEMM of one
+// expert's shape: Transformer Engine's grouped linear launches the experts' GEMMs over a few streams
+// (general_grouped_gemm, multi-stream cuBLAS) with casts and splits around them, and its measured rate is well below
+// dense GEMMs — NVIDIA/TransformerEngine#2939 (2026-04): GroupedLinear ~2× slower than a loop of F.linear over the same
+// four experts on B300; #2151: bf16 grouped GEMMs slow further when the experts' row counts differ. torch._grouped_mm
+// (torchtitan) is assumed alike (pytorch/pytorch#163425: at large sizes no faster than a loop of cuBLAS GEMMs).
+constexpr double kGroupedOverDenseSustained = 0.776;
+
+double grouped_gemm_ratio(const GpuSpec& g) {
+  return g.grouped_gemm_ratio > 0 ? g.grouped_gemm_ratio : kGroupedOverDenseSustained;
+}
+
 // One linear layer of `groups` experts over `rows` tokens each: forward Y = X·W (rows × n × k), backward dX (rows × k
 // × n) and dW (k × n × rows), each a grouped GEMM (Narayanan et al. 2021 §5.1: backward = two forward-sized GEMMs).
 MoeGemmTime grouped_linear(const GpuSpec& g, DType d, int64_t groups, int64_t rows, int64_t n, int64_t k) {
@@ -84,8 +99,9 @@ MoeMlpTime moe_mlp_time(const ModelSpec& m, const Strategy& s, const GpuSpec& g,
   const int64_t local = m.experts / std::max<int64_t>(s.ep, 1), rows = rows_per_local_expert(m, s);
   const DType lt = linear_gemm_dtype(s);
   const double f8 = fp8_gemm_time_factor(s);
-  out.up = scaled(grouped_linear(g, lt, local, rows, column, h), f8);
-  out.down = scaled(grouped_linear(g, lt, local, rows, h, row), f8);
+  const double routed = f8 / grouped_gemm_ratio(g);
+  out.up = scaled(grouped_linear(g, lt, local, rows, column, h), routed);
+  out.down = scaled(grouped_linear(g, lt, local, rows, h, row), routed);
   // Shared experts see every token: one MLP of shared · f columns split by TP like a dense MLP (DeepSeekMoE §3.2;
   // Megatron SharedExpertMLP).
   if (m.shared_experts > 0) {
@@ -195,12 +211,17 @@ MoeAllToAll moe_all_to_all_time(const ModelSpec& m, const Strategy& s, const Clu
   return out;
 }
 
-double moe_dispatch_bytes_per_token(const ModelSpec& m, double a) {
+double moe_dispatch_bytes_per_token(const ModelSpec& m, const Strategy& s, double a) {
   const double h = static_cast<double>(m.hidden), k = static_cast<double>(m.experts_per_token);
   const double e = static_cast<double>(m.experts);
   // Router: logits written (a·E), read and written again in fp32 by the score function and top-k (8·E);
   // permute: read h, write k·h; unpermute with the probabilities: read k·h, write h (Megatron moe_utils.py).
-  return a * e + 8 * e + a * 2 * (h + k * h);
+  const double first = a * e + 8 * e + a * 2 * (h + k * h);
+  // The all-to-all dispatcher's second permutation: read and write the k·h received copies before the experts, and
+  // again after them (a copy even where one source rank sent everything: the condition is num_local_experts > 1). The
+  // flex dispatchers permute once, into expert order, after their dispatch (fused_a2a.py), which the first term counts.
+  const bool sorts = s.moe_dispatcher == MoeDispatcher::alltoall && m.experts / std::max<int64_t>(s.ep, 1) > 1;
+  return first + (sorts ? a * 4 * k * h : 0.0);
 }
 
 void add_mtp_costs(const ModelSpec& m, const Strategy& s, const GpuSpec& g, MicrobatchCosts& out) {
@@ -224,11 +245,13 @@ void add_mtp_costs(const ModelSpec& m, const Strategy& s, const GpuSpec& g, Micr
 // the host once per layer (token_dispatcher.py MoEAlltoAllTokenDispatcher._maybe_dtoh_and_synchronize) and the GPU
 // idles while the host launches what follows. Token dropping with padding never syncs (preprocess: the drop_and_pad
 // branch returns capacity-sized counts built on the host), so it pays only the per-expert part — which fits the
-// token-dropping rows better than the stall does (MoE rows 24.1 → 21.6 %).
-constexpr double kMoeHostLayerS = 5.022e-3;
-constexpr double kMoeHostLocalExpertS = 0.1110e-3;
-// The flex dispatchers' share of the fixed part, fitted the same way: 0.384 (0.41 before the dense fractions it is
-// fitted beside moved with OLMo-core's rows, 2026-12-06). Both wait on the host once per layer to
+// token-dropping rows better than the stall does (MoE rows 24.1 → 21.6 %). 5.02 ms + 0.111 ms until the sixteenth
+// session priced the all-to-all dispatcher's second permutation (moe_dispatch_bytes_per_token) and the grouped GEMMs'
+// share of the dense rate (kGroupedOverDenseSustained): GPU time the stall had stood in for.
+constexpr double kMoeHostLayerS = 3.723e-3;
+constexpr double kMoeHostLocalExpertS = 0.0910e-3;
+// The flex dispatchers' share of the fixed part, fitted the same way: 0.340 (0.384 before the sixteenth session's GPU
+// terms; 0.41 before the dense fractions it is fitted beside moved with OLMo-core's rows, 2026-12-06). Both wait on the host once per layer to
 // size their output (_HybridEPManager.dispatch without a rank capacity factor: "CPU sync in dispatch";
 // _DeepepManager.get_permuted_hidden_states_by_experts: tokens_per_expert.sum().item()), but compute the dispatch
 // layout in one kernel (moe/fused_a2a.py fused_dispatch: buffer.get_dispatch_layout; HybridEP inside its dispatch
@@ -237,7 +260,7 @@ constexpr double kMoeHostLocalExpertS = 0.1110e-3;
 // stall. While their traffic was priced as NCCL's all-to-all (one copy per expert), this share fitted 0: the
 // overpriced traffic stood in for the stall. With the deduplicated dispatch (flex_dispatch_time_s) it fitted 0.41, its
 // leave-one-source-out values 0.30–0.51 (reports/accuracy.md); pinned at 1 the MoE rows fit worse.
-constexpr double kMoeHostFusedDispatchShare = 0.384;
+constexpr double kMoeHostFusedDispatchShare = 0.340;
 
 double moe_host_layer_default_s() { return kMoeHostLayerS; }
 double moe_host_local_expert_default_s() { return kMoeHostLocalExpertS; }

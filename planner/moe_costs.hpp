@@ -71,8 +71,11 @@ MoeAllToAll moe_all_to_all_time(const ModelSpec& m, const Strategy& s, const Clu
 
 // Memory-bound bytes per token of an MoE layer's forward besides its activation function: the router's scores
 // (softmax or sigmoid, top-k) and the permutation of the k routed copies of each token into expert order and back
-// (Megatron-Core moe/moe_utils.py permute / unpermute: read and write k·h each way).
-double moe_dispatch_bytes_per_token(const ModelSpec& m, double activation_bytes);
+// (Megatron-Core moe/moe_utils.py permute / unpermute: read and write k·h each way); with the all-to-all dispatcher and
+// more than one local expert, the second permutation that sorts the received copies by local expert after the
+// all-to-all and restores their order before the combine (token_dispatcher.py MoEAlltoAllTokenDispatcher
+// dispatch_postprocess / combine_preprocess: sort_chunks_by_idxs, or a transpose copy under padded dropping).
+double moe_dispatch_bytes_per_token(const ModelSpec& m, const Strategy& s, double activation_bytes);
 
 // Multi-token prediction (DeepSeek-V3 §2.2): each module runs, on the last stage after the main head, its h×2h
 // projection, one more block and the shared head with its loss. Adds them to out.head_* from the block and head costs

@@ -92,19 +92,40 @@ TEST_SUITE("moe costs") {
           doctest::Approx(8 * (gemm_time_s(g, DType::bf16, each) - 2e-6) + 2e-6));
     // Mixtral, T = 4096: 1024 rows per expert — close to the dense twin's 4096-row GEMMs of the same FLOPs.
     Strategy s = fsdp_on(8, 4096);
-    const ClusterSpec c = store().cluster("dgx-h100");
+    // At the dense GEMMs' rate (the fitted grouped share set to 1: GpuSpec::grouped_gemm_ratio).
+    ClusterSpec c = store().cluster("dgx-h100");
+    c.gpu.grouped_gemm_ratio = 1.0;
     const ModelSpec mix = store().model("mixtral-8x7b");
     // The GPU's work alone: the eager MoE layer's host launch gaps (moe_costs.hpp moe_host_gap_s) are apart.
     const MicrobatchCosts mixc = microbatch_costs(mix, s, c);
     const double moe_t = mixc.block_fwd_s - mixc.block_host_gap_s, dense_t = microbatch_costs(dense_twin(mix), s, c).block_fwd_s;
     CHECK(moe_t > dense_t);
     CHECK(moe_t < 1.25 * dense_t);
+    // The grouped share scales the routed experts' GEMMs alone (Mixtral has no shared expert; the router is in `up`).
+    GpuSpec half = c.gpu;
+    half.grouped_gemm_ratio = 0.5;
+    CHECK(moe_mlp_time(mix, s, half, DType::bf16).down.fwd ==
+          doctest::Approx(2 * moe_mlp_time(mix, s, c.gpu, DType::bf16).down.fwd));
     // DeepSeek-V3's 256 experts of 2048 at T = 4096, top-8: 128 rows each, far from the dense GEMM's efficiency.
     const ModelSpec ds = store().model("deepseek-v3");
     const MoeMlpTime e = moe_mlp_time(ds, s, g, DType::bf16);
     const double flops = 4096.0 * 2 * 8 * 3 * 7168 * 2048;  // routed experts' forward only
     const double routed_s = e.up.fwd + e.down.fwd;          // + shared expert and router: less efficient still
     CHECK(flops / routed_s < 0.8 * gemm_base_efficiency(g, DType::bf16) * peak_flops(g, DType::bf16));
+  }
+
+  TEST_CASE("the all-to-all dispatcher's second permutation: read and write k·h twice a token, where >1 local expert") {
+    // Megatron-Core token_dispatcher.py MoEAlltoAllTokenDispatcher: dispatch_postprocess sorts the received copies by
+    // local expert, combine_preprocess restores their order (sort_chunks_by_idxs); the flex dispatchers do not.
+    const ModelSpec mix = store().model("mixtral-8x7b");  // h 4096, top-2 of 8
+    Strategy s = fsdp_on(8, 4096);
+    s.ep = 2;  // 4 local experts
+    s.moe_dispatcher = MoeDispatcher::hybridep;
+    const double flex = moe_dispatch_bytes_per_token(mix, s, 2);
+    s.moe_dispatcher = MoeDispatcher::alltoall;
+    CHECK(moe_dispatch_bytes_per_token(mix, s, 2) - flex == doctest::Approx(2.0 * 4 * 2 * 4096));
+    s.ep = 8;  // one local expert: nothing to sort
+    CHECK(moe_dispatch_bytes_per_token(mix, s, 2) == doctest::Approx(flex));
   }
 
   TEST_CASE("sliding windows cut flash-attention time: GPT-OSS at 4096 tokens") {
