@@ -21,14 +21,14 @@ constexpr double kLaunchGapS = 2e-6;
 
 // The share of its generation's sustained rate the routed experts' grouped GEMMs keep against dense GEMMs of the same
 // shapes (GpuSpec::grouped_gemm_ratio overrides). Fitted by build/bench/shardplan_accuracy with the host values below
-// on the public MoE runs (all Megatron-Core: Transformer Engine's GroupedLinear), each source weighted equally: 0.776,
-// leave-one-source-out 0.756–0.844 (reports/accuracy.md). Why a grouped GEMM runs slower than the dense GEMM of one
+// on the public MoE runs (all Megatron-Core: Transformer Engine's GroupedLinear), each source weighted equally: 0.766,
+// leave-one-source-out 0.760–0.818 (reports/accuracy.md). Why a grouped GEMM runs slower than the dense GEMM of one
 // expert's shape: Transformer Engine's grouped linear launches the experts' GEMMs over a few streams
 // (general_grouped_gemm, multi-stream cuBLAS) with casts and splits around them, and its measured rate is well below
 // dense GEMMs — NVIDIA/TransformerEngine#2939 (2026-04): GroupedLinear ~2× slower than a loop of F.linear over the same
 // four experts on B300; #2151: bf16 grouped GEMMs slow further when the experts' row counts differ. torch._grouped_mm
 // (torchtitan) is assumed alike (pytorch/pytorch#163425: at large sizes no faster than a loop of cuBLAS GEMMs).
-constexpr double kGroupedOverDenseSustained = 0.776;
+constexpr double kGroupedOverDenseSustained = 0.766;
 
 double grouped_gemm_ratio(const GpuSpec& g) {
   return g.grouped_gemm_ratio > 0 ? g.grouped_gemm_ratio : kGroupedOverDenseSustained;
@@ -216,12 +216,18 @@ double moe_dispatch_bytes_per_token(const ModelSpec& m, const Strategy& s, doubl
   const double e = static_cast<double>(m.experts);
   // Router: logits written (a·E), read and written again in fp32 by the score function and top-k (8·E);
   // permute: read h, write k·h; unpermute with the probabilities: read k·h, write h (Megatron moe_utils.py).
-  const double first = a * e + 8 * e + a * 2 * (h + k * h);
+  // Per token of the micro-batch: under sequence parallelism a TP rank routes its T/tp slice (router.py runs on the
+  // sequence-parallel input), and sorts what its expert-TP group gathered after the all-to-all, T/tp · etp
+  // (expert_input_tokens).
+  const double tp = static_cast<double>(std::max<int64_t>(s.tp, 1));
+  const double routed_share = s.sp ? 1.0 / tp : 1.0;
+  const double sorted_share = s.sp ? static_cast<double>(expert_tensor_parallel(s)) / tp : 1.0;
+  const double first = routed_share * (a * e + 8 * e + a * 2 * (h + k * h));
   // The all-to-all dispatcher's second permutation: read and write the k·h received copies before the experts, and
   // again after them (a copy even where one source rank sent everything: the condition is num_local_experts > 1). The
   // flex dispatchers permute once, into expert order, after their dispatch (fused_a2a.py), which the first term counts.
   const bool sorts = s.moe_dispatcher == MoeDispatcher::alltoall && m.experts / std::max<int64_t>(s.ep, 1) > 1;
-  return first + (sorts ? a * 4 * k * h : 0.0);
+  return first + (sorts ? sorted_share * a * 4 * k * h : 0.0);
 }
 
 void add_mtp_costs(const ModelSpec& m, const Strategy& s, const GpuSpec& g, MicrobatchCosts& out) {
@@ -248,9 +254,9 @@ void add_mtp_costs(const ModelSpec& m, const Strategy& s, const GpuSpec& g, Micr
 // token-dropping rows better than the stall does (MoE rows 24.1 → 21.6 %). 5.02 ms + 0.111 ms until the sixteenth
 // session priced the all-to-all dispatcher's second permutation (moe_dispatch_bytes_per_token) and the grouped GEMMs'
 // share of the dense rate (kGroupedOverDenseSustained): GPU time the stall had stood in for.
-constexpr double kMoeHostLayerS = 3.723e-3;
-constexpr double kMoeHostLocalExpertS = 0.0910e-3;
-// The flex dispatchers' share of the fixed part, fitted the same way: 0.340 (0.384 before the sixteenth session's GPU
+constexpr double kMoeHostLayerS = 3.972e-3;
+constexpr double kMoeHostLocalExpertS = 0.0758e-3;
+// The flex dispatchers' share of the fixed part, fitted the same way: 0.525 (0.384 before the sixteenth session's GPU
 // terms; 0.41 before the dense fractions it is fitted beside moved with OLMo-core's rows, 2026-12-06). Both wait on the host once per layer to
 // size their output (_HybridEPManager.dispatch without a rank capacity factor: "CPU sync in dispatch";
 // _DeepepManager.get_permuted_hidden_states_by_experts: tokens_per_expert.sum().item()), but compute the dispatch
@@ -260,7 +266,7 @@ constexpr double kMoeHostLocalExpertS = 0.0910e-3;
 // stall. While their traffic was priced as NCCL's all-to-all (one copy per expert), this share fitted 0: the
 // overpriced traffic stood in for the stall. With the deduplicated dispatch (flex_dispatch_time_s) it fitted 0.41, its
 // leave-one-source-out values 0.30–0.51 (reports/accuracy.md); pinned at 1 the MoE rows fit worse.
-constexpr double kMoeHostFusedDispatchShare = 0.340;
+constexpr double kMoeHostFusedDispatchShare = 0.525;  // the bench prints 0.524: its golden section's tolerance
 
 double moe_host_layer_default_s() { return kMoeHostLayerS; }
 double moe_host_local_expert_default_s() { return kMoeHostLocalExpertS; }

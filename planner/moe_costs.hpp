@@ -74,7 +74,8 @@ MoeAllToAll moe_all_to_all_time(const ModelSpec& m, const Strategy& s, const Clu
 // (Megatron-Core moe/moe_utils.py permute / unpermute: read and write k·h each way); with the all-to-all dispatcher and
 // more than one local expert, the second permutation that sorts the received copies by local expert after the
 // all-to-all and restores their order before the combine (token_dispatcher.py MoEAlltoAllTokenDispatcher
-// dispatch_postprocess / combine_preprocess: sort_chunks_by_idxs, or a transpose copy under padded dropping).
+// dispatch_postprocess / combine_preprocess: sort_chunks_by_idxs, or a transpose copy under padded dropping). Per token
+// of the micro-batch on one rank: under sequence parallelism a TP rank routes T/tp of them.
 double moe_dispatch_bytes_per_token(const ModelSpec& m, const Strategy& s, double activation_bytes);
 
 // Multi-token prediction (DeepSeek-V3 §2.2): each module runs, on the last stage after the main head, its h×2h

@@ -126,6 +126,16 @@ TEST_SUITE("moe costs") {
     CHECK(moe_dispatch_bytes_per_token(mix, s, 2) - flex == doctest::Approx(2.0 * 4 * 2 * 4096));
     s.ep = 8;  // one local expert: nothing to sort
     CHECK(moe_dispatch_bytes_per_token(mix, s, 2) == doctest::Approx(flex));
+    // Under sequence parallelism a TP rank routes and sorts its T/tp slice (expert TP 1: nothing gathered back).
+    s.ep = 2;
+    const double whole = moe_dispatch_bytes_per_token(mix, s, 2);
+    s.tp = 2;
+    s.sp = true;
+    s.etp = 1;
+    CHECK(moe_dispatch_bytes_per_token(mix, s, 2) == doctest::Approx(whole / 2));
+    // Expert TP 2: the slices are gathered back over the expert-TP group after the all-to-all and sorted whole.
+    s.etp = 2;
+    CHECK(moe_dispatch_bytes_per_token(mix, s, 2) - flex / 2 == doctest::Approx(2.0 * 4 * 2 * 4096));
   }
 
   TEST_CASE("sliding windows cut flash-attention time: GPT-OSS at 4096 tokens") {
