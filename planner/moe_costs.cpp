@@ -253,7 +253,8 @@ void add_mtp_costs(const ModelSpec& m, const Strategy& s, const GpuSpec& g, Micr
 // branch returns capacity-sized counts built on the host), so it pays only the per-expert part — which fits the
 // token-dropping rows better than the stall does (MoE rows 24.1 → 21.6 %). 5.02 ms + 0.111 ms until the sixteenth
 // session priced the all-to-all dispatcher's second permutation (moe_dispatch_bytes_per_token) and the grouped GEMMs'
-// share of the dense rate (kGroupedOverDenseSustained): GPU time the stall had stood in for.
+// share of the dense rate (kGroupedOverDenseSustained), GPU time the stall had stood in for, and counted the router
+// and permutations on a TP rank's sequence-parallel slice.
 constexpr double kMoeHostLayerS = 3.972e-3;
 constexpr double kMoeHostLocalExpertS = 0.0758e-3;
 // The flex dispatchers' share of the fixed part, fitted the same way: 0.525 (0.384 before the sixteenth session's GPU
