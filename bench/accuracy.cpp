@@ -4,10 +4,13 @@
 // generation. N21 Table 2's DeepSpeed-2021 ZeRO-3 rows are reported apart, outside the headline (issue 14, item 5).
 //
 //   shardplan_accuracy [published_runs.csv] [--modern published_runs_modern.csv] [--markdown]
-//                      [--emit-bands planner/error_band_data.cpp] [--detail TEXT]
+//                      [--emit-bands planner/error_band_data.cpp] [--detail TEXT] [--moe-fit]
 // --detail prints, for every row whose source, model, GPU or layout contains TEXT, the busiest stage's memory parts,
 // one block's times per micro-batch and the step's time parts, and stops there (no fits): the quick look behind one
 // row's error.
+// --moe-fit refits only the MoE values (the host times and the grouped GEMMs' share) with the dense fractions held at
+// the planner's constants, prints that fit and its leave-one-source-out check, and stops: seconds, where the whole
+// bench (the dense refit first) takes minutes — for trying an MoE mechanism.
 // --emit-bands writes the error band table (planner/error_band.hpp) that these predictions give, and prints the
 // bands.
 #include <cmath>
@@ -121,18 +124,41 @@ void print_detail(const PublishedRun& c, const Prediction& p, double pred, doubl
                            t.dp_comm_total_s);
 }
 
+// The MoE values' fit and its leave-one-source-out check (bench/sustained_fit.hpp fit_moe_host).
+void print_moe_fit(const MoeHostFit& hf, bool markdown) {
+  std::cout << fmt::format(
+      "\nfitted MoE host gaps (planner/moe_costs.cpp kMoeHostLayerS, kMoeHostLocalExpertS, kMoeHostFusedDispatchShare): "
+      "{:.3f} ms per MoE layer and micro-batch (× {:.3f} under DeepEP/HybridEP) + {:.4f} ms per local expert, and the "
+      "grouped GEMMs' share of the dense rate (kGroupedOverDenseSustained) {:.3f}; MoE rows' "
+      "mean abs error {:.1f} % without the host gaps, {:.1f} % with them, leave-one-source-out {:.1f} % over {} rows\n",
+      1e3 * hf.fit.layer_s, hf.fit.fused_dispatch_share, 1e3 * hf.fit.local_expert_s, hf.fit.grouped_gemm_ratio,
+      100 * hf.before_error,
+      100 * hf.in_sample_error,
+      100 * hf.held_out_error, hf.rows);
+  if (markdown) std::cout << "\n| source | rows | mean abs error (fit on all) | fit without it | mean abs error (left out) |\n"
+                             "|---|---:|---:|---|---:|\n";
+  for (const MoeHostSource& s : hf.sources)
+    std::cout << fmt::format(fmt::runtime(markdown ? "| {} | {} | {:.1f} % | {:.3f} (× {:.2f}) + {:.4f} ms, grouped {:.3f} | {:.1f} % |\n"
+                                                   : "  {:<28}{:>3} rows {:>6.1f} %   without it: {:.3f} (× {:.2f}) + {:.4f} ms, grouped {:.3f} → {:>6.1f} %\n"),
+                             s.source, s.rows, 100 * s.in_sample_error, 1e3 * s.held_out.layer_s,
+                             s.held_out.fused_dispatch_share, 1e3 * s.held_out.local_expert_s,
+                             s.held_out.grouped_gemm_ratio, 100 * s.held_out_error);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string path = default_csv_path(), modern_path = modern_csv_path();
   bool markdown = false;
   std::string bands_out, detail;
+  bool moe_fit_only = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--markdown") markdown = true;
     else if (a == "--emit-bands" && i + 1 < argc) bands_out = argv[++i];
     else if (a == "--modern" && i + 1 < argc) modern_path = argv[++i];
     else if (a == "--detail" && i + 1 < argc) detail = argv[++i];
+    else if (a == "--moe-fit") moe_fit_only = true;
     else path = a;
   }
   PublishedRuns runs;
@@ -145,6 +171,15 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     std::cerr << "error: " << e.what() << "\n";
     return 2;
+  }
+  if (moe_fit_only) {
+    // The dense fractions as the planner holds them: 0 asks for its fitted constant (sustained_fit.cpp row_error);
+    // the overlap slowdown is passed as the constant itself.
+    ComputeFraction held;
+    held.ampere = held.hopper = held.blackwell = held.fp8_ratio = 0;
+    held.overlap_slowdown = kOverlapComputeSlowdown;
+    print_moe_fit(fit_moe_host(runs, held, source_group), markdown);
+    return 0;
   }
   Mean headline, historical;
   std::map<std::string, Mean> by_source, by_set, by_family, by_class;  // family × GPU generation; model class
@@ -266,24 +301,7 @@ int main(int argc, char** argv) {
                                          s.rows, 100 * s.in_sample_error, fractions(s.held_out),
                                          100 * s.held_out_error));
   // The MoE rows' host-bound launch gaps (planner/moe_costs.hpp moe_host_gap_s), fitted with the dense fractions held.
-  const MoeHostFit hf = fit_moe_host(runs, cf.fit, source_group);
-  std::cout << fmt::format(
-      "\nfitted MoE host gaps (planner/moe_costs.cpp kMoeHostLayerS, kMoeHostLocalExpertS, kMoeHostFusedDispatchShare): "
-      "{:.3f} ms per MoE layer and micro-batch (× {:.3f} under DeepEP/HybridEP) + {:.4f} ms per local expert, and the "
-      "grouped GEMMs' share of the dense rate (kGroupedOverDenseSustained) {:.3f}; MoE rows' "
-      "mean abs error {:.1f} % without the host gaps, {:.1f} % with them, leave-one-source-out {:.1f} % over {} rows\n",
-      1e3 * hf.fit.layer_s, hf.fit.fused_dispatch_share, 1e3 * hf.fit.local_expert_s, hf.fit.grouped_gemm_ratio,
-      100 * hf.before_error,
-      100 * hf.in_sample_error,
-      100 * hf.held_out_error, hf.rows);
-  if (markdown) std::cout << "\n| source | rows | mean abs error (fit on all) | fit without it | mean abs error (left out) |\n"
-                             "|---|---:|---:|---|---:|\n";
-  for (const MoeHostSource& s : hf.sources)
-    std::cout << fmt::format(fmt::runtime(markdown ? "| {} | {} | {:.1f} % | {:.3f} (× {:.2f}) + {:.4f} ms, grouped {:.3f} | {:.1f} % |\n"
-                                                   : "  {:<28}{:>3} rows {:>6.1f} %   without it: {:.3f} (× {:.2f}) + {:.4f} ms, grouped {:.3f} → {:>6.1f} %\n"),
-                             s.source, s.rows, 100 * s.in_sample_error, 1e3 * s.held_out.layer_s,
-                             s.held_out.fused_dispatch_share, 1e3 * s.held_out.local_expert_s,
-                             s.held_out.grouped_gemm_ratio, 100 * s.held_out_error);
+  print_moe_fit(fit_moe_host(runs, cf.fit, source_group), markdown);
   const std::vector<ErrorBandGroup> bands = band_groups(published_errors(runs));
   std::cout << (markdown ? "\n| error band group | runs | measured / predicted step, low | high |\n|---|---:|---:|---:|\n"
                          : "\nerror bands (measured / predicted step, 10th–90th percentile; min–max under 10 runs):\n");
