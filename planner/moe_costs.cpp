@@ -217,11 +217,11 @@ double moe_dispatch_bytes_per_token(const ModelSpec& m, const Strategy& s, doubl
   // Router: logits written (a·E), read and written again in fp32 by the score function and top-k (8·E);
   // permute: read h, write k·h; unpermute with the probabilities: read k·h, write h (Megatron moe_utils.py).
   // Per token of the micro-batch: under sequence parallelism a TP rank routes its T/tp slice (router.py runs on the
-  // sequence-parallel input), and sorts what its expert-TP group gathered after the all-to-all, T/tp · etp
-  // (expert_input_tokens).
-  const double tp = static_cast<double>(std::max<int64_t>(s.tp, 1));
-  const double routed_share = s.sp ? 1.0 / tp : 1.0;
-  const double sorted_share = s.sp ? static_cast<double>(expert_tensor_parallel(s)) / tp : 1.0;
+  // sequence-parallel input: routed_tokens_per_rank), and sorts what its expert-TP group gathered after the
+  // all-to-all (expert_input_tokens).
+  const double T = static_cast<double>(s.micro_batch * seq_per_rank(s));
+  const double routed_share = static_cast<double>(routed_tokens_per_rank(s)) / T;
+  const double sorted_share = static_cast<double>(expert_input_tokens(s)) / T;
   const double first = routed_share * (a * e + 8 * e + a * 2 * (h + k * h));
   // The all-to-all dispatcher's second permutation: read and write the k·h received copies before the experts, and
   // again after them (a copy even where one source rank sent everything: the condition is num_local_experts > 1). The
@@ -258,8 +258,8 @@ void add_mtp_costs(const ModelSpec& m, const Strategy& s, const GpuSpec& g, Micr
 constexpr double kMoeHostLayerS = 3.972e-3;
 constexpr double kMoeHostLocalExpertS = 0.0758e-3;
 // The flex dispatchers' share of the fixed part, fitted the same way: 0.525 (0.384 before the sixteenth session's GPU
-// terms; 0.41 before the dense fractions it is fitted beside moved with OLMo-core's rows, 2026-12-06). Both wait on the host once per layer to
-// size their output (_HybridEPManager.dispatch without a rank capacity factor: "CPU sync in dispatch";
+// terms; 0.41 before the dense fractions it is fitted beside moved with OLMo-core's rows, 2026-12-06). Both wait on
+// the host once per layer to size their output (_HybridEPManager.dispatch without a rank capacity factor: "CPU sync in dispatch";
 // _DeepepManager.get_permuted_hidden_states_by_experts: tokens_per_expert.sum().item()), but compute the dispatch
 // layout in one kernel (moe/fused_a2a.py fused_dispatch: buffer.get_dispatch_layout; HybridEP inside its dispatch
 // call) where the all-to-all dispatcher runs a chain of small kernels and an all-gather of the splits over the EP·TP
