@@ -46,6 +46,7 @@ void for_each_index_parallel(size_t n, const std::function<void(size_t)>& fit) {
 // The override the planner takes (GpuSpec::sustained_tensor_fraction): the row's generation value (Volta, two rows,
 // is not fitted: 1; no AMD row is in the set).
 double fraction_of(const PublishedRun& r, const ComputeFraction& f) {
+  if (r.cluster.gpu.architecture == GpuArchitecture::blackwell_ultra) return f.blackwell_ultra;
   switch (gpu_generation(r.cluster.gpu)) {
     case GpuGeneration::volta: return 1.0;
     case GpuGeneration::ampere: return f.ampere;
@@ -117,10 +118,10 @@ double golden_section(double lo, double hi, int iterations, double tolerance, F 
 }
 
 // One fraction on [0.2, 1.2] (step times fall monotonically as tensor throughput rises); the overlap slowdown on
-// [0, 1] (Lee et al. 2025 measured up to 0.40); FP8's share on [0.5, 1.2].
+// [0, 1] (Lee et al. 2025 measured up to 0.40).
 void minimise(const BySource& by_source, ComputeFraction& f, double ComputeFraction::*coord) {
-  const bool slowdown = coord == &ComputeFraction::overlap_slowdown, fp8 = coord == &ComputeFraction::fp8_ratio;
-  f.*coord = golden_section(slowdown ? 0.0 : fp8 ? 0.5 : 0.2, slowdown ? 1.0 : 1.2, 30, 1e-4, [&](double x) {
+  const bool slowdown = coord == &ComputeFraction::overlap_slowdown;
+  f.*coord = golden_section(slowdown ? 0.0 : 0.2, slowdown ? 1.0 : 1.2, 30, 1e-4, [&](double x) {
     ComputeFraction g = f;
     g.*coord = x;
     return objective(by_source, g);
@@ -132,7 +133,7 @@ void minimise(const BySource& by_source, ComputeFraction& f, double ComputeFract
 // along the round's own move (a pattern move, Hooke and Jeeves 1961), until no value moves by more than 1e-4.
 ComputeFraction fit(const BySource& by_source) {
   using F = ComputeFraction;
-  constexpr double F::*kCoords[] = {&F::ampere, &F::hopper, &F::blackwell, &F::overlap_slowdown, &F::fp8_ratio};
+  constexpr double F::*kCoords[] = {&F::ampere, &F::hopper, &F::blackwell, &F::blackwell_ultra, &F::overlap_slowdown};
   F f;
   for (int round = 0; round < 12; ++round) {
     const F before = f;

@@ -171,7 +171,7 @@ GpuSpec read_gpu(const std::string& text, const std::string& origin, const std::
   g.description = r.string_or("description", "");
   g.source = r.string_or("source", "");
   g.architecture = r.choice_or("architecture", GpuArchitecture::unknown, parse_gpu_architecture,
-                               "volta, ampere, ada, hopper, blackwell, cdna3, cdna4");
+                               "volta, ampere, ada, hopper, blackwell, blackwell-ultra, cdna3, cdna4");
   g.memory_gib = r.number("memory_gib", Bound::positive);
   g.bf16_tflops = r.number("bf16_tflops", Bound::non_negative);  // 0 = no bf16 (V100, T4)
   g.fp16_tflops = r.number("fp16_tflops", Bound::positive);

@@ -50,6 +50,8 @@ double power_limit_clock_factor(const GpuSpec& g);
 // figures above come from short kernels in a loop; a step runs them for hours at the power limit. Fitted on the
 // public set (compute_cost.cpp gives the fit and its leave-one-source-out error).
 double sustained_tensor_fraction(const GpuSpec& g);
+// The share of it FP8 GEMMs keep (compute_cost.cpp kFp8OverBf16Sustained; GpuSpec::fp8_sustained_ratio overrides).
+double fp8_sustained_share(const GpuSpec& g);
 // The GPU as a training step sees it: tensor peaks × sustained_tensor_fraction, or × the override
 // GpuSpec::sustained_tensor_fraction when set (the accuracy bench's fit). The kernel models above stay those of
 // isolated benchmarks. Unchanged with a measured GEMM table, which already is what the device did.

@@ -47,7 +47,8 @@ GpuGeneration gpu_generation(const GpuSpec& g) {
     case GpuArchitecture::ampere:
     case GpuArchitecture::ada: return GpuGeneration::ampere;
     case GpuArchitecture::hopper: return GpuGeneration::hopper;
-    case GpuArchitecture::blackwell: return GpuGeneration::blackwell;
+    case GpuArchitecture::blackwell:
+    case GpuArchitecture::blackwell_ultra: return GpuGeneration::blackwell;
     case GpuArchitecture::cdna3: return GpuGeneration::cdna3;
     case GpuArchitecture::cdna4: return GpuGeneration::cdna4;
     case GpuArchitecture::unknown: break;
@@ -74,8 +75,8 @@ const char* to_string(GpuGeneration g) {
 namespace {
 constexpr std::pair<const char*, GpuArchitecture> kArchitectures[] = {
     {"volta", GpuArchitecture::volta},   {"ampere", GpuArchitecture::ampere},       {"ada", GpuArchitecture::ada},
-    {"hopper", GpuArchitecture::hopper}, {"blackwell", GpuArchitecture::blackwell}, {"cdna3", GpuArchitecture::cdna3},
-    {"cdna4", GpuArchitecture::cdna4}};
+    {"hopper", GpuArchitecture::hopper}, {"blackwell", GpuArchitecture::blackwell},
+    {"blackwell-ultra", GpuArchitecture::blackwell_ultra}, {"cdna3", GpuArchitecture::cdna3}, {"cdna4", GpuArchitecture::cdna4}};
 }  // namespace
 
 std::optional<GpuArchitecture> parse_gpu_architecture(const std::string& s) {

@@ -53,8 +53,10 @@ struct GemmCalibration {
   std::vector<GemmCalibrationPoint> points;
 };
 
-// The chip family a preset names (`architecture`): Ada counts as Ampere-class (as L40S and RTX 4090 did by peak).
-enum class GpuArchitecture { unknown, volta, ampere, ada, hopper, blackwell, cdna3, cdna4 };
+// The chip family a preset names (`architecture`): Ada counts as Ampere-class (as L40S and RTX 4090 did by peak);
+// Blackwell Ultra (B300, GB300: a new die of the same generation) is Blackwell-class with its own sustained fraction
+// (compute_cost.cpp sustained_tensor_fraction).
+enum class GpuArchitecture { unknown, volta, ampere, ada, hopper, blackwell, blackwell_ultra, cdna3, cdna4 };
 std::optional<GpuArchitecture> parse_gpu_architecture(const std::string& s);
 const char* to_string(GpuArchitecture a);
 

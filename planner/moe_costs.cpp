@@ -22,7 +22,7 @@ constexpr double kLaunchGapS = 2e-6;
 // The share of its generation's sustained rate the routed experts' grouped GEMMs keep against dense GEMMs of the same
 // shapes (GpuSpec::grouped_gemm_ratio overrides). Fitted by build/bench/shardplan_accuracy with the host values below
 // on the public MoE runs (all Megatron-Core: Transformer Engine's GroupedLinear), each source weighted equally: 0.766,
-// leave-one-source-out 0.760–0.818 (reports/accuracy.md). Why a grouped GEMM runs slower than the dense GEMM of one
+// leave-one-source-out 0.724–0.780 (reports/accuracy.md). Why a grouped GEMM runs slower than the dense GEMM of one
 // expert's shape: Transformer Engine's grouped linear launches the experts' GEMMs over a few streams
 // (general_grouped_gemm, multi-stream cuBLAS) with casts and splits around them, and its measured rate is well below
 // dense GEMMs — NVIDIA/TransformerEngine#2939 (2026-04): GroupedLinear ~2× slower than a loop of F.linear over the same
@@ -254,10 +254,12 @@ void add_mtp_costs(const ModelSpec& m, const Strategy& s, const GpuSpec& g, Micr
 // token-dropping rows better than the stall does (MoE rows 24.1 → 21.6 %). 5.02 ms + 0.111 ms until the sixteenth
 // session priced the all-to-all dispatcher's second permutation (moe_dispatch_bytes_per_token) and the grouped GEMMs'
 // share of the dense rate (kGroupedOverDenseSustained), GPU time the stall had stood in for, and counted the router
-// and permutations on a TP rank's sequence-parallel slice.
-constexpr double kMoeHostLayerS = 3.972e-3;
-constexpr double kMoeHostLocalExpertS = 0.0758e-3;
-// The flex dispatchers' share of the fixed part, fitted the same way: 0.525 (0.384 before the sixteenth session's GPU
+// and permutations on a TP rank's sequence-parallel slice; 3.972 ms + 0.0758 ms until Blackwell Ultra had its own
+// dense fraction (2026-12-07): its MoE rows then ran faster on the GPU and the refit gave the host more.
+constexpr double kMoeHostLayerS = 4.370e-3;
+constexpr double kMoeHostLocalExpertS = 0.0623e-3;
+// The flex dispatchers' share of the fixed part, fitted the same way: 0.547 (0.525 before Blackwell Ultra's own
+// fraction; 0.384 before the sixteenth session's GPU
 // terms; 0.41 before the dense fractions it is fitted beside moved with OLMo-core's rows, 2026-12-06). Both wait on
 // the host once per layer to size their output (_HybridEPManager.dispatch without a rank capacity factor: "CPU sync in dispatch";
 // _DeepepManager.get_permuted_hidden_states_by_experts: tokens_per_expert.sum().item()), but compute the dispatch
@@ -267,7 +269,7 @@ constexpr double kMoeHostLocalExpertS = 0.0758e-3;
 // stall. While their traffic was priced as NCCL's all-to-all (one copy per expert), this share fitted 0: the
 // overpriced traffic stood in for the stall. With the deduplicated dispatch (flex_dispatch_time_s) it fitted 0.41, its
 // leave-one-source-out values 0.30–0.51 (reports/accuracy.md); pinned at 1 the MoE rows fit worse.
-constexpr double kMoeHostFusedDispatchShare = 0.525;  // --moe-fit gives 0.525; the whole bench 0.524 (its dense refit)
+constexpr double kMoeHostFusedDispatchShare = 0.547;
 
 double moe_host_layer_default_s() { return kMoeHostLayerS; }
 double moe_host_local_expert_default_s() { return kMoeHostLocalExpertS; }

@@ -11,6 +11,7 @@
 #include "cli_runner.hpp"
 #include "io/preset_store.hpp"
 #include "planner/comm_cost.hpp"
+#include "planner/compute_cost.hpp"
 #include "planner/groups.hpp"
 #include "planner/step_time.hpp"
 
@@ -97,6 +98,26 @@ TEST_SUITE("network tiers") {
     CHECK(h200.fp8_tflops == doctest::Approx(3958.0 / 2).epsilon(0.001));
     CHECK(h200.hbm_gbps == 4800);
     CHECK(h200.tdp_w == 700);
+  }
+
+  TEST_CASE("Blackwell Ultra parts are Blackwell-class with their own sustained fraction") {
+    // B300 and GB300 are one generation with B200 and GB200 (error bands, FP8 recipes) but a new die: the compute
+    // model gives them their own fitted share of the same datasheet rates (compute_cost.cpp kSustainedBlackwellUltra).
+    for (const char* name : {"b300", "gb300"}) {
+      CAPTURE(name);
+      const GpuSpec g = presets().gpu(name);
+      CHECK(g.architecture == GpuArchitecture::blackwell_ultra);
+      CHECK(gpu_generation(g) == GpuGeneration::blackwell);
+      CHECK(std::string(to_string(g.architecture)) == "blackwell-ultra");
+    }
+    const GpuSpec b200 = presets().gpu("b200"), b300 = presets().gpu("b300");
+    CHECK(b200.architecture == GpuArchitecture::blackwell);
+    CHECK(b300.bf16_tflops == b200.bf16_tflops);  // the datasheets' rates are the same ...
+    CHECK(sustained_tensor_fraction(b300) > sustained_tensor_fraction(b200));  // ... what a step sustains is not
+    GpuSpec relabelled = b300;
+    relabelled.architecture = GpuArchitecture::blackwell;
+    CHECK(sustained_tensor_fraction(relabelled) == sustained_tensor_fraction(b200));
+    CHECK(parse_gpu_architecture("blackwell-ultra") == GpuArchitecture::blackwell_ultra);
   }
 
   TEST_CASE("new cluster presets: NVLink domains, AMD xGMI, the leaf/spine of Meta's Llama 3 cluster") {
