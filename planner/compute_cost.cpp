@@ -84,9 +84,10 @@ constexpr double kMinPeak = 1e9;  // never divide by zero, whatever the preset s
 // Sustained over benchmark tensor throughput per GPU generation (compute_cost.hpp sustained_tensor_fraction). Fitted
 // by `build/bench/shardplan_accuracy` (it prints the fit) on the public set's non-historical runs of the generation,
 // each source weighted equally, minimising the mean |log(measured / predicted step)|; reports/accuracy.md gives the
-// fit and its leave-one-source-out error. Volta has two runs: no fit (1). Blackwell (B200, GB200, B300, GB300) is
-// fitted on Megatron-Bridge's dense rows since 2026-12-04, against each part's rate at its board power (GB200 at
-// 0.950 of its datasheet: hardware.hpp full_clock_power_w); AMD's CDNA has no run: Hopper's value, an assumption.
+// fit and its leave-one-source-out error. Volta has two runs: no fit (1). Blackwell (B200, GB200; B300 and GB300 as
+// well until 2026-12-07, now Blackwell Ultra's below) is fitted on Megatron-Bridge's dense rows since 2026-12-04,
+// against each part's rate at its board power (GB200 at 0.950 of its datasheet: hardware.hpp full_clock_power_w);
+// AMD's CDNA has no run: Hopper's value, an assumption.
 constexpr double kSustainedAmpere = 0.882;
 constexpr double kSustainedHopper = 0.833;
 constexpr double kSustainedBlackwell = 0.730;
