@@ -259,9 +259,9 @@ void add_mtp_costs(const ModelSpec& m, const Strategy& s, const GpuSpec& g, Micr
 constexpr double kMoeHostLayerS = 4.370e-3;
 constexpr double kMoeHostLocalExpertS = 0.0623e-3;
 // The flex dispatchers' share of the fixed part, fitted the same way: 0.547 (0.525 before Blackwell Ultra's own
-// fraction; 0.384 before the sixteenth session's GPU
-// terms; 0.41 before the dense fractions it is fitted beside moved with OLMo-core's rows, 2026-12-06). Both wait on
-// the host once per layer to size their output (_HybridEPManager.dispatch without a rank capacity factor: "CPU sync in dispatch";
+// fraction; 0.384 before the sixteenth session's GPU terms; 0.41 before the dense fractions it is fitted beside moved
+// with OLMo-core's rows, 2026-12-06). Both wait on the host once per layer to size their output
+// (_HybridEPManager.dispatch without a rank capacity factor: "CPU sync in dispatch";
 // _DeepepManager.get_permuted_hidden_states_by_experts: tokens_per_expert.sum().item()), but compute the dispatch
 // layout in one kernel (moe/fused_a2a.py fused_dispatch: buffer.get_dispatch_layout; HybridEP inside its dispatch
 // call) where the all-to-all dispatcher runs a chain of small kernels and an all-gather of the splits over the EP·TP
