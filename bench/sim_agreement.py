@@ -9,7 +9,8 @@ analytic one differ by more than a tolerance (issue 15: "simulate's memory over 
 Layouts are drawn per seed from a fixed menu (models, runtimes, ZeRO, recomputation, TP/SP, PP/VPP, CP, EP, FP8, the
 fused loss, micro-batch, sequence); those a runtime refuses (exit 2) are skipped and counted apart. Prints each layout
 beyond the tolerance and a summary line per seed, with how many name the peak's moment differently (simulate's op
-against predict's moment: "block 78 backward", "cross-entropy backward", "optimizer step", "forward/backward").
+against predict's moment: "block 78 backward", "cross-entropy backward", "optimizer step", "forward/backward");
+--show-moments prints those layouts with both names.
 """
 import argparse
 import json
@@ -68,6 +69,8 @@ def main():
     ap.add_argument("--tolerance", type=float, default=3.0, help="percent")
     ap.add_argument("--partial-recompute", action="store_true",
                     help="every draw recomputes some blocks only (--recompute-layers / --recompute-every)")
+    ap.add_argument("--show-moments", action="store_true",
+                    help="print each layout whose peak's moment the two name differently, with both names")
     a = ap.parse_args()
     total_ran = total_beyond = 0
     for seed in a.seeds:
@@ -84,7 +87,11 @@ def main():
             out = json.loads(r.stdout)
             diff = out["difference_pct"][a.metric]
             memory = out["memory"]
-            renamed += memory["peak_moment"] != memory["analytic_peak_moment"]
+            if memory["peak_moment"] != memory["analytic_peak_moment"]:
+                renamed += 1
+                if a.show_moments:
+                    print(f"moment  {out['difference_pct']['peak_bytes']:+5.2f} %  simulate '{memory['peak_moment']}', "
+                          f"predict '{memory['analytic_peak_moment']}'  {' '.join(args)}")
             ran += 1
             if abs(diff) > a.tolerance:
                 beyond += 1

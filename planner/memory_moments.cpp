@@ -66,9 +66,11 @@ double add_states(Ledger& l, const StageInputs& in, const Sizes& z, bool step) {
     // no_sync (set_requires_gradient_sync(False)): the unsharded gradients accumulate; FSDP2 upcasts them to the reduce
     // dtype (_fsdp_param.py FSDPParam.to_accumulated_grad_if_needed), FSDP1 keeps the parameter dtype.
     const double b = in.fw.framework == Framework::fsdp1 ? in.state.grads : z.reduce_b;
-    if (z.first_pass)  // the first backward's last block in forward order: its own and the LM head's so far
+    // The first backward: at its first block (the stage's last in forward order) that block's and the LM head's so
+    // far, at its last (block 0) every block's.
+    if (z.first_pass)
       l.add(&MemoryComponents::grads, "grads", [&] { return fmt::format("unsharded gradients of the first backward so far (no_sync, {} B/param)", b); },
-            (z.block + z.head_grad_params) * b);
+            ((z.first_pass_end ? z.psi - z.root : z.block) + z.head_grad_params) * b);
     else if (z.grad_share < 1)
       l.add(&MemoryComponents::grads, "grads", [&] { return fmt::format("unsharded gradients of the chunks between their first and last backward (no_sync, {} B/param)", b); },
             (z.root + (z.psi - z.root) * z.grad_share) * b);
@@ -144,7 +146,7 @@ double micro_blocks_bytes(const StageInputs& in, const Sizes& z, double blocks) 
 }
 
 // Whether block k of the stage (forward order over its chunks) recomputes its forward in backward. Under the
-// interleaved hold, block layers − 1 stands for the worst backward, which starts at z.hold_block.
+// interleaved hold, block layers − 1 stands for the worst backward's moment, in block z.hold_block.
 bool block_recomputes(const StageInputs& in, const Sizes& z, double k) {
   const bool held = z.interleaved_hold && k == z.layers - 1 && z.hold_block >= 0;
   const auto block = held ? z.hold_block : static_cast<int64_t>(k);
@@ -394,12 +396,20 @@ MomentLedger peak_moment(const StageInputs& in, bool record, bool by_allocation)
   Sizes first = z;
   first.first_pass = true;
   first.in_flight = in_flight_stage_microbatches(in.model, in.strategy, in.stage.stage);
+  Sizes first_end = first;  // the same pass at its last block: every block's gradients, one block's activations left
+  first_end.first_pass_end = true;
   const int firsts = n;
+  int first_ends = n;
   if (in.keeps_unsharded_grads && !z.interleaved_hold && first.in_flight > z.in_flight && layers > 0) {
     cands[n++] = {MemoryPhase::block_backward, layers - 1, 0};
     cands[n++] = {MemoryPhase::block_backward, layers - 1, 1};
+    first_ends = n;
+    if (layers > 1) {
+      cands[n++] = {MemoryPhase::block_backward, 0, 0};
+      cands[n++] = {MemoryPhase::block_backward, 0, 1};
+    }
   }
-  auto sizes_for = [&](int i) -> const Sizes& { return i >= firsts ? first : z; };
+  auto sizes_for = [&](int i) -> const Sizes& { return i >= first_ends ? first_end : i >= firsts ? first : z; };
   auto key = [&](const MomentLedger& m) {
     return m.ledger.parts_.total() - (by_allocation ? m.ledger.parts_.fragmentation : 0.0);
   };

@@ -46,13 +46,16 @@ void interleaved_hold(const StageInputs& in, Sizes& z) {
   for (int64_t k = 0; k <= warmup; ++k) held += chunk_bytes[o.forward_chunk(k)];
   double best = -1, best_acts = 0, best_gathered = 0, best_grads = 0;
   int64_t best_block = -1;
-  auto consider = [&](double acts, int64_t gathered, int64_t grads, int64_t chunk) {
+  // `at_end`: the moment is the pass's last block (the chunk's first in the stage's forward order), not its first
+  // (the chunk's last: its backward starts the pass).
+  auto consider = [&](double acts, int64_t gathered, int64_t grads, int64_t chunk, bool at_end) {
     const double bytes = acts + static_cast<double>(gathered) * gather_b + static_cast<double>(grads) * grad_b;
     if (bytes <= best) return;
     best = bytes, best_acts = acts, best_gathered = static_cast<double>(gathered),
     best_grads = static_cast<double>(grads);
-    best_block = -1;  // the chunk's last block in the stage's forward order: its backward starts first
-    for (int64_t c = 0; c <= chunk; ++c) best_block += size[c];
+    best_block = at_end ? 0 : -1;
+    for (int64_t c = 0; c < chunk; ++c) best_block += size[c];
+    if (!at_end) best_block += size[chunk];
   };
   for (int64_t k = 0; k < total; ++k) {
     if (k > 0) {
@@ -68,8 +71,8 @@ void interleaved_hold(const StageInputs& in, Sizes& z) {
       if (first_b[c] < k && k <= last_b[c]) grads_before += size[c];
     }
     const int64_t grads_after = grads_before + (first_b[now] == k ? size[now] : 0);
-    consider(held, gathered, grads_before, now);
-    consider(held - chunk_bytes[now], gathered, grads_after, now);
+    consider(held, gathered, grads_before, now, false);
+    consider(held - chunk_bytes[now], gathered, grads_after, now, true);
   }
   // In micro-batches of the stage's blocks: add_block_activations multiplies back by one micro-batch's bytes.
   const double stage_bytes = z.partial ? z.saved_stage : act_b * z.layers;

@@ -22,12 +22,15 @@ struct Sizes {
   // no_sync under a pipeline whose first stage holds every micro-batch: the first backward's moments (all in flight,
   // the gradients not yet accumulated) apart from the later ones (one fewer in flight, every gradient kept).
   bool first_pass = false;
+  // The first backward's last block (block 0 of the stage) instead of its first: every block's unsharded gradients
+  // written, every other micro-batch still held (where the gradients a block adds outweigh the activations it frees).
+  bool first_pass_end = false;
   // torchtitan's interleaved pipeline (keep_all_gathered, reduce_after_last): each chunk is reduced and resharded
   // right after its own last backward, so the stage's worst backward holds only some chunks' gathered parameters and
   // unsharded gradients (interleaved_hold); 1 = all of them.
   double gathered_share = 1, grad_share = 1;
   bool interleaved_hold = false;
-  int64_t hold_block = -1;  // the stage's block (forward order) whose backward starts the worst moment
+  int64_t hold_block = -1;  // the stage's block (forward order) in backward at the worst moment: its pass's first or last
   double head_grad_params = 0;  // the LM head (or the tied embedding) on the last stage
   // FrameworkTraits::end_units_own where it changes anything (fsdp_end_units_split): the embedding and [final norm,
   // LM head] are units of their own, not in the root; their parameters.

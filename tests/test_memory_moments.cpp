@@ -209,6 +209,27 @@ TEST_SUITE("memory moments") {
     CHECK(cases == 54);
   }
 
+  TEST_CASE("torchtitan's pipelines: simulate and predict name the same backward block at the peak") {
+    // (simulate's JSON names its op's moment and predict's; bench/sim_agreement.py --show-moments found them apart.)
+    auto moments = [](const std::string& layout) {
+      const CliResult r = run_cli("simulate --format json --framework torchtitan --loss fused " + layout);
+      REQUIRE(r.exit_code == 0);
+      const nlohmann::json m = nlohmann::json::parse(r.out).at("memory");
+      return std::pair{m.at("peak_moment").get<std::string>(), m.at("analytic_peak_moment").get<std::string>()};
+    };
+    // 1F1B, no_sync: the first stage's first backward at its last block holds every block's unsharded gradients and
+    // every other micro-batch's activations — DeepSeek-V3's gradients per block outweigh its activations per block.
+    auto [sim_first, predict_first] = moments("--preset deepseek-v3 --cluster gb200-nvl72-superpod --gpus 256 --zero 3 "
+                                              "--recompute selective --pp 8 --micro-batch 4 --seq 8192 --ep 4");
+    CHECK(sim_first == "block 0 backward");
+    CHECK(predict_first == sim_first);
+    // Interleaved: the worst moment at the end of a chunk's backward pass is that chunk's first block, not its last.
+    auto [sim_chunk, predict_chunk] = moments("--preset llama3-405b --cluster dgx-h100 --gpus 512 --zero 3 --recompute none "
+                                              "--pp 8 --micro-batch 2 --seq 4096 --vpp 2 --schedule interleaved");
+    CHECK(sim_chunk == "block 8 backward");
+    CHECK(predict_chunk == sim_chunk);
+  }
+
   TEST_CASE("the caching allocator's reserve follows what is allocated") {
     const ModelSpec m = presets().model("llama3-8b");
     const FrameworkTraits fw = framework_traits(Framework::fsdp);
