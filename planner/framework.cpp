@@ -295,6 +295,11 @@ FrameworkTraits megatron_traits() {
   t.tp_overlap_kind = TpOverlapKind::userbuffers;
   // Transformer Engine's linears save their FP8 input casts (framework.hpp).
   t.fp8_saves_quantized_linear_inputs = true;
+  // TEGroupedMLP builds its fc2 with skip_bias_add and adds the bias itself, expert by expert: t + b·p over
+  // torch.split of the output and of the fp32 probabilities, torch.cat, a cast back (moe/experts.py
+  // TEGroupedMLP._apply_bias, since a329dd6da5 "Enable bias in expert mlp [gpt-oss 5/5]", 2025-09; Megatron-LM
+  // d98e8a6).
+  t.moe_expert_bias_per_expert = true;
   // Batch-level EP overlap (--overlap-moe-expert-parallel-comm --delay-wgrad-compute; moe/README.md, "Batch-level
   // overlapping to hide EP-A2A communication", MCore v0.14): off by default (its argument table), on in the
   // Megatron-Bridge recipes that set overlap_moe_expert_parallel_comm (bench/data/megatron_bridge_rows.md).

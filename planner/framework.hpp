@@ -108,6 +108,10 @@ struct FrameworkTraits {
   // transformers' expert loops), or as one grouped kernel (torch._grouped_mm): the per-expert part of an eager MoE
   // layer's host time (moe_costs.hpp moe_host_gap_s).
   bool moe_launches_per_expert = true;
+  // The routed experts' output bias (GPT-OSS's down_proj_bias) is added outside the grouped GEMM, per local expert and
+  // in fp32 (the router's probabilities scale it), where no CUDA graph captures the layer (moe_costs.hpp
+  // moe_expert_bias_bytes).
+  bool moe_expert_bias_per_expert = false;
 
   // --- data-parallel communication (framework.cpp gives the sources) --------------------------------------
   // amp-* policies: the gradient reduction (all-reduce, reduce-scatter) runs in fp32, 4 B per parameter on the

@@ -227,9 +227,12 @@ void add_activations(Ledger& l, const StageInputs& in) {
   // (sim/pass_order.cpp; Megatron schedules.py forward_backward_pipelining_with_interleaving): one micro-batch's head
   // inputs at a time, as under 1F1B.
   const double head_in_flight = s.schedule == Schedule::interleaved ? 1.0 : in_flight;
-  if (in.stage.last)
+  // Past the loss, the micro-batch in backward has freed its own: autograd drops a node's saved tensors once its
+  // backward has run, the head's before the blocks' (sim/stage_builder.cpp frees them at the head's backward).
+  const double head_held = peak.loss_peaks() ? head_in_flight : std::max(0.0, head_in_flight - 1);
+  if (in.stage.last && head_held > 0)
     l.add(&MemoryComponents::activations, "activations", text("final norm and LM head inputs"),
-          last_stage_extra_bytes(m, s) * head_in_flight);
+          last_stage_extra_bytes(m, s) * head_held);
   if (!peak.loss_peaks()) {
     if (peak.scratch > 0)
       l.add(&MemoryComponents::activations, "activations",

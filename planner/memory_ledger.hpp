@@ -62,12 +62,14 @@ inline auto text(const char* t) {
 // behind it (in forward order) have freed what they saved for the micro-batch: whichever holds more is the moment.
 struct LossOrBackward {
   double logits = 0, scratch = 0, working_set = 0, gathered_units = 0;
+  double head_inputs = 0;        // the micro-batch's final-norm and LM-head inputs: the loss's side only (freed after
+                                 // the head's backward)
   double unit_grads = 0;         // unsharded unit gradients held at the backward moment
   int64_t grad_units = 0;        // of how many units
   int64_t done_blocks = 0;       // blocks through their backward at that moment
   double freed_activations = 0;  // their saved activations of the micro-batch, freed by then
   double backward_extra() const { return scratch + working_set + unit_grads + gathered_units - freed_activations; }
-  bool loss_peaks() const { return logits > 0 && logits >= backward_extra(); }
+  bool loss_peaks() const { return logits > 0 && logits + head_inputs >= backward_extra(); }
 };
 double gathered_units_for_backward(const StageInputs& in);
 LossOrBackward loss_or_backward(const StageInputs& in);

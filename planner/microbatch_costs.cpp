@@ -141,7 +141,8 @@ struct TpGemms {
 // the runtime's elementwise traffic; MoE-only modules weighted by the MoE layers' share, "mlp" by the dense layers'.
 struct ModuleRecomputeInputs {
   double elementwise_factor;  // elementwise_traffic_factor
-  double moe_mlp_fwd;         // the MoE layer's expert, shared-expert and router GEMMs (moe_mlp_time)
+  double moe_mlp_fwd;         // the MoE layer's expert, shared-expert and router GEMMs (moe_mlp_time), and the
+                              // experts' output bias where it is its own ops (moe_expert_bias_bytes)
   double host_gap;            // an MoE layer's host launch gap (moe_host_gap_s)
 };
 double module_recompute_s(const ModelSpec& m, const Strategy& s, const GpuSpec& g, const Dims& d,
@@ -262,12 +263,19 @@ TpGemms block_compute(const ModelSpec& m, const Strategy& s, const ClusterSpec& 
   }
   const double cast_fwd = memory_bound_time_s(g, casts.fwd), cast_bwd = memory_bound_time_s(g, casts.bwd);
   const double gemm_fwd = qkv.fwd + proj.fwd + up.fwd + down.fwd;
+  // The experts' output bias where the runtime adds it per expert (moe_costs.hpp moe_expert_bias_bytes), in the bytes
+  // its own ops move, averaged over the blocks by the MoE share.
+  const double moe_share = model_is_moe(m) ? static_cast<double>(moe_layers_in(m, 0, m.layers)) /
+                                                 static_cast<double>(std::max<int64_t>(m.layers, 1))
+                                           : 0.0;
+  const MoeBiasBytes bias = moe_expert_bias_bytes(m, s, fw, d.a);
+  const double bias_fwd = moe_share * memory_bound_time_s(g, bias.fwd);
+  const double bias_bwd = moe_share * memory_bound_time_s(g, bias.bwd);
   // Eager MoE layers wait for the host (moe_costs.hpp moe_host_gap_s), averaged over the blocks by the MoE share.
-  const double gpu_fwd = gemm_fwd + core.fwd + elementwise + kv_repeat + cast_fwd;
-  const double gpu_bwd = qkv.bwd + proj.bwd + up.bwd + down.bwd + core.bwd + 2 * elementwise + kv_repeat + cast_bwd;
-  out.block_host_gap_s = model_is_moe(m) ? moe_host_gap_s(m, s, c) * static_cast<double>(moe_layers_in(m, 0, m.layers)) /
-                                               static_cast<double>(m.layers)
-                                         : 0.0;
+  const double gpu_fwd = gemm_fwd + core.fwd + elementwise + kv_repeat + cast_fwd + bias_fwd;
+  const double gpu_bwd =
+      qkv.bwd + proj.bwd + up.bwd + down.bwd + core.bwd + 2 * elementwise + kv_repeat + cast_bwd + bias_bwd;
+  out.block_host_gap_s = model_is_moe(m) ? moe_host_gap_s(m, s, c) * moe_share : 0.0;
   out.block_fwd_s = gpu_fwd + out.block_host_gap_s;
   out.block_bwd_s = gpu_bwd;
   // CPU activation offloading (strategy.hpp offload_activation_layers): each offloaded layer's saved tensors go to
@@ -291,8 +299,10 @@ TpGemms block_compute(const ModelSpec& m, const Strategy& s, const ClusterSpec& 
       out.block_recompute_s = (s.flash_attn || !recomputes(s, RecomputeModule::core_attn) ? 0 : core.fwd) +
                               fw.selective_recompute_gemm_share * gemm_fwd +
                               (fw.selective_recomputes_elementwise ? elementwise + kv_repeat : 0) +
-                              module_recompute_s(m, s, g, d, {elementwise_traffic_factor(s, fw), moe_mlp_fwd,
-                                                              moe_host_gap_s(m, s, c)});
+                              module_recompute_s(m, s, g, d,
+                                                 {elementwise_traffic_factor(s, fw),
+                                                  moe_mlp_fwd + memory_bound_time_s(g, bias.fwd),
+                                                  moe_host_gap_s(m, s, c)});
       break;
     // Per block: the recomputed share of the blocks' forward (partial_recompute.hpp; 1 under plain full recompute).
     case Recompute::full: out.block_recompute_s = recomputed_block_share(m, s) * out.block_fwd_s; break;

@@ -21,14 +21,15 @@ constexpr double kLaunchGapS = 2e-6;
 
 // The share of its generation's sustained rate the routed experts' grouped GEMMs keep against dense GEMMs of the same
 // shapes (GpuSpec::grouped_gemm_ratio overrides). Fitted by build/bench/shardplan_accuracy with the host values below
-// on the public MoE runs (all Megatron-Core: Transformer Engine's GroupedLinear), each source weighted equally: 0.766,
-// leave-one-source-out 0.724–0.780 (reports/accuracy.md). Why a grouped GEMM runs slower than the dense GEMM of one
-// expert's shape: Transformer Engine's grouped linear launches the experts' GEMMs over a few streams
+// on the public MoE runs (all Megatron-Core: Transformer Engine's GroupedLinear), each source weighted equally: 0.750,
+// leave-one-source-out 0.715–0.779 (reports/accuracy.md; 0.766 before GPT-OSS's expert bias was priced). Why a
+// grouped GEMM runs slower than the dense GEMM of one expert's shape: Transformer Engine's grouped linear launches the
+// experts' GEMMs over a few streams
 // (general_grouped_gemm, multi-stream cuBLAS) with casts and splits around them, and its measured rate is well below
 // dense GEMMs — NVIDIA/TransformerEngine#2939 (2026-04): GroupedLinear ~2× slower than a loop of F.linear over the same
 // four experts on B300; #2151: bf16 grouped GEMMs slow further when the experts' row counts differ. torch._grouped_mm
 // (torchtitan) is assumed alike (pytorch/pytorch#163425: at large sizes no faster than a loop of cuBLAS GEMMs).
-constexpr double kGroupedOverDenseSustained = 0.766;
+constexpr double kGroupedOverDenseSustained = 0.750;
 
 double grouped_gemm_ratio(const GpuSpec& g) {
   return g.grouped_gemm_ratio > 0 ? g.grouped_gemm_ratio : kGroupedOverDenseSustained;
@@ -230,6 +231,20 @@ double moe_dispatch_bytes_per_token(const ModelSpec& m, const Strategy& s, doubl
   return first + (sorts ? sorted_share * a * 4 * k * h : 0.0);
 }
 
+MoeBiasBytes moe_expert_bias_bytes(const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw, double a) {
+  if (!model_is_moe(m) || !m.out_bias || !fw.moe_expert_bias_per_expert || s.cuda_graphs == CudaGraphs::full)
+    return {};
+  // Per routed copy of h values (t: the fc2 output in the activation dtype a; b·p and what follows in fp32):
+  // forward  b·p (write 4h), t + b·p (read a·h + 4h, write 4h), cat (read and write 4h), cast (read 4h, write a·h);
+  // backward the cast's gradient up (read a·h, write 4h), the add's gradient to t down (read 4h, write a·h), the mul's
+  // two gradients, grad·p summed over the rows for b and grad·b summed over h for p (each: read 4h, write 4h, read 4h).
+  const double copies = static_cast<double>(expert_input_tokens(s)) * static_cast<double>(m.experts_per_token) *
+                        kExpertLoadImbalance;
+  const double h = static_cast<double>(m.hidden);
+  const double fwd = (4 + (a + 8) + 8 + (4 + a)) * h, bwd = ((a + 4) + (4 + a) + 2 * 12) * h;
+  return {copies * fwd, copies * bwd};
+}
+
 void add_mtp_costs(const ModelSpec& m, const Strategy& s, const GpuSpec& g, MicrobatchCosts& out) {
   if (m.mtp_layers <= 0) return;
   const int64_t T = s.micro_batch * seq_per_rank(s), h = m.hidden, t = std::max<int64_t>(s.tp, 1);
@@ -255,13 +270,14 @@ void add_mtp_costs(const ModelSpec& m, const Strategy& s, const GpuSpec& g, Micr
 // session priced the all-to-all dispatcher's second permutation (moe_dispatch_bytes_per_token) and the grouped GEMMs'
 // share of the dense rate (kGroupedOverDenseSustained), GPU time the stall had stood in for, and counted the router
 // and permutations on a TP rank's sequence-parallel slice; 3.972 ms + 0.0758 ms until Blackwell Ultra had its own
-// dense fraction (2026-12-07): its MoE rows then ran faster on the GPU and the refit gave the host more.
-constexpr double kMoeHostLayerS = 4.370e-3;
-constexpr double kMoeHostLocalExpertS = 0.0623e-3;
-// The flex dispatchers' share of the fixed part, fitted the same way: 0.547 (0.525 before Blackwell Ultra's own
-// fraction; 0.384 before the sixteenth session's GPU terms; 0.41 before the dense fractions it is fitted beside moved
-// with OLMo-core's rows, 2026-12-06). Both wait on the host once per layer to size their output
-// (_HybridEPManager.dispatch without a rank capacity factor: "CPU sync in dispatch";
+// dense fraction (2026-12-07): its MoE rows then ran faster on the GPU and the refit gave the host more; 4.370 ms +
+// 0.0623 ms until GPT-OSS's expert bias (moe_expert_bias_bytes) took GPU time the per-expert part had stood in for.
+constexpr double kMoeHostLayerS = 4.469e-3;
+constexpr double kMoeHostLocalExpertS = 0.0498e-3;
+// The flex dispatchers' share of the fixed part, fitted the same way: 0.574 (0.547 before GPT-OSS's expert bias was
+// priced; 0.525 before Blackwell Ultra's own fraction; 0.384 before the sixteenth session's GPU terms; 0.41 before the
+// dense fractions it is fitted beside moved with OLMo-core's rows, 2026-12-06). Both wait on the host once per layer
+// to size their output (_HybridEPManager.dispatch without a rank capacity factor: "CPU sync in dispatch";
 // _DeepepManager.get_permuted_hidden_states_by_experts: tokens_per_expert.sum().item()), but compute the dispatch
 // layout in one kernel (moe/fused_a2a.py fused_dispatch: buffer.get_dispatch_layout; HybridEP inside its dispatch
 // call) where the all-to-all dispatcher runs a chain of small kernels and an all-gather of the splits over the EP·TP
@@ -269,7 +285,7 @@ constexpr double kMoeHostLocalExpertS = 0.0623e-3;
 // stall. While their traffic was priced as NCCL's all-to-all (one copy per expert), this share fitted 0: the
 // overpriced traffic stood in for the stall. With the deduplicated dispatch (flex_dispatch_time_s) it fitted 0.41, its
 // leave-one-source-out values 0.30–0.51 (reports/accuracy.md); pinned at 1 the MoE rows fit worse.
-constexpr double kMoeHostFusedDispatchShare = 0.547;
+constexpr double kMoeHostFusedDispatchShare = 0.574;
 
 double moe_host_layer_default_s() { return kMoeHostLayerS; }
 double moe_host_local_expert_default_s() { return kMoeHostLocalExpertS; }

@@ -15,6 +15,7 @@
 //     (planner/compute_cost.hpp: tile and wave quantisation), one launch for the group.
 #include "planner/compute_cost.hpp"
 #include "planner/fp8.hpp"
+#include "planner/framework.hpp"
 #include "planner/model.hpp"
 #include "planner/step_time.hpp"
 #include "planner/strategy.hpp"
@@ -77,6 +78,19 @@ MoeAllToAll moe_all_to_all_time(const ModelSpec& m, const Strategy& s, const Clu
 // dispatch_postprocess / combine_preprocess: sort_chunks_by_idxs, or a transpose copy under padded dropping). Per token
 // of the micro-batch on one rank: under sequence parallelism a TP rank routes T/tp of them.
 double moe_dispatch_bytes_per_token(const ModelSpec& m, const Strategy& s, double activation_bytes);
+
+// Bytes the routed experts' output bias moves in one MoE layer per micro-batch on one rank, where the runtime adds it
+// outside the grouped GEMM (FrameworkTraits::moe_expert_bias_per_expert): Megatron-Core's eager path adds b·p to each
+// local expert's rows in fp32 (the probabilities are fp32: the router's softmax in moe_utils.py
+// topk_routing_with_score_function; HybridEP and DeepEP require them so), concatenates the pieces and casts them
+// back. Full-iteration CUDA
+// graphs need the graph-safe packed bias (or the TE op fuser's scale_bias), which is fused: zero there, and zero
+// without expert biases.
+struct MoeBiasBytes {
+  double fwd = 0, bwd = 0;
+};
+MoeBiasBytes moe_expert_bias_bytes(const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw,
+                                   double activation_bytes);
 
 // Multi-token prediction (DeepSeek-V3 §2.2): each module runs, on the last stage after the main head, its h×2h
 // projection, one more block and the shared head with its loss. Adds them to out.head_* from the block and head costs

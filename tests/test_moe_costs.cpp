@@ -138,6 +138,33 @@ TEST_SUITE("moe costs") {
     CHECK(moe_dispatch_bytes_per_token(mix, s, 2) - flex / 2 == doctest::Approx(2.0 * 4 * 2 * 4096));
   }
 
+  TEST_CASE("GPT-OSS's expert output bias, added per expert in fp32 by Megatron: 28·h bytes a routed copy, 36·h back") {
+    // moe/experts.py TEGroupedMLP._apply_bias: t + b·p per local expert (p fp32), cat, cast back to bf16.
+    const ModelSpec oss = store().model("gpt-oss-120b");  // h 2880, top-4 of 128, expert biases
+    Strategy s = fsdp_on(64, 4096);
+    s.framework = Framework::megatron;
+    s.zero = 1;
+    s.ep = 8;
+    s.micro_batch = 4;  // 16,384 tokens a rank, 65,536 routed copies
+    const FrameworkTraits megatron = framework_traits(Framework::megatron);
+    const MoeBiasBytes b = moe_expert_bias_bytes(oss, s, megatron, 2);
+    CHECK(b.fwd == doctest::Approx(65536.0 * 28 * 2880));
+    CHECK(b.bwd == doctest::Approx(65536.0 * 36 * 2880));
+    // Full-iteration CUDA graphs run the graph-safe packed bias (fused): nothing of its own.
+    s.cuda_graphs = CudaGraphs::full;
+    CHECK(moe_expert_bias_bytes(oss, s, megatron, 2).fwd == 0);
+    s.cuda_graphs = CudaGraphs::none;
+    // No expert biases (Qwen3), or a runtime that does not add them per expert: nothing.
+    CHECK(moe_expert_bias_bytes(store().model("qwen3-30b-a3b"), s, megatron, 2).fwd == 0);
+    CHECK(moe_expert_bias_bytes(oss, s, framework_traits(Framework::torchtitan), 2).fwd == 0);
+    // The block's backward carries it (every GPT-OSS layer is MoE; the graphs change nothing else there).
+    const ClusterSpec c = store().cluster("dgx-b200");
+    const MicrobatchCosts with = microbatch_costs(oss, s, c);
+    s.cuda_graphs = CudaGraphs::full;
+    const MicrobatchCosts graphed = microbatch_costs(oss, s, c);
+    CHECK(with.block_bwd_s - graphed.block_bwd_s == doctest::Approx(memory_bound_time_s(c.gpu, b.bwd)));
+  }
+
   TEST_CASE("sliding windows cut flash-attention time: GPT-OSS at 4096 tokens") {
     // Work fraction: 12 windowed layers at (4096·128 − 128²/2)/(4096²/2) = 0.0615, 12 global → 0.5308.
     const ModelSpec m = store().model("gpt-oss-20b");
