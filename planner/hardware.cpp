@@ -76,7 +76,8 @@ namespace {
 constexpr std::pair<const char*, GpuArchitecture> kArchitectures[] = {
     {"volta", GpuArchitecture::volta},   {"ampere", GpuArchitecture::ampere},       {"ada", GpuArchitecture::ada},
     {"hopper", GpuArchitecture::hopper}, {"blackwell", GpuArchitecture::blackwell},
-    {"blackwell-ultra", GpuArchitecture::blackwell_ultra}, {"cdna3", GpuArchitecture::cdna3}, {"cdna4", GpuArchitecture::cdna4}};
+    {"blackwell-ultra", GpuArchitecture::blackwell_ultra}, {"cdna3", GpuArchitecture::cdna3},
+    {"cdna4", GpuArchitecture::cdna4}};
 }  // namespace
 
 std::optional<GpuArchitecture> parse_gpu_architecture(const std::string& s) {

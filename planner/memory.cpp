@@ -232,7 +232,7 @@ void add_activations(Ledger& l, const StageInputs& in) {
   const double head_held = peak.loss_peaks() ? head_in_flight : std::max(0.0, head_in_flight - 1);
   if (in.stage.last && head_held > 0)
     l.add(&MemoryComponents::activations, "activations", text("final norm and LM head inputs"),
-          last_stage_extra_bytes(m, s) * head_held);
+          peak.head_inputs * head_held);
   if (!peak.loss_peaks()) {
     if (peak.scratch > 0)
       l.add(&MemoryComponents::activations, "activations",

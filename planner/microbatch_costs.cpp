@@ -148,8 +148,7 @@ struct ModuleRecomputeInputs {
 double module_recompute_s(const ModelSpec& m, const Strategy& s, const GpuSpec& g, const Dims& d,
                           const ModuleRecomputeInputs& in) {
   if (s.recompute != Recompute::selective || s.recompute_modules == 0) return 0;
-  const double layers = static_cast<double>(std::max<int64_t>(m.layers, 1));
-  const double moe_share = model_is_moe(m) ? static_cast<double>(moe_layers_in(m, 0, m.layers)) / layers : 0.0;
+  const double moe_share = moe_layer_share(m);
   const double dense_share = 1 - moe_share;
   const DType lt = linear_gemm_dtype(s);
   const double f8 = fp8_gemm_time_factor(s);
@@ -265,9 +264,7 @@ TpGemms block_compute(const ModelSpec& m, const Strategy& s, const ClusterSpec& 
   const double gemm_fwd = qkv.fwd + proj.fwd + up.fwd + down.fwd;
   // The experts' output bias where the runtime adds it per expert (moe_costs.hpp moe_expert_bias_bytes), in the bytes
   // its own ops move, averaged over the blocks by the MoE share.
-  const double moe_share = model_is_moe(m) ? static_cast<double>(moe_layers_in(m, 0, m.layers)) /
-                                                 static_cast<double>(std::max<int64_t>(m.layers, 1))
-                                           : 0.0;
+  const double moe_share = moe_layer_share(m);
   const MoeBiasBytes bias = moe_expert_bias_bytes(m, s, fw, d.a);
   const double bias_fwd = moe_share * memory_bound_time_s(g, bias.fwd);
   const double bias_bwd = moe_share * memory_bound_time_s(g, bias.bwd);

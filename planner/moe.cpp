@@ -93,6 +93,11 @@ int64_t moe_layers_in(const ModelSpec& m, int64_t first, int64_t count) {
   return n;
 }
 
+double moe_layer_share(const ModelSpec& m) {
+  if (!model_is_moe(m) || m.layers <= 0) return 0.0;
+  return static_cast<double>(moe_layers_in(m, 0, m.layers)) / static_cast<double>(m.layers);
+}
+
 int64_t expert_params(const ModelSpec& m) { return model_is_moe(m) ? mlp_of(m, m.expert_ffn_hidden).total() : 0; }
 
 int64_t router_params(const ModelSpec& m) {

@@ -24,6 +24,9 @@ bool model_has_mla(const ModelSpec& m);
 bool layer_is_moe(const ModelSpec& m, int64_t layer);
 // MoE layers among layers [first, first + count).
 int64_t moe_layers_in(const ModelSpec& m, int64_t first, int64_t count);
+// The MoE layers' share of the model's layers (0 for a dense model): what per-block costs of an MoE layer are weighted
+// by where every block is priced alike.
+double moe_layer_share(const ModelSpec& m);
 
 // One routed expert: its matrices (gate, up, down for SwiGLU) and, with out_bias, their biases (GPT-OSS).
 int64_t expert_params(const ModelSpec& m);

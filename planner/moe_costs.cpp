@@ -193,7 +193,7 @@ MoeAllToAll moe_all_to_all_time(const ModelSpec& m, const Strategy& s, const Clu
   const double one = s.moe_dispatcher == MoeDispatcher::alltoall
                          ? collective_time_s(c, Collective::all_to_all, bytes, ep_group(s, c))
                          : flex_dispatch_time_s(m, s, c, bytes);
-  const double share = static_cast<double>(moe_layers_in(m, 0, m.layers)) / static_cast<double>(m.layers);
+  const double share = moe_layer_share(m);
   out.fwd = share * 2 * one;
   // Full recomputation (of the recomputed share of the blocks: partial_recompute.hpp), or Megatron's "moe" recompute
   // module, repeats the forward's two.
