@@ -325,7 +325,7 @@ void add_reduction_buffers(Ledger& l, const StageInputs& in) {
 
 namespace memory_detail {
 
-void add_parallel_buffers(Ledger& l, const StageInputs& in, bool attention_running) {
+void add_step_buffers(Ledger& l, const StageInputs& in, bool cp_buffers) {
   const Strategy& s = in.strategy;
   if (s.pp > 1)
     l.add(&MemoryComponents::buffers, "buffers",
@@ -341,12 +341,17 @@ void add_parallel_buffers(Ledger& l, const StageInputs& in, bool attention_runni
   if (s.ep > 1 && in.stage.moe_layers > 0)
     l.add(&MemoryComponents::buffers, "buffers", text("EP all-to-all receive buffer (one MoE layer's T·k·h tokens)"),
           moe_all_to_all_bytes(in.model, s));
+  if (s.cp > 1 && cp_buffers)
+    l.add(&MemoryComponents::buffers, "buffers", [&] { return fmt::format("context-parallel K/V buffers of one layer's attention ({})", to_string(cp_comm(s.framework))); },
+          cp_kv_buffer_bytes(in.model, s));
+}
+
+void add_parallel_buffers(Ledger& l, const StageInputs& in, bool attention_running) {
+  const Strategy& s = in.strategy;
+  add_step_buffers(l, in, attention_running);
   if (in.fw.attention_score_matrices > 0)
     l.add(&MemoryComponents::buffers, "buffers", text("attention workspace (T×T fp32 scores, one head at a time)"),
           static_cast<double>(in.fw.attention_score_matrices) * static_cast<double>(seq_per_rank(s) * s.seq) * 4);
-  if (s.cp > 1 && attention_running)
-    l.add(&MemoryComponents::buffers, "buffers", [&] { return fmt::format("context-parallel K/V buffers of one layer's attention ({})", to_string(cp_comm(s.framework))); },
-          cp_kv_buffer_bytes(in.model, s));
 }
 
 int64_t communicators(const ModelSpec& m, const Strategy& s, const StageParams& st) {
@@ -381,23 +386,26 @@ using memory_detail::add_fragmentation;
 using memory_detail::add_parallel_buffers;
 using memory_detail::add_runtime;
 
+// Transformer Engine keeps each linear weight's FP8 cast (and its transpose) from the first micro-batch of a step
+// (planner/fp8.cpp) to the next step's, the optimizer's included; under ZeRO-3 (Megatron-FSDP) only the gathered
+// units' (fp8_cast_params).
+void add_fp8_weight_copies(Ledger& l, const StageInputs& in) {
+  if (fp8_params_only(in.strategy)) return;  // they are the parameters (add_model_states)
+  const bool sharded_params = in.strategy.zero >= 3 && in.shard > 1;
+  l.add(&MemoryComponents::buffers, "buffers",
+        text(sharded_params ? "FP8 weight copies of the gathered units (Transformer Engine: cast and transposed)"
+                            : "FP8 weight copies (Transformer Engine: each linear weight cast and transposed, kept for "
+                              "the step)"),
+        fp8_cached_weight_bytes_per_param(in.strategy) * fp8_cast_params(in.stage, in.strategy, in.fw));
+}
+
 Ledger forward_backward_phase(const StageInputs& in, bool record) {
   Ledger l(record);
   add_model_states(l, in, MemoryPhase::forward_backward);
   add_activations(l, in);
   if (in.strategy.zero == 3 && in.shard > 1) add_zero3_working_set(l, in);
   if (in.shard > 1 || grad_reduce_degree(in.strategy) > 1) add_reduction_buffers(l, in);
-  // Transformer Engine keeps each linear weight's FP8 cast (and its transpose) from the first micro-batch of a step
-  // (planner/fp8.cpp); under ZeRO-3 (Megatron-FSDP) only the gathered units' (fp8_cast_params).
-  const bool sharded_params = in.strategy.zero >= 3 && in.shard > 1;
-  const double cast_params = fp8_cast_params(in.stage, in.strategy, in.fw);
-  if (!fp8_params_only(in.strategy)) {  // otherwise they are the parameters (add_model_states)
-    l.add(&MemoryComponents::buffers, "buffers",
-          text(sharded_params ? "FP8 weight copies of the gathered units (Transformer Engine: cast and transposed)"
-                              : "FP8 weight copies (Transformer Engine: each linear weight cast and transposed, kept for "
-                                "the step)"),
-          fp8_cached_weight_bytes_per_param(in.strategy) * cast_params);
-  }
+  add_fp8_weight_copies(l, in);
   add_parallel_buffers(l, in);
   add_runtime(l, in);
   add_fragmentation(l, in);
@@ -418,10 +426,13 @@ Ledger optimizer_step_phase(const StageInputs& in, bool record) {
   if (s.zero <= 1 && in.fw.ddp_bucket_copy && grad_reduce_degree(s) > 1)
     l.add(&MemoryComponents::buffers, "buffers", text("DDP gradient buckets (a second copy of the gradients)"),
           in.psi * in.state.grads);
-  // torch.distributed.pipelining keeps its per-micro-batch receive buffers from one step to the next (stage.py).
-  if (s.pp > 1 && in.fw.pp_buffers_per_microbatch)
-    l.add(&MemoryComponents::buffers, "buffers", text("pipeline receive buffers (one per micro-batch), kept across steps"),
-          pipeline_buffer_bytes(in.model, s, in.fw, in.stage.stage, in.stage.first, in.stage.last));
+  // What stays allocated through the step, as sim/costs.cpp holds it: torch.distributed.pipelining's per-micro-batch
+  // receive buffers (stage.py) and DeepSpeed's pipe_buffers (runtime/pipe/engine.py _allocate_buffers) live from one
+  // step to the next, Megatron's sequence-parallel gather buffer too (core/utils.py GlobalMemoryBuffer); the
+  // per-transfer and per-layer buffers of the others were freed, but their blocks stay cached at their sizes, which
+  // the optimizer's differently sized temporaries cannot reuse. The FP8 weight copies live to the next step's.
+  add_step_buffers(l, in, true);
+  add_fp8_weight_copies(l, in);
   add_runtime(l, in);
   add_fragmentation(l, in);
   return l;
@@ -440,8 +451,7 @@ StageInputs memory_detail::stage_inputs(const ModelSpec& m, const Strategy& s, c
   const double routed = static_cast<double>(st.routed_experts), block_routed = static_cast<double>(st.block_routed);
   in.local_psi = (in.psi - routed) / in.shard + routed / in.expert_shard;
   in.block_local = (static_cast<double>(st.block_params) - block_routed) / in.shard + block_routed / in.expert_shard;
-  in.keeps_unsharded_grads =
-      s.zero >= 2 && in.shard > 1 && grad_accum_steps(s) > 1 && effective_grad_sync(s, fw) == GradSync::per_step;
+  in.keeps_unsharded_grads = memory_detail::keeps_unsharded_grads(s, fw, shard_degree(s));
   return in;
 }
 

@@ -80,6 +80,9 @@ double freed_last_blocks_bytes(const StageInputs& in, int64_t done);
 // buffers, and the allocator's reserve on what the ledger holds so far.
 // `attention_running`: a moment inside a block's attention (the context-parallel ring's K/V buffers exist only then).
 void add_parallel_buffers(Ledger& l, const StageInputs& in, bool attention_running = true);
+// add_parallel_buffers but for the attention's workspace: what the optimizer step still holds. `cp_buffers`: the
+// context-parallel ring's.
+void add_step_buffers(Ledger& l, const StageInputs& in, bool cp_buffers);
 void add_runtime(Ledger& l, const StageInputs& in);
 void add_fragmentation(Ledger& l, const StageInputs& in);
 

@@ -166,7 +166,7 @@ void add_block_activations(Ledger& l, const StageInputs& in, const Sizes& z, dou
         full_micro * (z.in_flight - 1) + (z.partial ? micro_blocks_bytes(in, z, blocks_this_micro) : per_block * blocks_this_micro));
   if (in.stage.first)
     l.add(&MemoryComponents::activations, "activations", text("embedding dropout mask"),
-          first_stage_extra_bytes(in.model, s) * z.in_flight);
+          first_stage_extra_bytes(in.model, s) * (z.interleaved_hold ? z.first_chunk_in_flight : z.in_flight));
 }
 
 // `attention`: a moment inside a block's attention, where context parallelism's K/V buffers exist (the ring gathers
@@ -337,6 +337,11 @@ bool moments_apply(const Strategy& s, const FrameworkTraits& fw, int64_t shard) 
 }
 
 bool uses_moments(const StageInputs& in) { return moments_apply(in.strategy, in.fw, in.shard); }
+
+bool keeps_unsharded_grads(const Strategy& s, const FrameworkTraits& fw, int64_t shard) {
+  return s.zero >= 2 && (shard > 1 || fw.units_on_one_rank) && grad_accum_steps(s) > 1 &&
+         effective_grad_sync(s, fw) == GradSync::per_step;
+}
 
 namespace {
 

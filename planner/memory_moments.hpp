@@ -31,6 +31,11 @@ namespace shardplan::memory_detail {
 // optimizer states on the device. sim/costs.cpp builds FSDP's units on the same rule.
 bool moments_apply(const Strategy& s, const FrameworkTraits& fw, int64_t shard);
 bool uses_moments(const StageInputs& in);  // moments_apply for the stage
+// no_sync under gradient accumulation: FSDP2/FSDP1 keep each unit's unsharded gradients from its first backward to
+// the micro-batch that syncs (ZeRO-2/3, per-step sync, more than one micro-batch), over `shard` ranks or over one
+// where the runtime still works unit by unit (FSDP2's accumulation into unsharded_accumulated_grad does not look at
+// the mesh's size: _fsdp_param.py FSDPParam.to_accumulated_grad_if_needed). sim/costs.cpp plays the same rule.
+bool keeps_unsharded_grads(const Strategy& s, const FrameworkTraits& fw, int64_t shard);
 
 struct MomentLedger {
   Ledger ledger;

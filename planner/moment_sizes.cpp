@@ -42,25 +42,31 @@ void interleaved_hold(const StageInputs& in, Sizes& z) {
   const double gather_b = per_block * z.block_gather_b;
   const double grad_b = per_block * (in.fw.framework == Framework::fsdp1 ? in.state.grads : z.reduce_b);
   const int64_t warmup = std::min(o.warmup(in.stage.stage, total), total - 1);
+  // The first stage's embedding saves its dropout mask in chunk 0 only, from that chunk's forward to its embedding's
+  // backward, after the chunk's last block (sim/stage_builder.cpp alike): micro-batches of chunk 0 held, apart.
+  const double mask_b = in.stage.first ? first_stage_extra_bytes(in.model, s) : 0;
   double held = 0;  // saved bytes of the chunks whose activations are held
-  for (int64_t k = 0; k <= warmup; ++k) held += chunk_bytes[o.forward_chunk(k)];
-  double best = -1, best_acts = 0, best_gathered = 0, best_grads = 0;
+  int64_t held_first = 0;  // micro-batches of chunk 0 held
+  for (int64_t k = 0; k <= warmup; ++k) held += chunk_bytes[o.forward_chunk(k)], held_first += o.forward_chunk(k) == 0;
+  double best = -1, best_acts = 0, best_gathered = 0, best_grads = 0, best_first = 0;
   int64_t best_block = -1;
   // `at_end`: the moment is the pass's last block (the chunk's first in the stage's forward order), not its first
   // (the chunk's last: its backward starts the pass).
   auto consider = [&](double acts, int64_t gathered, int64_t grads, int64_t chunk, bool at_end) {
-    const double bytes = acts + static_cast<double>(gathered) * gather_b + static_cast<double>(grads) * grad_b;
+    const double bytes = acts + static_cast<double>(held_first) * mask_b + static_cast<double>(gathered) * gather_b +
+                         static_cast<double>(grads) * grad_b;
     if (bytes <= best) return;
     best = bytes, best_acts = acts, best_gathered = static_cast<double>(gathered),
-    best_grads = static_cast<double>(grads);
+    best_grads = static_cast<double>(grads), best_first = static_cast<double>(held_first);
     best_block = at_end ? 0 : -1;
     for (int64_t c = 0; c < chunk; ++c) best_block += size[c];
     if (!at_end) best_block += size[chunk];
   };
   for (int64_t k = 0; k < total; ++k) {
     if (k > 0) {
-      if (warmup + k < total) held += chunk_bytes[o.forward_chunk(warmup + k)];
-      held -= chunk_bytes[o.backward_chunk(k - 1)];
+      if (warmup + k < total)
+        held += chunk_bytes[o.forward_chunk(warmup + k)], held_first += o.forward_chunk(warmup + k) == 0;
+      held -= chunk_bytes[o.backward_chunk(k - 1)], held_first -= o.backward_chunk(k - 1) == 0;
     }
     // Backward k frees its chunk's activations as it writes the chunk's gradients (on its first backward, from
     // none): the two ends of the pass bound it.
@@ -77,6 +83,7 @@ void interleaved_hold(const StageInputs& in, Sizes& z) {
   // In micro-batches of the stage's blocks: add_block_activations multiplies back by one micro-batch's bytes.
   const double stage_bytes = z.partial ? z.saved_stage : act_b * z.layers;
   z.in_flight = stage_bytes > 0 ? best_acts / stage_bytes : 0.0;
+  z.first_chunk_in_flight = best_first;
   z.gathered_share = best_gathered / z.layers;
   z.grad_share = best_grads / z.layers;
   z.interleaved_hold = true;

@@ -31,6 +31,7 @@ struct Sizes {
   double gathered_share = 1, grad_share = 1;
   bool interleaved_hold = false;
   int64_t hold_block = -1;  // the stage's block (forward order) in backward at the worst moment: its pass's first or last
+  double first_chunk_in_flight = 0;  // ... and the micro-batches of chunk 0 then held (the embedding's saved mask)
   double head_grad_params = 0;  // the LM head (or the tied embedding) on the last stage
   // FrameworkTraits::end_units_own where it changes anything (fsdp_end_units_split): the embedding and [final norm,
   // LM head] are units of their own, not in the root; their parameters.

@@ -101,7 +101,7 @@ StepPlan plan_step(const ModelSpec& m, const Strategy& s, const ClusterSpec& c) 
     plan.dp_mode = s.zero >= 2 && (n > 1 || fsdp_on_one_rank) && (fw.zero2_gathers_units || s.zero == 3)
                        ? DpMode::units
                        : DpMode::buckets;
-  plan.keeps_unsharded_grads = s.zero >= 2 && n > 1 && plan.micro_batches > 1 && per_step;
+  plan.keeps_unsharded_grads = memory_detail::keeps_unsharded_grads(s, fw, n);
   plan.overlap_buckets = effective_overlap_grad_reduce(s, fw);
   plan.overlap_param_gather = effective_overlap_param_gather(s, fw);
   // The same rules as step_time.cpp's unit_schedule.
