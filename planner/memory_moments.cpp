@@ -348,7 +348,7 @@ namespace {
 MomentLedger moment_with(const StageInputs& in, const Sizes& z, MemoryPhase phase, int64_t block, int sub, bool record) {
   MomentLedger out{Ledger(record), phase, block};
   switch (phase) {
-    case MemoryPhase::loss_backward: loss_backward(out.ledger, in, z); break;
+    case MemoryPhase::loss_backward: loss_backward(out.ledger, in, at_loss(z)); break;
     case MemoryPhase::block_backward: block_backward(out.ledger, in, z, static_cast<double>(block), sub); break;
     case MemoryPhase::root_post_backward: root_post_backward(out.ledger, in, z); break;
     case MemoryPhase::head_post_backward: head_post_backward(out.ledger, in, z); break;

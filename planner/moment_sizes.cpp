@@ -50,6 +50,11 @@ void interleaved_hold(const StageInputs& in, Sizes& z) {
   for (int64_t k = 0; k <= warmup; ++k) held += chunk_bytes[o.forward_chunk(k)], held_first += o.forward_chunk(k) == 0;
   double best = -1, best_acts = 0, best_gathered = 0, best_grads = 0, best_first = 0;
   int64_t best_block = -1;
+  // The last stage's loss backward starts a last-chunk backward (schedules.py: the loss is the last chunk's output,
+  // its backward that chunk's first): the worst such start, apart, for loss_backward.
+  const bool loss_here = in.stage.last;
+  double loss_best = -1;
+  Sizes::Hold loss;
   // `at_end`: the moment is the pass's last block (the chunk's first in the stage's forward order), not its first
   // (the chunk's last: its backward starts the pass).
   auto consider = [&](double acts, int64_t gathered, int64_t grads, int64_t chunk, bool at_end) {
@@ -78,6 +83,11 @@ void interleaved_hold(const StageInputs& in, Sizes& z) {
     }
     const int64_t grads_after = grads_before + (first_b[now] == k ? size[now] : 0);
     consider(held, gathered, grads_before, now, false);
+    const double at_start = held + static_cast<double>(held_first) * mask_b +
+                            static_cast<double>(gathered) * gather_b + static_cast<double>(grads_before) * grad_b;
+    if (loss_here && now == v - 1 && at_start > loss_best)
+      loss_best = at_start, loss = {held, static_cast<double>(held_first), static_cast<double>(gathered),
+                                    static_cast<double>(grads_before)};
     consider(held - chunk_bytes[now], gathered, grads_after, now, true);
   }
   // In micro-batches of the stage's blocks: add_block_activations multiplies back by one micro-batch's bytes.
@@ -88,9 +98,22 @@ void interleaved_hold(const StageInputs& in, Sizes& z) {
   z.grad_share = best_grads / z.layers;
   z.interleaved_hold = true;
   z.hold_block = best_block;
+  if (loss_best >= 0) {
+    z.loss_hold = true;
+    z.loss = {stage_bytes > 0 ? loss.in_flight / stage_bytes : 0.0, loss.first_chunk_in_flight,
+              loss.gathered_share / z.layers, loss.grad_share / z.layers};
+  }
 }
 
 }  // namespace
+
+Sizes at_loss(const Sizes& z) {
+  if (!z.loss_hold) return z;
+  Sizes out = z;
+  out.in_flight = z.loss.in_flight, out.first_chunk_in_flight = z.loss.first_chunk_in_flight;
+  out.gathered_share = z.loss.gathered_share, out.grad_share = z.loss.grad_share;
+  return out;
+}
 
 Sizes sizes_of(const StageInputs& in) {
   const Strategy& s = in.strategy;

@@ -32,6 +32,13 @@ struct Sizes {
   bool interleaved_hold = false;
   int64_t hold_block = -1;  // the stage's block (forward order) in backward at the worst moment: its pass's first or last
   double first_chunk_in_flight = 0;  // ... and the micro-batches of chunk 0 then held (the embedding's saved mask)
+  // The last stage's worst loss backward under the same hold (another backward's start than the worst's): in_flight
+  // in the held bytes' micro-batches of the stage's blocks as above, the shares of the stage's blocks.
+  struct Hold {
+    double in_flight = 0, first_chunk_in_flight = 0, gathered_share = 1, grad_share = 1;
+  };
+  bool loss_hold = false;
+  Hold loss;
   double head_grad_params = 0;  // the LM head (or the tied embedding) on the last stage
   // FrameworkTraits::end_units_own where it changes anything (fsdp_end_units_split): the embedding and [final norm,
   // LM head] are units of their own, not in the root; their parameters.
@@ -54,5 +61,7 @@ struct Sizes {
 };
 
 Sizes sizes_of(const StageInputs& in);
+// The sizes at the loss's backward: `z` with Sizes::loss in place of the worst backward's hold where it has one.
+Sizes at_loss(const Sizes& z);
 
 }  // namespace shardplan::memory_detail
