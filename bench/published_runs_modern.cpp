@@ -56,6 +56,7 @@ std::map<std::string, std::string> parse_options(const ModernRow& r) {
       "zero", "hsdp", "ep", "etp", "sp", "flash", "overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap",
       "loss", "attn", "kv", "fp8", "fp8_all_gather", "pp_first_layers", "pp_last_layers", "pp_embedding_layers",
       "pp_loss_layers", "pp_layout", "mtp", "ep_overlap", "cuda_graph", "capacity_factor", "pad_to_capacity", "dispatcher",
+      "moe_probs",
       "precision_aware_optimizer", "adam_moments", "recompute_modules", "recompute_layers", "recompute_every",
       "act_offload_layers", "expandable_segments",
       "end_units", "rope", "mcore_flops"};
@@ -227,6 +228,11 @@ Strategy strategy_of(const ModernRow& r, const std::map<std::string, std::string
   if (opt.count("recompute_layers")) s.recompute_layers = std::stol(opt.at("recompute_layers"));
   if (opt.count("recompute_every")) s.recompute_every = std::stol(opt.at("recompute_every"));
   if (opt.count("act_offload_layers")) s.offload_activation_layers = std::stol(opt.at("act_offload_layers"));  // --offload-activations
+  if (opt.count("moe_probs")) {  // --moe-probs: where the router's probabilities scale the experts (memory)
+    const auto p = parse_moe_probs(opt.at("moe_probs"));
+    if (!p) throw std::runtime_error(fmt::format("line {}: moe_probs '{}' (activation, combine)", r.line, opt.at("moe_probs")));
+    s.moe_probs = *p;
+  }
   if (opt.count("dispatcher")) {  // --moe-dispatcher
     const auto d = parse_moe_dispatcher(opt.at("dispatcher"));
     if (!d) throw std::runtime_error(fmt::format("line {}: dispatcher '{}' (alltoall, deepep, hybridep)", r.line, opt.at("dispatcher")));

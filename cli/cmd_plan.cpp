@@ -87,6 +87,7 @@ SearchSpace search_space(const PlanOptions& o, const ModelSpec& m, const Cluster
   b.fp8_all_gather = f.fp8_all_gather;
   b.cuda_graphs = parse_cuda_graphs_flag(f.cuda_graphs);
   b.moe_dispatcher = parse_moe_dispatcher_flag(f.moe_dispatcher);
+  b.moe_probs = parse_moe_probs_flag(f.moe_probs);
   b.precision_aware_optimizer = f.precision_aware_optimizer;
   b.bf16_adam_moments = parse_adam_moments_flag(f.adam_moments);
   b.recompute_modules = parse_recompute_modules_flag(f.recompute_modules);

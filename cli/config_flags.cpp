@@ -121,6 +121,11 @@ void add_config_flags(CLI::App& cmd, ConfigFlags& f) {
   cmd.add_option("--moe-dispatcher", f.moe_dispatcher,
                  "MoE token dispatcher (megatron): alltoall (default) | deepep | hybridep (Megatron-Core "
                  "--moe-token-dispatcher-type flex --moe-flex-dispatcher-backend); prices an MoE layer's host launch gaps");
+  cmd.add_option("--moe-probs", f.moe_probs,
+                 "Where an MoE layer scales its experts' outputs by the router's probabilities: activation (inside "
+                 "the experts' activation, the combine saves nothing: Megatron-Core 0.13 and later) | combine (at the "
+                 "combine, which saves the k expert outputs: Megatron-Core 0.12 and earlier, torchtitan in fp32, "
+                 "DeepSpeed-MoE, transformers); default: the framework's (memory only)");
   cmd.add_option("--moe-capacity-factor", f.moe_capacity_factor,
                  "MoE token dropping: each expert takes at most ceil(T*k/E*F) tokens per rank, padded to it (Megatron "
                  "--moe-expert-capacity-factor with --moe-pad-expert-input-to-capacity; DeepSpeed-MoE capacity_factor); "
@@ -346,6 +351,12 @@ CudaGraphs parse_cuda_graphs_flag(const std::string& v) {
   throw InputError(fmt::format("--cuda-graphs '{}' is not one of: none, partial, full", v));
 }
 
+std::optional<MoeProbs> parse_moe_probs_flag(const std::string& v) {
+  if (v.empty()) return std::nullopt;
+  if (const auto p = parse_moe_probs(v)) return *p;
+  throw InputError(fmt::format("--moe-probs '{}' is not one of: activation, combine", v));
+}
+
 MoeDispatcher parse_moe_dispatcher_flag(const std::string& v) {
   if (v.empty()) return MoeDispatcher::alltoall;
   if (const auto d = parse_moe_dispatcher(v)) return *d;
@@ -453,6 +464,7 @@ ResolvedConfig resolve_config(const ConfigFlags& f, const PresetStore& store) {
   s.fp8_all_gather = f.fp8_all_gather;
   s.cuda_graphs = parse_cuda_graphs_flag(f.cuda_graphs);
   s.moe_dispatcher = parse_moe_dispatcher_flag(f.moe_dispatcher);
+  s.moe_probs = parse_moe_probs_flag(f.moe_probs);
   s.moe_capacity_factor = f.moe_capacity_factor.value_or(0);
   s.compile = f.compile;
   if (f.loss.empty()) s.loss = default_loss(s.framework, s.compile);

@@ -31,6 +31,7 @@ struct ConfigFlags {
   std::string schedule, recompute, precision = "amp-bf16", framework = "fsdp", loss;  // loss: "" = the framework's (default_loss)
   std::string cuda_graphs;  // --cuda-graphs none|partial|full ("" = none)
   std::string moe_dispatcher;  // --moe-dispatcher alltoall|deepep|hybridep ("" = alltoall)
+  std::string moe_probs;       // --moe-probs activation|combine ("" = the framework's)
   std::string adam_moments;    // --adam-moments fp32|bf16 ("" = fp32)
   std::string recompute_modules;  // --recompute-modules core_attn,moe_act,... ("" = Megatron's default)
   bool precision_aware_optimizer = false;  // --precision-aware-optimizer
@@ -77,6 +78,8 @@ ResolvedConfig resolve_config(const ConfigFlags& flags, const PresetStore& store
 // --cuda-graphs: none when not given; InputError naming the flag for anything else.
 CudaGraphs parse_cuda_graphs_flag(const std::string& v);
 MoeDispatcher parse_moe_dispatcher_flag(const std::string& v);
+// --moe-probs: unset for "" (the framework's).
+std::optional<MoeProbs> parse_moe_probs_flag(const std::string& v);
 bool parse_adam_moments_flag(const std::string& v);  // true for bf16
 // --recompute-modules: the mask (planner/recompute_modules.hpp), 0 when absent; an unknown name is one error line.
 uint32_t parse_recompute_modules_flag(const std::string& v);

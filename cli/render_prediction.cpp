@@ -109,6 +109,7 @@ json config_json(const Prediction& p) {
           {"attention_kv", s.kv_repeated ? "repeated" : "grouped"},
           {"fsdp_end_units", s.end_units_own.value_or(framework_traits(s.framework).end_units_own) ? "own" : "root"},
           {"rope_cache", rope_cache_name(s)},
+          {"moe_probs", to_string(effective_moe_probs(s, framework_traits(s.framework)))},
           {"grad_sync", to_string(effective_grad_sync(s))},
           {"pipeline", pipeline_json(p)}};
 }

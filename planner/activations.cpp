@@ -188,7 +188,12 @@ void add_mlp_terms(TermList& out, const ModelSpec& m, const Strategy& s, const F
     // Token dropping pads every expert to its capacity: F × the k copies (strategy.hpp moe_capacity_factor).
     const double copies = k * (s.moe_capacity_factor > 0 ? s.moe_capacity_factor : 1.0);
     out.push_back({"tokens dispatched to k experts", copies * li * h, ActSplit::sequence, false, 1, mlp_module});
-    out.push_back({"k expert outputs for the combine", copies * a * h, ActSplit::sequence, false, 1, mlp_module});
+    // The combine's product with the probabilities saves the k expert outputs where the probabilities are applied
+    // there; applied in the experts' activation, the activation's saved input (fc1's output, above) serves instead.
+    if (effective_moe_probs(s, fw) == MoeProbs::combine) {
+      const double saved = fw.moe_combine_saved_bytes > 0 ? fw.moe_combine_saved_bytes : a;
+      out.push_back({"k expert outputs for the combine", copies * saved * h, ActSplit::sequence, false, 1, mlp_module});
+    }
   }
 }
 

@@ -196,6 +196,10 @@ FrameworkTraits torchtitan_traits() {
   // GroupedExperts._grouped_mm, torchtitan 0.3.0); its EP dispatcher still syncs the host for the all-to-all's splits
   // (token_dispatcher.py: input_splits.tolist()).
   t.moe_launches_per_expert = false;
+  // Its combine scales the expert outputs by the scores in fp32: (routed_output.to(float32) * scores), whose product
+  // saves the fp32 copy, 4 B per element (models/common/token_dispatcher.py LocalTokenDispatcher.combine; earlier
+  // releases scaled the inputs instead, score_before_experts, saving the same fp32 copy of the routed inputs).
+  t.moe_combine_saved_bytes = 4;
   return t;
 }
 
@@ -300,6 +304,11 @@ FrameworkTraits megatron_traits() {
   // TEGroupedMLP._apply_bias, since a329dd6da5 "Enable bias in expert mlp [gpt-oss 5/5]", 2025-09; Megatron-LM
   // d98e8a6).
   t.moe_expert_bias_per_expert = true;
+  // The experts' activation applies the router's probabilities (weighted_bias_swiglu_impl, weighted_squared_relu_impl,
+  // or activation × probs: moe/experts.py TEGroupedMLP bias_act_func), so the combine's unpermute saves nothing
+  // (token_dispatcher.py combine_postprocess calls unpermute without probs): Megatron-Core since 2659630721
+  // ("Memory efficient token permutation", 2025-04-09; core_v0.13.0 on). Earlier releases: --moe-probs combine.
+  t.moe_probs = MoeProbs::activation;
   // Batch-level EP overlap (--overlap-moe-expert-parallel-comm --delay-wgrad-compute; moe/README.md, "Batch-level
   // overlapping to hide EP-A2A communication", MCore v0.14): off by default (its argument table), on in the
   // Megatron-Bridge recipes that set overlap_moe_expert_parallel_comm (bench/data/megatron_bridge_rows.md).
@@ -396,6 +405,8 @@ LossKind default_loss(Framework f, bool compile) {
 bool effective_ep_comm_overlap(const Strategy& s, const FrameworkTraits& fw) {
   return fw.ep_comm_overlap_available && s.ep > 1 && s.ep_comm_overlap.value_or(fw.ep_comm_overlap);
 }
+
+MoeProbs effective_moe_probs(const Strategy& s, const FrameworkTraits& fw) { return s.moe_probs.value_or(fw.moe_probs); }
 
 bool effective_expandable_segments(const Strategy& s, const FrameworkTraits& fw) {
   return s.expandable_segments.value_or(fw.expandable_segments);

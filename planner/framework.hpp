@@ -112,6 +112,10 @@ struct FrameworkTraits {
   // in fp32 (the router's probabilities scale it), where no CUDA graph captures the layer (moe_costs.hpp
   // moe_expert_bias_bytes).
   bool moe_expert_bias_per_expert = false;
+  // Where the router's probabilities scale the experts (strategy.hpp MoeProbs), and the bytes per element of the
+  // expert outputs a combine-side product saves: the compute dtype's (0) or fp32's where the runtime upcasts first.
+  MoeProbs moe_probs = MoeProbs::combine;
+  double moe_combine_saved_bytes = 0;
 
   // --- data-parallel communication (framework.cpp gives the sources) --------------------------------------
   // amp-* policies: the gradient reduction (all-reduce, reduce-scatter) runs in fp32, 4 B per parameter on the
@@ -227,6 +231,7 @@ bool effective_overlap_param_gather(const Strategy& s, const FrameworkTraits& fw
 bool effective_tp_comm_overlap(const Strategy& s, const FrameworkTraits& fw);
 bool effective_ep_comm_overlap(const Strategy& s, const FrameworkTraits& fw);
 bool effective_expandable_segments(const Strategy& s, const FrameworkTraits& fw);
+MoeProbs effective_moe_probs(const Strategy& s, const FrameworkTraits& fw);
 // Whether a stage's embedding and [final norm, LM head] are FSDP units of their own (effective end_units_own) where
 // that differs from the root holding them: untied (tied, the three are one unit kept gathered, as the root), one
 // pipeline stage (under PP torchtitan keeps every unit gathered and reduces after the last backward either way:

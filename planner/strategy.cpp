@@ -335,6 +335,8 @@ static constexpr std::array<std::pair<const char*, CudaGraphs>, 3> kCudaGraphs{
     {{"none", CudaGraphs::none}, {"partial", CudaGraphs::partial}, {"full", CudaGraphs::full}}};
 static constexpr std::array<std::pair<const char*, MoeDispatcher>, 3> kMoeDispatcher{
     {{"alltoall", MoeDispatcher::alltoall}, {"deepep", MoeDispatcher::deepep}, {"hybridep", MoeDispatcher::hybridep}}};
+static constexpr std::array<std::pair<const char*, MoeProbs>, 2> kMoeProbs{
+    {{"activation", MoeProbs::activation}, {"combine", MoeProbs::combine}}};
 static constexpr std::array<std::pair<const char*, MlpKind>, 3> kMlp{
     {{"gelu", MlpKind::gelu}, {"swiglu", MlpKind::swiglu}, {"squared-relu", MlpKind::squared_relu}}};
 static constexpr std::array<std::pair<const char*, NormKind>, 2> kNorm{
@@ -358,6 +360,7 @@ const char* to_string(Fp8Recipe r) { return name_of(kFp8Recipe, r); }
 const char* to_string(GradSync g) { return name_of(kGradSync, g); }
 const char* to_string(CudaGraphs g) { return name_of(kCudaGraphs, g); }
 const char* to_string(MoeDispatcher d) { return name_of(kMoeDispatcher, d); }
+const char* to_string(MoeProbs p) { return name_of(kMoeProbs, p); }
 
 std::optional<Recompute> parse_recompute(const std::string& s) { return lookup(kRecompute, s); }
 std::optional<Schedule> parse_schedule(const std::string& s) { return lookup(kSchedule, s); }
@@ -369,6 +372,7 @@ std::optional<Fp8Recipe> parse_fp8_recipe(const std::string& s) { return lookup(
 std::optional<GradSync> parse_grad_sync(const std::string& s) { return lookup(kGradSync, s); }
 std::optional<CudaGraphs> parse_cuda_graphs(const std::string& s) { return lookup(kCudaGraphs, s); }
 std::optional<MoeDispatcher> parse_moe_dispatcher(const std::string& s) { return lookup(kMoeDispatcher, s); }
+std::optional<MoeProbs> parse_moe_probs(const std::string& s) { return lookup(kMoeProbs, s); }
 std::optional<MlpKind> parse_mlp(const std::string& s) { return lookup(kMlp, s); }
 std::optional<NormKind> parse_norm(const std::string& s) { return lookup(kNorm, s); }
 std::optional<PositionKind> parse_position(const std::string& s) { return lookup(kPosition, s); }

@@ -59,6 +59,15 @@ enum class CudaGraphs { none, partial, full };
 // Both flex backends still size their outputs on the host (tokens_per_expert.sum(), .item()): they sync as the
 // all-to-all one does, with fewer launches before the sync (moe_costs.hpp moe_host_gap_s).
 enum class MoeDispatcher { alltoall, deepep, hybridep };
+// Where an MoE layer scales its experts' outputs by the router's top-k probabilities (activations.cpp):
+//   activation: inside the experts, in their activation function (Megatron-Core since 2659630721, 2025-04-09, in
+//               core_v0.13.0: moe/experts.py TEGroupedMLP bias_act_func, weighted_bias_swiglu_impl): the combine's
+//               unpermute then takes no probabilities and saves nothing for its backward;
+//   combine:    at the combine, the expert outputs times the probabilities (Megatron-Core before, moe_utils.py
+//               unpermute(probs=...); torchtitan token_dispatcher.py LocalTokenDispatcher.combine; DeepSpeed-MoE's
+//               einsum; transformers' expert loops): the product saves the k expert outputs for the probabilities'
+//               gradient.
+enum class MoeProbs { activation, combine };
 
 struct Strategy {
   int64_t gpus = 1;
@@ -120,6 +129,7 @@ struct Strategy {
   // capacity_factor with drop_tokens): static shapes, every expert's GEMMs on its padded capacity (moe_costs.hpp).
   double moe_capacity_factor = 0;
   MoeDispatcher moe_dispatcher = MoeDispatcher::alltoall;  // the EP token dispatcher (megatron; others: all-to-all)
+  std::optional<MoeProbs> moe_probs;  // where the router's probabilities scale the experts; unset: the framework's
   // Megatron-Core's precision-aware optimizer (--use-precision-aware-optimizer; optimizer/__init__.py: Transformer
   // Engine's FusedAdam keeps the master weights and the Adam moments in the dtypes asked for): in bf16 training without
   // FP8 the fp32 master weights are kept as the 16-bit remainders beside the bf16 weights (store_param_remainders,
@@ -189,6 +199,7 @@ const char* to_string(Fp8Recipe r);
 const char* to_string(GradSync g);
 const char* to_string(CudaGraphs g);
 const char* to_string(MoeDispatcher d);
+const char* to_string(MoeProbs p);
 
 std::optional<Recompute> parse_recompute(const std::string& s);
 std::optional<Schedule> parse_schedule(const std::string& s);
@@ -200,6 +211,7 @@ std::optional<Fp8Recipe> parse_fp8_recipe(const std::string& s);
 std::optional<GradSync> parse_grad_sync(const std::string& s);
 std::optional<CudaGraphs> parse_cuda_graphs(const std::string& s);
 std::optional<MoeDispatcher> parse_moe_dispatcher(const std::string& s);
+std::optional<MoeProbs> parse_moe_probs(const std::string& s);
 std::optional<MlpKind> parse_mlp(const std::string& s);
 std::optional<NormKind> parse_norm(const std::string& s);
 std::optional<PositionKind> parse_position(const std::string& s);

@@ -75,6 +75,34 @@ TEST_SUITE("moe costs") {
     CHECK(extra == doctest::Approx(4096.0 * (40 + 16'384 + 16'384)));
   }
 
+  TEST_CASE("where the probabilities scale the experts: the combine saves the k outputs, or nothing (--moe-probs)") {
+    const ModelSpec m = store().model("mixtral-8x7b");
+    Strategy s = fsdp_on(8, 4096);
+    // Per token, k·h expert outputs: 2 × 4096 elements.
+    const double outputs = 4096.0 * 2 * 4096;
+    s.framework = Framework::megatron;
+    const FrameworkTraits mcore = framework_traits(s.framework);
+    CHECK(effective_moe_probs(s, mcore) == MoeProbs::activation);  // Megatron-Core 0.13 on: in the activation
+    const double in_activation = block_activation_bytes(m, s, mcore);
+    s.moe_probs = MoeProbs::combine;  // Megatron-Core 0.12 and before: unpermute(probs=...) saves them in bf16
+    CHECK(block_activation_bytes(m, s, mcore) - in_activation == doctest::Approx(outputs * 2));
+    // torchtitan multiplies an fp32 upcast of them (LocalTokenDispatcher.combine): 4 B an element.
+    Strategy t = fsdp_on(8, 4096);
+    t.framework = Framework::torchtitan;
+    const FrameworkTraits titan = framework_traits(t.framework);
+    CHECK(effective_moe_probs(t, titan) == MoeProbs::combine);
+    const double titan_combine = block_activation_bytes(m, t, titan);
+    t.moe_probs = MoeProbs::activation;
+    CHECK(titan_combine - block_activation_bytes(m, t, titan) == doctest::Approx(outputs * 4));
+    // The CLI: the flag, the JSON, and a bad value refused in one line.
+    const test::CliResult ok = test::run_cli("predict --format json --preset mixtral-8x7b --gpus 16 --framework megatron --ep 8 --moe-probs combine");
+    REQUIRE(ok.exit_code == 0);
+    CHECK(ok.out.find("\"moe_probs\": \"combine\"") != std::string::npos);
+    const test::CliResult bad = test::run_cli("predict --preset mixtral-8x7b --gpus 16 --framework megatron --ep 8 --moe-probs router");
+    CHECK(bad.exit_code == 2);
+    CHECK(bad.err.find("error: --moe-probs 'router' is not one of: activation, combine") != std::string::npos);
+  }
+
   TEST_CASE("Gemma's two extra norms per block save their inputs") {
     ModelSpec m = store().model("llama3-8b");
     Strategy s = fsdp_on(8, 4096);
