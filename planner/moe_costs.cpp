@@ -301,8 +301,13 @@ double moe_host_gap_s(const ModelSpec& m, const Strategy& s, const ClusterSpec& 
   const double local = framework_traits(s.framework).moe_launches_per_expert
                            ? static_cast<double>(m.experts / std::max<int64_t>(s.ep, 1))
                            : 0.0;
-  // The stall: an eager dispatcher that syncs (partial graphs replay the static parts without one; padded dispatch
-  // has none).
+  // The stall: an eager dispatcher that syncs (padded dispatch has none). Graphs of the static parts keep the sync:
+  // with moe_preprocess captured, the splits' device-to-host copy moves to "before_ep_alltoall" and the host still
+  // waits there (token_dispatcher.py MoEAlltoAllTokenDispatcher.__init__ cuda_dtoh_point; transformer_config.py refuses
+  // to capture a preprocess that syncs). What they remove is the host's launches of the pre-sync part (norm,
+  // attention, router), and the rows say that is nearly all of the stall: a fitted share kept under them came out
+  // 0.11 (leave-one-source-out 0.00-0.72; MoE rows 13.9 -> 13.7 %, leave-one-source-out 14.3 % either way, nineteenth
+  // session), so none is priced.
   const bool stalls = s.cuda_graphs == CudaGraphs::none && s.moe_capacity_factor <= 0;
   return (stalls ? share * layer : 0.0) + local * expert;
 }
