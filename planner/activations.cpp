@@ -144,8 +144,9 @@ void add_mlp_terms(TermList& out, const ModelSpec& m, const Strategy& s, const F
   // Korthikanti §4.1, MLP block: 19sbh for a 4h GELU MLP, plus its LayerNorm's 2sbh.
   const int norm_tensors = fw.norm_impl == NormImpl::transformers_eager && m.norm == NormKind::rmsnorm ? 2 : 1;
   out.push_back({"norm2 input", norm_input_bytes(m, fw, a), ActSplit::sequence, false, norm_tensors});
-  // An MoE layer's fc1 input is the dispatched copies (below); the router reads the norm's output in bf16.
-  const double mlp_in = moe ? a : li;
+  // An MoE layer's fc1 input is the dispatched copies (below); the router reads the norm's output in bf16, or saves
+  // its fp32 upcast where the runtime's gate runs under an fp32 autocast (FrameworkTraits::moe_router_input_bytes).
+  const double mlp_in = moe ? (fw.moe_router_input_bytes > 0 ? fw.moe_router_input_bytes : a) : li;
   const ActSplit in_split = fw.tp_saves_gathered_inputs ? ActSplit::replicated : ActSplit::sequence;
   out.push_back({"mlp input", mlp_in * h, in_split, false, 1,
                  moe ? module_bit(RecomputeModule::layernorm) : module_bit(RecomputeModule::mlp)});

@@ -200,6 +200,9 @@ FrameworkTraits torchtitan_traits() {
   // saves the fp32 copy, 4 B per element (models/common/token_dispatcher.py LocalTokenDispatcher.combine; earlier
   // releases scaled the inputs instead, score_before_experts, saving the same fp32 copy of the routed inputs).
   t.moe_combine_saved_bytes = 4;
+  // Its router computes the gate under torch.autocast(dtype=float32) (moe.py TokenChoiceTopKRouter.forward), so the
+  // gate linear saves an fp32 copy of the layer's input: 4 B per element (bench/torch/moe_saved.py).
+  t.moe_router_input_bytes = 4;
   return t;
 }
 

@@ -116,6 +116,9 @@ struct FrameworkTraits {
   // expert outputs a combine-side product saves: the compute dtype's (0) or fp32's where the runtime upcasts first.
   MoeProbs moe_probs = MoeProbs::combine;
   double moe_combine_saved_bytes = 0;
+  // Bytes per element of the router's saved input: the compute dtype's (0), or fp32's where the router's gate runs
+  // under an fp32 autocast, which saves the upcast input for the weight's gradient.
+  double moe_router_input_bytes = 0;
 
   // --- data-parallel communication (framework.cpp gives the sources) --------------------------------------
   // amp-* policies: the gradient reduction (all-reduce, reduce-scatter) runs in fp32, 4 B per parameter on the

@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "io/preset_store.hpp"
 #include "planner/activations.hpp"
 #include "planner/compute_cost.hpp"
@@ -19,6 +21,7 @@
 #include "planner/step_time.hpp"
 #include "sim/simulate.hpp"
 #include "tests/cli_runner.hpp"
+#include "tests/memory_check.hpp"
 
 using namespace shardplan;
 
@@ -101,6 +104,38 @@ TEST_SUITE("moe costs") {
     const test::CliResult bad = test::run_cli("predict --preset mixtral-8x7b --gpus 16 --framework megatron --ep 8 --moe-probs router");
     CHECK(bad.exit_code == 2);
     CHECK(bad.err.find("error: --moe-probs 'router' is not one of: activation, combine") != std::string::npos);
+  }
+
+  TEST_CASE("torchtitan's MoE layer saves what PyTorch saves for it (reports/moe-saved.json)") {
+    // PyTorch's own saved tensors of torchtitan 0.3.0's MoE layer (router, EP=1 dispatcher, grouped experts, fp32
+    // combine) in bf16, 4096 tokens of Qwen3-30B-A3B's shapes, on fake CPU tensors (bench/torch/moe_saved.py, torch
+    // 2.15). The CPU has no float32 autocast, so there the router's gate saves the bf16 input and its softmax a bf16
+    // output; on a GPU both are fp32 (+2 B per element of h and of E). shardplan's MLP-half terms (all but the norm's
+    // input, which the harness starts after) against that; the int64 routing indices (192 B) are not priced.
+    const nlohmann::json j = test::report_json("moe-saved.json");
+    const ModelSpec m = store().model("qwen3-30b-a3b");
+    REQUIRE(m.hidden == j.at("hidden").get<int64_t>());
+    REQUIRE(m.expert_ffn_hidden == j.at("expert_ffn").get<int64_t>());
+    REQUIRE(m.experts == j.at("experts").get<int64_t>());
+    REQUIRE(m.experts_per_token == j.at("top_k").get<int64_t>());
+    REQUIRE(m.shared_experts == j.at("shared").get<int64_t>());
+    Strategy s = fsdp_on(8, j.at("tokens").get<int64_t>());
+    s.framework = Framework::torchtitan;
+    const FrameworkTraits fw = framework_traits(s.framework);
+    double predicted = 0;
+    for (const ActTerm& t : block_activation_terms(m, s, fw)) {
+      const std::string name = t.name;
+      if (name == "mlp input" || name.rfind("router", 0) == 0 || name.rfind("expert", 0) == 0 ||
+          name.rfind("tokens dispatched", 0) == 0 || name.rfind("k expert outputs", 0) == 0)
+        predicted += t.bytes_per_token;
+    }
+    const double on_gpu = j.at("bytes_per_token").get<double>() + 2.0 * m.hidden + 2.0 * m.experts;
+    CHECK(std::fabs(predicted / on_gpu - 1) < 0.005);
+    // The combine's fp32 product: 4 B for each of the k·h routed output elements (LocalTokenDispatcher.combine).
+    const std::string fp32_outputs = "float32[" + std::to_string(m.experts_per_token * s.seq) + ", " +
+                                     std::to_string(m.hidden) + "]";
+    REQUIRE(j.at("tensors").contains(fp32_outputs));
+    CHECK(j.at("tensors").at(fp32_outputs).get<double>() / s.seq == doctest::Approx(4.0 * m.experts_per_token * m.hidden));
   }
 
   TEST_CASE("Gemma's two extra norms per block save their inputs") {
