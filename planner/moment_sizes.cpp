@@ -53,8 +53,7 @@ void interleaved_hold(const StageInputs& in, Sizes& z) {
   // The last stage's loss backward starts a last-chunk backward (schedules.py: the loss is the last chunk's output,
   // its backward that chunk's first): the worst such start, apart, for loss_backward.
   const bool loss_here = in.stage.last;
-  double loss_best = -1;
-  Sizes::Hold loss;
+  double loss_best = -1, loss_acts = 0, loss_first = 0, loss_gathered = 0, loss_grads = 0;
   // `at_end`: the moment is the pass's last block (the chunk's first in the stage's forward order), not its first
   // (the chunk's last: its backward starts the pass).
   auto consider = [&](double acts, int64_t gathered, int64_t grads, int64_t chunk, bool at_end) {
@@ -86,8 +85,8 @@ void interleaved_hold(const StageInputs& in, Sizes& z) {
     const double at_start = held + static_cast<double>(held_first) * mask_b +
                             static_cast<double>(gathered) * gather_b + static_cast<double>(grads_before) * grad_b;
     if (loss_here && now == v - 1 && at_start > loss_best)
-      loss_best = at_start, loss = {held, static_cast<double>(held_first), static_cast<double>(gathered),
-                                    static_cast<double>(grads_before)};
+      loss_best = at_start, loss_acts = held, loss_first = static_cast<double>(held_first),
+      loss_gathered = static_cast<double>(gathered), loss_grads = static_cast<double>(grads_before);
     consider(held - chunk_bytes[now], gathered, grads_after, now, true);
   }
   // In micro-batches of the stage's blocks: add_block_activations multiplies back by one micro-batch's bytes.
@@ -100,8 +99,8 @@ void interleaved_hold(const StageInputs& in, Sizes& z) {
   z.hold_block = best_block;
   if (loss_best >= 0) {
     z.loss_hold = true;
-    z.loss = {stage_bytes > 0 ? loss.in_flight / stage_bytes : 0.0, loss.first_chunk_in_flight,
-              loss.gathered_share / z.layers, loss.grad_share / z.layers};
+    z.loss = {stage_bytes > 0 ? loss_acts / stage_bytes : 0.0, loss_first, loss_gathered / z.layers,
+              loss_grads / z.layers};
   }
 }
 
