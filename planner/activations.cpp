@@ -113,9 +113,12 @@ void add_attention_terms(TermList& out, const ModelSpec& m, const Strategy& s, c
   if (mla) out.push_back({"MLA latents (up-projection inputs)", a * mla_latent_width(m), ActSplit::replicated, false, 2});
   out.push_back({"q, k (for q·kᵀ)", a * (q + kv), ActSplit::tensor, false, 2, up});
   out.push_back({"v", a * kv, ActSplit::tensor, false, 1, up});
+  // A runtime that checkpoints even a fused attention core under "core_attn" (FrameworkTraits::
+  // core_attn_recompute_repeats_fused) keeps none of the kernel's own saved tensors then.
+  const bool fused_core_checkpointed = fw.core_attn_recompute_repeats_fused;
   if (s.flash_attn) {
     // Flash attention (Dao et al. 2022, §3.1) saves the output and the fp32 log-sum-exp per row, no s² tensor.
-    out.push_back({"softmax log-sum-exp (fp32)", 4 * heads, ActSplit::tensor, false});
+    out.push_back({"softmax log-sum-exp (fp32)", 4 * heads, ActSplit::tensor, fused_core_checkpointed});
   } else {
     out.push_back({"softmax output", a * heads * seq, ActSplit::tensor, true});
     if (m.dropout) {
@@ -128,8 +131,9 @@ void add_attention_terms(TermList& out, const ModelSpec& m, const Strategy& s, c
   // FusedAttnFunc saves out beside q, k, v).
   // Under torch's CP ring the out-projection's bf16 input is a copy of the ring's output (context_parallel.hpp
   // cp_output_copied): both kept.
-  const double out_bytes = s.flash_attn && (li < a || cp_output_copied(s)) ? a + li : li;
-  out.push_back({"attention output (out-proj input)", out_bytes * q, ActSplit::tensor, false, out_bytes > li ? 2 : 1});
+  out.push_back({"attention output (out-proj input)", li * q, ActSplit::tensor, false, 1});
+  if (s.flash_attn && (li < a || cp_output_copied(s)))
+    out.push_back({"attention output (the fused kernel's own)", a * q, ActSplit::tensor, fused_core_checkpointed, 1});
   if (m.dropout) out.push_back({"attention residual dropout mask", kMaskBytes * h, ActSplit::sequence, false});
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "planner/framework.hpp"
 #include "planner/moe.hpp"
 #include "planner/recompute_modules.hpp"
 #include "planner/partial_recompute.hpp"
@@ -31,7 +32,10 @@ StepFlops step_flops(const ModelSpec& m, const Strategy& s) {
     out.parts.push_back(p);
   };
   const bool selective = s.recompute == Recompute::selective;
-  const double core_repeated = selective && !s.flash_attn && recomputes(s, RecomputeModule::core_attn) ? 1.0 : 0.0;
+  // The attention core's forward again: unfused, or fused where the runtime checkpoints it anyway
+  // (FrameworkTraits::core_attn_recompute_repeats_fused).
+  const bool core_again = !s.flash_attn || framework_traits(s.framework).core_attn_recompute_repeats_fused;
+  const double core_repeated = selective && core_again && recomputes(s, RecomputeModule::core_attn) ? 1.0 : 0.0;
   // Attention projections: every weight matrix once per token (MLA: its down- and up-projections, DeepSeek-V2
   // §2.1.2; Megatron-LM training.py num_floating_point_operations counts MLA the same way).
   const double heads = static_cast<double>(m.heads);

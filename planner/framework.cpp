@@ -312,6 +312,12 @@ FrameworkTraits megatron_traits() {
   // (token_dispatcher.py combine_postprocess calls unpermute without probs): Megatron-Core since 2659630721
   // ("Memory efficient token permutation", 2025-04-09; core_v0.13.0 on). Earlier releases: --moe-probs combine.
   t.moe_probs = MoeProbs::activation;
+  // Selective recomputation with "core_attn" (its default module list) wraps the core attention in a checkpoint
+  // whatever the kernel: Attention.checkpoint_core_attention = recompute_granularity == 'selective' and "core_attn"
+  // in recompute_modules, then _checkpointed_attention_forward (transformer/attention.py), so Transformer Engine's
+  // fused attention runs its forward again in backward to rebuild the output and softmax statistics its backward
+  // reads. torchtitan's op-level policy saves the flash kernel's outputs instead (no repeat).
+  t.core_attn_recompute_repeats_fused = true;
   // Batch-level EP overlap (--overlap-moe-expert-parallel-comm --delay-wgrad-compute; moe/README.md, "Batch-level
   // overlapping to hide EP-A2A communication", MCore v0.14): off by default (its argument table), on in the
   // Megatron-Bridge recipes that set overlap_moe_expert_parallel_comm (bench/data/megatron_bridge_rows.md).

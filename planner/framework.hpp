@@ -154,6 +154,9 @@ struct FrameworkTraits {
   // GEMMs, and whether all elementwise work is recomputed too (PyTorch's op-level selective checkpointing).
   double selective_recompute_gemm_share = 0;
   bool selective_recomputes_elementwise = false;
+  // Whether checkpointing the attention core (selective recomputation's "core_attn") repeats a fused kernel's forward
+  // too: Megatron-Core checkpoints the core whatever the kernel; others save a fused kernel's output instead.
+  bool core_attn_recompute_repeats_fused = false;
   // Eager RMSNorm keeps its fp32 upcast of the input for backward (4 B/element) where a fused norm keeps the
   // input itself.
   bool rmsnorm_saves_fp32_input = false;

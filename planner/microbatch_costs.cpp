@@ -290,10 +290,14 @@ TpGemms block_compute(const ModelSpec& m, const Strategy& s, const ClusterSpec& 
   out.block_wgrad_s = qkv.wgrad + proj.wgrad + up.wgrad + down.wgrad;
   switch (s.recompute) {
     case Recompute::none: out.block_recompute_s = 0; break;
-    // Korthikanti §5: selective recomputation repeats the attention core's forward (which flash attention
-    // recomputes inside its own backward anyway); frameworks with op-level policies repeat more (framework.hpp).
+    // Korthikanti §5: selective recomputation repeats the attention core's forward; with a fused kernel only where
+    // the runtime checkpoints it anyway (FrameworkTraits::core_attn_recompute_repeats_fused), elsewhere the kernel's
+    // saved output and statistics serve its backward. Frameworks with op-level policies repeat more (framework.hpp).
     case Recompute::selective:
-      out.block_recompute_s = (s.flash_attn || !recomputes(s, RecomputeModule::core_attn) ? 0 : core.fwd) +
+      out.block_recompute_s = (!recomputes(s, RecomputeModule::core_attn) ||
+                                       (s.flash_attn && !fw.core_attn_recompute_repeats_fused)
+                                   ? 0
+                                   : core.fwd) +
                               fw.selective_recompute_gemm_share * gemm_fwd +
                               (fw.selective_recomputes_elementwise ? elementwise + kv_repeat : 0) +
                               module_recompute_s(m, s, g, d,
