@@ -24,6 +24,21 @@ using shardplan::test::run_cli;
 
 namespace {
 
+// simulate's JSON: the moment its op names at the peak, predict's, and how far apart the two peaks are (percent).
+struct NamedMoments {
+  std::string simulated, predicted;
+  double peak_difference_pct = 0;
+};
+
+NamedMoments named_moments(const std::string& layout) {
+  const CliResult r = run_cli("simulate --format json " + layout);
+  REQUIRE(r.exit_code == 0);
+  const nlohmann::json out = nlohmann::json::parse(r.out);
+  const nlohmann::json& m = out.at("memory");
+  return {m.at("peak_moment").get<std::string>(), m.at("analytic_peak_moment").get<std::string>(),
+          out.at("difference_pct").at("peak_bytes").get<double>()};
+}
+
 Strategy fsdp2(Framework f, int64_t ranks, int zero, Recompute rc, int64_t seq, int64_t micro = 1) {
   Strategy s;
   s.framework = f;
@@ -212,10 +227,8 @@ TEST_SUITE("memory moments") {
   TEST_CASE("torchtitan's pipelines: simulate and predict name the same backward block at the peak") {
     // (simulate's JSON names its op's moment and predict's; bench/sim_agreement.py --show-moments found them apart.)
     auto moments = [](const std::string& layout) {
-      const CliResult r = run_cli("simulate --format json --framework torchtitan --loss fused " + layout);
-      REQUIRE(r.exit_code == 0);
-      const nlohmann::json m = nlohmann::json::parse(r.out).at("memory");
-      return std::pair{m.at("peak_moment").get<std::string>(), m.at("analytic_peak_moment").get<std::string>()};
+      const NamedMoments n = named_moments("--framework torchtitan --loss fused " + layout);
+      return std::pair{n.simulated, n.predicted};
     };
     // 1F1B, no_sync: the first stage's first backward at its last block holds every block's unsharded gradients and
     // every other micro-batch's activations — DeepSeek-V3's gradients per block outweigh its activations per block.
@@ -232,12 +245,9 @@ TEST_SUITE("memory moments") {
 
   TEST_CASE("simulate and predict name the same moment: one rank's FSDP, chunk 0's embedding mask, the step's buffers") {
     auto moments = [](const std::string& layout) {
-      const CliResult r = run_cli("simulate --format json " + layout);
-      REQUIRE(r.exit_code == 0);
-      const nlohmann::json out = nlohmann::json::parse(r.out);
-      const nlohmann::json& m = out.at("memory");
-      CHECK(std::fabs(out.at("difference_pct").at("peak_bytes").get<double>()) < 0.01);
-      return std::pair{m.at("peak_moment").get<std::string>(), m.at("analytic_peak_moment").get<std::string>()};
+      const NamedMoments n = named_moments(layout);
+      CHECK(std::fabs(n.peak_difference_pct) < 0.01);
+      return std::pair{n.simulated, n.predicted};
     };
     // torchtitan applies fully_shard at shard degree 1 too, and under its pipeline's no_sync FSDP2 accumulates the
     // unsharded gradients whatever the mesh's size: dp 1 (TP 4 × PP 4 on 16) keeps them as dp 2 does.

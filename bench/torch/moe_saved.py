@@ -14,7 +14,6 @@ PYTHONPATH must reach torchtitan 0.3.0 (scripts/torch-venv.sh --torchtitan insta
 .venv-torch/torchtitan-0.3; this script puts that directory first when it exists).
 """
 import argparse
-import collections
 import json
 import os
 import sys
@@ -61,7 +60,7 @@ def saved(args) -> dict:
     moe.train()
     # The pre-MLP norm's output: not a leaf, so that what keeps it is counted.
     x = torch.randn(1, args.tokens, args.hidden, requires_grad=True).clone()
-    seen, kinds = set(), collections.OrderedDict()
+    seen, kinds = set(), {}
 
     def pack(t):
         key = t.untyped_storage()._cdata
