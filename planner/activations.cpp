@@ -394,28 +394,78 @@ double in_flight_microbatches(const Strategy& s, int64_t stage) {
   return 1;
 }
 
-double in_flight_stage_microbatches(const ModelSpec& m, const Strategy& s, int64_t stage) {
-  const double plain = in_flight_microbatches(s, stage);
-  if (s.pp <= 1 || s.schedule != Schedule::interleaved || s.vpp < 2 || s.vpp > InterleavedOrder::kMaxChunks)
-    return plain;
+namespace {
+
+// The interleaved order's worst backward start on a stage (InterleavedOrder): after the warm-up each forward is
+// followed by a backward, so at backward j's start forwards 0..warmup + j are held less backwards 0..j − 1. What the
+// chunks then held weigh (`weight[c]` for one micro-batch of chunk c: its blocks, or their saved bytes), at the worst
+// such start, and the first backward in time that starts with it; `loss_chunk_only`: over the backwards of the last
+// chunk only, which the last stage's loss starts (schedules.py: the loss is the last chunk's output). held < 0 where
+// the schedule is not interleaved. In bytes (`fw`), a backward that starts by recomputing its block holds that
+// block's working set too, which ranks the starts (not in `held`: memory_backward.cpp adds it).
+struct InterleavedWorst {
+  double held = -1, whole = 0;  // the worst, and one micro-batch of every chunk
+  int64_t block = -1;           // the stage's block (forward order) whose backward starts then: its chunk's last
+};
+
+bool walks_interleaved(const ModelSpec& m, const Strategy& s, int64_t stage) {
+  return s.pp > 1 && s.schedule == Schedule::interleaved && s.vpp >= 2 && s.vpp <= InterleavedOrder::kMaxChunks &&
+         rank_layers(m, s, stage) > 0;
+}
+
+InterleavedWorst interleaved_worst_backward(const ModelSpec& m, const Strategy& s, const FrameworkTraits* fw,
+                                            int64_t stage, bool loss_chunk_only) {
+  InterleavedWorst out;
+  if (!walks_interleaved(m, s, stage)) return out;
   const int64_t p = s.pp, v = s.vpp, total = grad_accum_steps(s) * v;
   int64_t size[InterleavedOrder::kMaxChunks];
-  int64_t layers = 0;
-  for (int64_t c = 0; c < v; ++c) layers += size[c] = chunk_layers(m, s, stage, c);
-  if (layers <= 0) return plain;
-  // The interleaved order (InterleavedOrder): after the warm-up each forward is followed by a backward, so forwards
-  // 0..warmup + j are held less backwards 0..j − 1.
+  double weight[InterleavedOrder::kMaxChunks], start_extra[InterleavedOrder::kMaxChunks];
+  const double working_set = fw && s.recompute == Recompute::full ? block_working_set_bytes(m, s, *fw) : 0.0;
+  for (int64_t c = 0; c < v; ++c) {
+    size[c] = chunk_layers(m, s, stage, c);
+    weight[c] = fw ? saved_first_blocks_bytes(m, s, *fw, size[c], size[c]) : static_cast<double>(size[c]);
+    start_extra[c] = size[c] > 0 && recomputes_block(s, size[c] - 1, size[c]) ? working_set : 0.0;
+    out.whole += weight[c];
+  }
   const InterleavedOrder o{p, v};
   const int64_t warmup = std::min(o.warmup(stage, total), total - 1);
-  int64_t held = 0;
-  for (int64_t k = 0; k <= warmup; ++k) held += size[o.forward_chunk(k)];
-  int64_t most = held;
+  double held = 0;
+  for (int64_t k = 0; k <= warmup; ++k) held += weight[o.forward_chunk(k)];
+  int64_t chunk = 0;
+  double worst = -1;
   const int64_t steady = std::min(total - 1 - warmup, 2 * p * v);  // the pattern repeats every p·v passes
-  for (int64_t j = 1; j <= steady; ++j) {
-    held += size[o.forward_chunk(warmup + j)] - size[o.backward_chunk(j - 1)];
-    most = std::max(most, held);
+  for (int64_t j = 0; j <= steady; ++j) {
+    if (j > 0) held += weight[o.forward_chunk(warmup + j)] - weight[o.backward_chunk(j - 1)];
+    const int64_t now = o.backward_chunk(j);
+    const double ranked = held + (loss_chunk_only ? 0.0 : start_extra[now]);
+    if ((loss_chunk_only && now != v - 1) || ranked <= worst) continue;
+    worst = ranked, out.held = held, chunk = now;
   }
-  return static_cast<double>(most) / static_cast<double>(layers);
+  for (int64_t c = 0; c <= chunk; ++c) out.block += size[c];
+  return out;
+}
+
+}  // namespace
+
+double in_flight_stage_microbatches(const ModelSpec& m, const Strategy& s, int64_t stage) {
+  const InterleavedWorst w = interleaved_worst_backward(m, s, nullptr, stage, false);
+  return w.held < 0 ? in_flight_microbatches(s, stage) : w.held / w.whole;
+}
+
+StageActivationHold stage_activation_hold(const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw,
+                                          int64_t stage, bool at_loss) {
+  StageActivationHold out;
+  const InterleavedWorst w = interleaved_worst_backward(m, s, &fw, stage, at_loss);
+  if (w.held < 0) {
+    out.in_flight = in_flight_microbatches(s, stage);
+    out.bytes = out.in_flight * stage_saved_block_bytes(m, s, fw, stage);
+    out.block = rank_layers(m, s, stage) - 1;
+    return out;
+  }
+  out.bytes = w.held;
+  out.in_flight = w.whole > 0 ? w.held / w.whole : 0.0;
+  out.block = w.block;
+  return out;
 }
 
 double stage_boundary_bytes(const ModelSpec& m, const Strategy& s) {

@@ -69,6 +69,17 @@ double in_flight_microbatches(const Strategy& s, int64_t stage);
 // size (uneven splits, the embedding and loss counted as layers), and the in-flight chunks are the schedule's,
 // so the most blocks held at once over the steady state, divided by the stage's blocks. Otherwise as above.
 double in_flight_stage_microbatches(const ModelSpec& m, const Strategy& s, int64_t stage);
+// The saved block activations a stage holds at its worst backward's start, in bytes (partial recomputation: each
+// chunk its own blocks'), and the block whose backward starts then (forward order; the first such in time). At the
+// last stage's loss (`at_loss`), which starts a backward of the stage's last chunk: interleaved, the worst such start,
+// fewer than the stage's worst; otherwise the two are the same moment's.
+struct StageActivationHold {
+  double bytes = 0;
+  double in_flight = 0;  // bytes in micro-batches of the stage's blocks
+  int64_t block = -1;    // interleaved: the last block of the chunk then in backward; otherwise the stage's last
+};
+StageActivationHold stage_activation_hold(const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw,
+                                          int64_t stage, bool at_loss);
 
 // Saved tensors outside the blocks on the first stage (embedding dropout mask) and the last stage (final norm
 // input, LM head input), per micro-batch on one rank.

@@ -193,19 +193,20 @@ void add_unit_grads_awaiting_reduce(Ledger& l, const StageInputs& in) {
 void add_activations(Ledger& l, const StageInputs& in) {
   const ModelSpec& m = in.model;
   const Strategy& s = in.strategy;
-  const double in_flight = in_flight_stage_microbatches(m, s, in.stage.stage);
   const double per_block = block_activation_bytes(m, s, in.fw);
   // Megatron's CPU activation offloading (strategy.hpp offload_activation_layers; no PP): Transformer Engine keeps the
   // other layers' saved tensors on the GPU, the window its offload and reload run ahead in (cpu_offload.py).
   const int64_t offloaded = std::min(s.offload_activation_layers, in.stage.layers);
   const int64_t resident = in.stage.layers - offloaded;
   const LossOrBackward peak = loss_or_backward(in);
+  // The loss starts a backward of the last chunk: interleaved, not the stage's worst (LossOrBackward).
+  const StageActivationHold hold = stage_activation_hold(m, s, in.fw, in.stage.stage, peak.loss_peaks() && in.stage.last);
+  const double in_flight = hold.in_flight;
   // At the backward that holds every awaiting unit gradient, the blocks after it have freed this micro-batch's sets.
   const int64_t done = peak.loss_peaks() ? 0 : peak.done_blocks;
   // Partial recomputation (partial_recompute.hpp): the stage's blocks differ, and the `done` last ones are freed.
-  const double held = partial_recompute(s) ? stage_saved_block_bytes(m, s, in.fw, in.stage.stage) * in_flight -
-                                                 freed_last_blocks_bytes(in, done)
-                                           : per_block * (static_cast<double>(resident) * in_flight - static_cast<double>(done));
+  const double held = offloaded > 0 ? per_block * (static_cast<double>(resident) * in_flight - static_cast<double>(done))
+                                    : hold.bytes - freed_last_blocks_bytes(in, done);
   l.add(&MemoryComponents::activations, "activations", [&] {
           const std::string freed = done > 0 ? fmt::format(", less {} block{} through its backward", done, done > 1 ? "s" : "") : "";
           return offloaded > 0 ? fmt::format("{} blocks × {:.3g} micro-batches in flight{}, recompute {} ({} more offloaded to "
@@ -495,7 +496,8 @@ StageMemory estimate_stage(const ModelSpec& m, const Strategy& s, const Framewor
       out.peak_phase = MemoryPhase::loss_backward;
     } else if ((lb.backward_extra() + lb.freed_activations > 0 || bucket) && st.layers > 0) {
       out.peak_phase = MemoryPhase::block_backward;
-      out.peak_block = std::max<int64_t>(st.layers - 1 - lb.done_blocks, 0);
+      // Interleaved, the first backward that starts with the stage's most activations held (the simulator's too).
+      out.peak_block = std::max<int64_t>(stage_activation_hold(m, s, fw, st.stage, false).block - lb.done_blocks, 0);
     }
   }
   out.peak = step_wins ? step.parts_ : fb.parts_;

@@ -68,8 +68,11 @@ struct LossOrBackward {
   int64_t grad_units = 0;        // of how many units
   int64_t done_blocks = 0;       // blocks through their backward at that moment
   double freed_activations = 0;  // their saved activations of the micro-batch, freed by then
+  // The in-flight activations the loss's moment holds fewer than the worst backward's: interleaved, the loss starts a
+  // backward of the last chunk only (activations.hpp stage_activation_hold).
+  double loss_fewer_activations = 0;
   double backward_extra() const { return scratch + working_set + unit_grads + gathered_units - freed_activations; }
-  bool loss_peaks() const { return logits > 0 && logits + head_inputs >= backward_extra(); }
+  bool loss_peaks() const { return logits > 0 && logits + head_inputs - loss_fewer_activations >= backward_extra(); }
 };
 double gathered_units_for_backward(const StageInputs& in);
 LossOrBackward loss_or_backward(const StageInputs& in);

@@ -67,10 +67,10 @@ double add_states(Ledger& l, const StageInputs& in, const Sizes& z, bool step) {
     // dtype (_fsdp_param.py FSDPParam.to_accumulated_grad_if_needed), FSDP1 keeps the parameter dtype.
     const double b = in.fw.framework == Framework::fsdp1 ? in.state.grads : z.reduce_b;
     // The first backward: at its first block (the stage's last in forward order) that block's and the LM head's so
-    // far, at its last (block 0) every block's.
+    // far, at block k those of the blocks from k on, at its last (block 0) every block's.
     if (z.first_pass)
       l.add(&MemoryComponents::grads, "grads", [&] { return fmt::format("unsharded gradients of the first backward so far (no_sync, {} B/param)", b); },
-            ((z.first_pass_end ? z.psi - z.root : z.block) + z.head_grad_params) * b);
+            ((z.first_pass_end ? z.psi - z.root : z.block * z.first_pass_blocks) + z.head_grad_params) * b);
     else if (z.grad_share < 1)
       l.add(&MemoryComponents::grads, "grads", [&] { return fmt::format("unsharded gradients of the chunks between their first and last backward (no_sync, {} B/param)", b); },
             (z.root + (z.psi - z.root) * z.grad_share) * b);
@@ -230,9 +230,11 @@ void loss_backward(Ledger& l, const StageInputs& in, const Sizes& z) {
 // Block k of the stage (0 = first in forward order) during its backward; sub 0: the MLP's backward (its output
 // projection's weight gradient written, the MLP's intermediate gradients alive), sub 1: the attention's backward (the
 // block's whole gradient written).
-void block_backward(Ledger& l, const StageInputs& in, const Sizes& z, double k, int sub) {
+void block_backward(Ledger& l, const StageInputs& in, const Sizes& z_in, double k, int sub) {
   const ModelSpec& m = in.model;
   const Strategy& s = in.strategy;
+  Sizes z = z_in;
+  if (z.first_pass && !z.first_pass_end) z.first_pass_blocks = z.layers - k;
   const double shards = add_states(l, in, z, false);
   // ZeRO-3: block k and the block prefetched for the next backward (after block 0: the root, gathered already, or the
   // embedding unit); ZeRO-2: units reshard at their post-backward (_fsdp_param_group.py FSDPParamGroup.post_backward →
@@ -371,15 +373,19 @@ MomentLedger peak_moment(const StageInputs& in, bool record, bool by_allocation)
     int64_t block;
     int sub;
   };
-  Candidate cands[24];
+  Candidate cands[32];
   int n = 0;
   if (in.stage.last) cands[n++] = {MemoryPhase::loss_backward, -1, 0};
   // Within the blocks every term is linear in k, so the ends and their neighbours (where the prefetch and the
   // reduce-scatter input in flight start or stop) bound the maximum; under partial recomputation also the first and
   // the last recomputed block and the block after it (the recomputed working set comes and goes there).
+  const Sizes z = sizes_of(in);
   int64_t ks[7] = {layers - 1, layers - 2, 1, 0, -1, -1, -1};
-  int nk = 4;
-  if (partial_recompute(in.strategy)) {
+  // Under the interleaved hold, block layers − 1 stands for the worst moment of every pass (interleaved_hold walks
+  // each block of a pass, and nothing else in a block's moment depends on which): the others would only mix the
+  // stage's blocks with one pass's.
+  int nk = z.interleaved_hold ? 1 : 4;
+  if (partial_recompute(in.strategy) && !z.interleaved_hold) {
     int64_t first = -1, last = -1;
     for (int64_t k = 0; k < layers; ++k)
       if (stage_block_recomputes(in.model, in.strategy, in.stage.stage, k)) last = k, first = first < 0 ? k : first;
@@ -395,7 +401,6 @@ MomentLedger peak_moment(const StageInputs& in, bool record, bool by_allocation)
   }
   if (in.stage.root_unit() > 0) cands[n++] = {MemoryPhase::root_post_backward, -1, 0};
   cands[n++] = {MemoryPhase::optimizer_step, -1, 0};
-  const Sizes z = sizes_of(in);
   if (z.split) cands[n++] = {MemoryPhase::head_post_backward, -1, 0};
   // no_sync where the stage holds every micro-batch at its first backward: that backward's first block.
   Sizes first = z;
@@ -408,6 +413,15 @@ MomentLedger peak_moment(const StageInputs& in, bool record, bool by_allocation)
   if (in.keeps_unsharded_grads && !z.interleaved_hold && first.in_flight > z.in_flight && layers > 0) {
     cands[n++] = {MemoryPhase::block_backward, layers - 1, 0};
     cands[n++] = {MemoryPhase::block_backward, layers - 1, 1};
+    // Inside that backward, under partial recomputation: the recomputed blocks' working sets (ks[4..6] above).
+    for (int i = 4; i < nk; ++i) {
+      const int64_t k = ks[i];
+      bool seen = k <= 0 || k >= layers - 1;
+      for (int j = 4; j < i; ++j) seen = seen || ks[j] == k;
+      if (seen) continue;
+      cands[n++] = {MemoryPhase::block_backward, k, 0};
+      cands[n++] = {MemoryPhase::block_backward, k, 1};
+    }
     first_ends = n;
     if (layers > 1) {
       cands[n++] = {MemoryPhase::block_backward, 0, 0};

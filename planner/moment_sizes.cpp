@@ -54,17 +54,25 @@ void interleaved_hold(const StageInputs& in, Sizes& z) {
   // its backward that chunk's first): the worst such start, apart, for loss_backward.
   const bool loss_here = in.stage.last;
   double loss_best = -1, loss_acts = 0, loss_first = 0, loss_gathered = 0, loss_grads = 0;
-  // `at_end`: the moment is the pass's last block (the chunk's first in the stage's forward order), not its first
-  // (the chunk's last: its backward starts the pass).
-  auto consider = [&](double acts, int64_t gathered, int64_t grads, int64_t chunk, bool at_end) {
+  // A candidate moment: `block` of the stage (forward order) in backward, `working_set` the bytes its recomputation
+  // adds (ranked with the rest; block_backward adds them where that block recomputes).
+  auto consider = [&](double acts, int64_t gathered, int64_t grads, int64_t block, double working_set) {
     const double bytes = acts + static_cast<double>(held_first) * mask_b + static_cast<double>(gathered) * gather_b +
-                         static_cast<double>(grads) * grad_b;
+                         static_cast<double>(grads) * grad_b + working_set;
     if (bytes <= best) return;
     best = bytes, best_acts = acts, best_gathered = static_cast<double>(gathered),
-    best_grads = static_cast<double>(grads), best_first = static_cast<double>(held_first);
-    best_block = at_end ? 0 : -1;
-    for (int64_t c = 0; c < chunk; ++c) best_block += size[c];
-    if (!at_end) best_block += size[chunk];
+    best_grads = static_cast<double>(grads), best_first = static_cast<double>(held_first), best_block = block;
+  };
+  // Under partial recomputation the blocks of a pass differ: each block of the chunk in backward is a moment of its
+  // own, the blocks after it (forward order) through their backward and their gradients written (on the chunk's first
+  // backward), its working set there if it recomputes.
+  auto consider_pass = [&](double acts, int64_t gathered, int64_t grads, int64_t chunk, int64_t chunk_start,
+                           bool chunk_first_backward) {
+    for (int64_t i = size[chunk] - 1, done = 0; i >= 0; --i, ++done) {
+      const bool recomputes = recomputes_block(s, i, size[chunk]);
+      consider(acts, gathered, grads + (chunk_first_backward ? done : 0), chunk_start + i, recomputes ? z.saved_kept : 0.0);
+      acts -= recomputes ? z.saved_recomputed : z.saved_kept;
+    }
   };
   for (int64_t k = 0; k < total; ++k) {
     if (k > 0) {
@@ -81,13 +89,18 @@ void interleaved_hold(const StageInputs& in, Sizes& z) {
       if (first_b[c] < k && k <= last_b[c]) grads_before += size[c];
     }
     const int64_t grads_after = grads_before + (first_b[now] == k ? size[now] : 0);
-    consider(held, gathered, grads_before, now, false);
+    int64_t chunk_start = 0;  // the chunk's first block in the stage (forward order)
+    for (int64_t c = 0; c < now; ++c) chunk_start += size[c];
+    if (z.partial)
+      consider_pass(held, gathered, grads_before, now, chunk_start, first_b[now] == k);
+    else
+      consider(held, gathered, grads_before, chunk_start + size[now] - 1, 0.0);
     const double at_start = held + static_cast<double>(held_first) * mask_b +
                             static_cast<double>(gathered) * gather_b + static_cast<double>(grads_before) * grad_b;
     if (loss_here && now == v - 1 && at_start > loss_best)
       loss_best = at_start, loss_acts = held, loss_first = static_cast<double>(held_first),
       loss_gathered = static_cast<double>(gathered), loss_grads = static_cast<double>(grads_before);
-    consider(held - chunk_bytes[now], gathered, grads_after, now, true);
+    consider(held - chunk_bytes[now], gathered, grads_after, chunk_start, 0.0);
   }
   // In micro-batches of the stage's blocks: add_block_activations multiplies back by one micro-batch's bytes.
   const double stage_bytes = z.partial ? z.saved_stage : act_b * z.layers;
@@ -168,6 +181,12 @@ Sizes sizes_of(const StageInputs& in) {
     z.saved_stage = z.saved_recomputed * recomputed + z.saved_kept * (z.layers - recomputed);
   }
   if (z.keep_all_gathered && z.reduce_after_last && in.keeps_unsharded_grads) interleaved_hold(in, z);
+  if (st.last && !z.loss_hold) {
+    // Interleaved without that hold: the loss still starts a last-chunk backward, not the stage's worst.
+    double at = stage_activation_hold(in.model, s, in.fw, st.stage, true).in_flight;
+    if (in.keeps_unsharded_grads) at = std::min(at, std::max(1.0, z.accum - 1));
+    if (at < z.in_flight) z.loss_hold = true, z.loss = {at, z.first_chunk_in_flight, z.gathered_share, z.grad_share};
+  }
   z.reserve = caching_allocator_reserve(in.model, s, in.fw, st);
   if (in.fw.sharded_grads_on_reduce_stream) z.reduce_stream_shards = z.local * z.grad_shard_b;
   return z;

@@ -25,6 +25,9 @@ struct Sizes {
   // The first backward's last block (block 0 of the stage) instead of its first: every block's unsharded gradients
   // written, every other micro-batch still held (where the gradients a block adds outweigh the activations it frees).
   bool first_pass_end = false;
+  // Inside that first backward (not at its end): how many blocks' unsharded gradients it has written (the block in
+  // backward's included); block_backward sets it from its block.
+  double first_pass_blocks = 1;
   // torchtitan's interleaved pipeline (keep_all_gathered, reduce_after_last): each chunk is reduced and resharded
   // right after its own last backward, so the stage's worst backward holds only some chunks' gathered parameters and
   // unsharded gradients (interleaved_hold); 1 = all of them.

@@ -173,6 +173,39 @@ TEST_SUITE("activations") {
     s.schedule = Schedule::one_f_one_b, s.vpp = 1;
     CHECK(in_flight_stage_microbatches(m, s, 0) == in_flight_microbatches(s, 0));
   }
+  TEST_CASE("the last stage's loss starts a last-chunk backward: interleaved, it holds fewer than the stage's worst") {
+    // 11 blocks and the loss counted as one on pp 2 × vpp 2: virtual stages of 3, 3, 3, 2 (+ the loss) blocks, so
+    // the last rank runs a chunk of 3 (virtual stage 1) and one of 2 (virtual stage 3).
+    ModelSpec m = PresetStore::builtin().model("tiny");
+    m.layers = 11;
+    Strategy s;
+    s.pp = 2, s.vpp = 2, s.dp = 1, s.micro_batch = 1, s.global_batch = 4;  // m = 4 micro-batches
+    s.schedule = Schedule::interleaved;
+    s.split.embedding_layers = 0, s.split.loss_layers = 1;
+    s.seq = 256, s.precision = Precision::amp_bf16;
+    REQUIRE(chunk_layers(m, s, 1, 0) == 3);
+    REQUIRE(chunk_layers(m, s, 1, 1) == 2);
+    const FrameworkTraits fw = framework_traits(Framework::megatron);
+    const double per_block = block_activation_bytes(m, s, fw);
+    REQUIRE(per_block > 0);
+    // Warm-up (p − 2)·2 + (v − 1)·p = 2, so backward j starts with forwards 0..2 + j less backwards 0..j − 1 held
+    // (forward chunk (k mod 4)/2, backward chunk 1 − (j mod 4)/2): B0 (chunk 1) 3 + 3 + 2 = 8 blocks, B1 (1) 8,
+    // B2 (0) 9, B3 (0) 9, B4 (1) 8. The worst is B2, chunk 0's pass from its last block (the stage's block 2); the
+    // loss starts B0, B1 or B4: 8.
+    const StageActivationHold worst = stage_activation_hold(m, s, fw, 1, false);
+    CHECK(worst.in_flight == doctest::Approx(9.0 / 5.0));
+    CHECK(worst.bytes == doctest::Approx(9 * per_block));
+    CHECK(worst.block == 2);
+    CHECK(in_flight_stage_microbatches(m, s, 1) == doctest::Approx(9.0 / 5.0));
+    const StageActivationHold loss = stage_activation_hold(m, s, fw, 1, true);
+    CHECK(loss.in_flight == doctest::Approx(8.0 / 5.0));
+    CHECK(loss.block == 4);
+    // 1F1B: one moment, the stage's last block.
+    s.schedule = Schedule::one_f_one_b, s.vpp = 1;
+    const StageActivationHold plain = stage_activation_hold(m, s, fw, 1, true);
+    CHECK(plain.in_flight == in_flight_microbatches(s, 1));
+    CHECK(plain.block == rank_layers(m, s, 1) - 1);
+  }
   TEST_CASE("pipeline buffers: torch.distributed.pipelining keeps one per micro-batch, Megatron two boundary tensors") {
     const ModelSpec m = PresetStore::builtin().model("llama3-8b");
     Strategy s;
