@@ -177,7 +177,7 @@ int main(int argc, char** argv) {
     // The dense fractions as the planner holds them: 0 asks for its fitted constant (sustained_fit.cpp row_error);
     // the overlap slowdown is passed as the constant itself.
     ComputeFraction held;
-    held.ampere = held.hopper = held.blackwell = held.blackwell_ultra = 0;
+    held.ampere = held.hopper = held.blackwell = held.blackwell_ultra = held.attention = 0;
     held.overlap_slowdown = kOverlapComputeSlowdown;
     print_moe_fit(fit_moe_host(runs, held, source_group), markdown);
     return 0;
@@ -284,9 +284,9 @@ int main(int argc, char** argv) {
   // The fitted parameters and their leave-one-source-out check (bench/sustained_fit.hpp).
   const ComputeFit cf = fit_compute_fraction(runs, source_group);
   auto fractions = [](const ComputeFraction& f) {
-    return fmt::format("Ampere {:.3f}, Hopper {:.3f}, Blackwell {:.3f}, Blackwell Ultra {:.3f}, overlap slowdown {:.3f}, "
-                       "FP8 share {:.3f} (held)",
-                       f.ampere, f.hopper, f.blackwell, f.blackwell_ultra, f.overlap_slowdown,
+    return fmt::format("Ampere {:.3f}, Hopper {:.3f}, Blackwell {:.3f}, Blackwell Ultra {:.3f}, attention {:.3f}, "
+                       "overlap slowdown {:.3f}, FP8 share {:.3f} (held)",
+                       f.ampere, f.hopper, f.blackwell, f.blackwell_ultra, f.attention, f.overlap_slowdown,
                        f.fp8_ratio > 0 ? f.fp8_ratio : fp8_sustained_share(GpuSpec{}));
   };
   std::cout << fmt::format(

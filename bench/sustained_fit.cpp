@@ -68,6 +68,7 @@ RowError row_error(const PublishedRun& r, const ComputeFraction& f, const MoeHos
   c.gpu.sustained_tensor_fraction = fraction_of(r, f);
   c.gpu.comm_overlap_slowdown = std::max(f.overlap_slowdown, 1e-15);  // 0 means "the fitted default" to the planner
   c.gpu.fp8_sustained_ratio = f.fp8_ratio;
+  c.gpu.attention_sustained_fraction = f.attention;
   if (host) {  // 0 means "the fitted default" to the planner: the smallest positive time stands for none
     c.moe_host_layer_s = std::max(host->layer_s, 1e-15);
     c.moe_host_local_expert_s = std::max(host->local_expert_s, 1e-15);
@@ -133,7 +134,8 @@ void minimise(const BySource& by_source, ComputeFraction& f, double ComputeFract
 // along the round's own move (a pattern move, Hooke and Jeeves 1961), until no value moves by more than 1e-4.
 ComputeFraction fit(const BySource& by_source) {
   using F = ComputeFraction;
-  constexpr double F::*kCoords[] = {&F::ampere, &F::hopper, &F::blackwell, &F::blackwell_ultra, &F::overlap_slowdown};
+  constexpr double F::*kCoords[] = {&F::ampere,           &F::hopper,    &F::blackwell,
+                                    &F::blackwell_ultra, &F::attention, &F::overlap_slowdown};
   F f;
   for (int round = 0; round < 12; ++round) {
     const F before = f;

@@ -17,6 +17,9 @@ struct ComputeFraction {
   // Fitted with them: how much longer compute runs beside communication kernels (planner/step_time.hpp
   // overlap_compute_slowdown); the one value every generation shares.
   double overlap_slowdown = 0.1;
+  // The share of the fused attention kernels' benchmark rates a step sustains, every generation alike
+  // (planner/compute_cost.cpp kAttentionSustained); 0 = the planner's constant.
+  double attention = 1;
   // The share of its generation's fraction an FP8 GEMM keeps (planner/compute_cost.cpp kFp8OverBf16Sustained): held,
   // not fitted (0 = the planner's constant). The same-layout BF16/FP8 pairs the bench prints set it; in the fit it
   // trades against Blackwell's fraction (that generation's rows are nearly all FP8) along a flat valley.

@@ -103,6 +103,13 @@ struct GpuSpec {
   // (moe_costs.cpp moe_mlp_time); 0 = the fitted value, kGroupedOverDenseSustained. Not a preset key: the
   // accuracy bench sets it to refit it.
   double grouped_gemm_ratio = 0;
+  // The share of the fused attention kernels' benchmark rates a training step sustains, one for every generation
+  // (compute_cost.cpp kAttentionSustained); 0 = the fitted value. Not a preset key: the accuracy bench sets it to
+  // refit it.
+  double attention_sustained_fraction = 0;
+  // Set by training_device: that share over the tensor fraction it scaled the tensor rates by, which the attention's
+  // time divides back out (compute_cost.cpp flash_time); 1 on a spec training_device did not make.
+  double attention_over_tensor_rate = 1;
   // Measured GEMM throughput and copy bandwidth (calibration profile); null = the analytic model.
   std::shared_ptr<const GemmCalibration> gemm_calibration;
 };
