@@ -99,11 +99,11 @@ constexpr double kSustainedBlackwell = 0.681;
 // PP 16, 256 GPUs: B300 3,131 against B200 2,815 (1.11×, 1.00× by the rates) (MB-2604.01, MB-2604 in bench/data).
 // The die is new (2× the softmax exponential rate, FP4 rework: NVIDIA's 'Inside Blackwell Ultra' blog); which
 // of its changes gives the rest is not public, so its fraction is fitted like the generations' on the dense rows:
-// 0.930 (0.955 since attention has its own share), leave-one-source-out 0.848–0.931 (four rows of two sources;
-// Blackwell's own moved 0.741 → 0.730 once these
+// 0.930, leave-one-source-out 0.848–0.931 (four rows of two sources; Blackwell's own moved 0.741 → 0.730 once these
 // left it). The 17 Blackwell Ultra MoE rows, not fitted on, check it only in part: the 13 Qwen3 and DeepSeek-V3 rows
 // move to their measurements (mean |error| 15.2 → 8.4 %, 6 → 3 beyond 15 %; GB300 Qwen3-235B −17.5 → −4.4 %), the four
-// GPT-OSS 120B rows, predicted too fast already, further from them (B300 +48.5 → +69.9 %).
+// GPT-OSS 120B rows, predicted too fast already, further from them (B300 +48.5 → +69.9 %). 0.955 (leave-one-source-
+// out 0.848–0.987) since attention has its own sustained share (kAttentionSustained).
 constexpr double kSustainedBlackwellUltra = 0.955;
 // FP8 GEMMs keep this share of the generation's fraction: at twice the 16-bit rate a tile's MACs take half the time
 // but its operand loads, pipeline fill and epilogue do not halve (cuBLAS on H100 SXM: ~1,300–1,500 of 1,979 FP8

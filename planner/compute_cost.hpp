@@ -54,7 +54,9 @@ double sustained_tensor_fraction(const GpuSpec& g);
 double fp8_sustained_share(const GpuSpec& g);
 // The GPU as a training step sees it: tensor peaks × sustained_tensor_fraction, or × the override
 // GpuSpec::sustained_tensor_fraction when set (the accuracy bench's fit). The kernel models above stay those of
-// isolated benchmarks. Unchanged with a measured GEMM table, which already is what the device did.
+// isolated benchmarks. The fused attention keeps its own share of its kernel's rate instead, one for every generation
+// (compute_cost.cpp kAttentionSustained; GpuSpec::attention_over_tensor_rate carries it to flash_time). Unchanged with
+// a measured GEMM table, which already is what the device did.
 GpuSpec training_device(const GpuSpec& g);
 
 }  // namespace shardplan

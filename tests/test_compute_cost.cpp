@@ -144,6 +144,29 @@ TEST_SUITE("compute cost") {
     CHECK(flash_attention_backward_s(a100, DType::bf16, 1, 8192, 0, 128, true) == 0.0);
   }
 
+  TEST_CASE("a training step's attention keeps one share of its kernel's rate on every generation, not the GEMMs'") {
+    // The attention efficiencies are the kernels' measured rates; the generations' fitted fractions (which differ:
+    // Hopper's and Blackwell's) scale the GEMMs only, so the benchmark-over-training time ratio of a long attention
+    // is the same on H100 and B200, while a GEMM's follows the generation.
+    const GpuSpec h100 = presets().gpu("h100-sxm"), b200 = presets().gpu("b200");
+    auto attention_share = [](const GpuSpec& g) {
+      const double bench = flash_attention_forward_s(g, DType::bf16, 1, 32768, 32, 128, true, AttentionKernel::cudnn);
+      return bench / flash_attention_forward_s(training_device(g), DType::bf16, 1, 32768, 32, 128, true,
+                                               AttentionKernel::cudnn);
+    };
+    REQUIRE(sustained_tensor_fraction(h100) != doctest::Approx(sustained_tensor_fraction(b200)));
+    CHECK(attention_share(h100) == doctest::Approx(attention_share(b200)).epsilon(1e-3));
+    CHECK(attention_share(h100) > 0.5);
+    CHECK(attention_share(h100) < 1.0);
+    const GemmShape big{8192, 8192, 8192};
+    CHECK(gemm_time_s(h100, DType::bf16, big) / gemm_time_s(training_device(h100), DType::bf16, big) ==
+          doctest::Approx(sustained_tensor_fraction(h100)).epsilon(1e-2));
+    // The fit's override moves it, on both alike.
+    GpuSpec h100_half = h100;
+    h100_half.attention_sustained_fraction = 0.5;
+    CHECK(attention_share(h100_half) == doctest::Approx(0.5).epsilon(1e-3));
+  }
+
   TEST_CASE("memory-bound work streams at 0.85 of HBM bandwidth") {
     const GpuSpec g = presets().gpu("h100-sxm");
     CHECK(memory_bound_time_s(g, 1e9) == doctest::Approx(1e9 / (3350e9 * 0.85)));
