@@ -200,7 +200,7 @@ void add_activations(Ledger& l, const StageInputs& in) {
   const int64_t resident = in.stage.layers - offloaded;
   const LossOrBackward peak = loss_or_backward(in);
   // The loss starts a backward of the last chunk: interleaved, not the stage's worst (LossOrBackward).
-  const StageActivationHold hold = stage_activation_hold(m, s, in.fw, in.stage.stage, peak.loss_peaks() && in.stage.last);
+  const StageActivationHold& hold = peak.hold();
   const double in_flight = hold.in_flight;
   // At the backward that holds every awaiting unit gradient, the blocks after it have freed this micro-batch's sets.
   const int64_t done = peak.loss_peaks() ? 0 : peak.done_blocks;
@@ -497,7 +497,7 @@ StageMemory estimate_stage(const ModelSpec& m, const Strategy& s, const Framewor
     } else if ((lb.backward_extra() + lb.freed_activations > 0 || bucket) && st.layers > 0) {
       out.peak_phase = MemoryPhase::block_backward;
       // Interleaved, the first backward that starts with the stage's most activations held (the simulator's too).
-      out.peak_block = std::max<int64_t>(stage_activation_hold(m, s, fw, st.stage, false).block - lb.done_blocks, 0);
+      out.peak_block = std::max<int64_t>(lb.backward_hold.block - lb.done_blocks, 0);
     }
   }
   out.peak = step_wins ? step.parts_ : fb.parts_;

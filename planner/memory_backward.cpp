@@ -54,15 +54,14 @@ LossOrBackward loss_or_backward(const StageInputs& in) {
   out.head_inputs = in.stage.last ? last_stage_extra_bytes(in.model, in.strategy) : 0;
   out.scratch = in.fw.block_backward_scratch ? block_backward_scratch_bytes(in.model, in.strategy) : 0;
   out.gathered_units = gathered_units_for_backward(in);
-  const StageActivationHold worst = stage_activation_hold(in.model, in.strategy, in.fw, in.stage.stage, false);
-  if (in.stage.last)
-    out.loss_fewer_activations =
-        std::max(worst.bytes - stage_activation_hold(in.model, in.strategy, in.fw, in.stage.stage, true).bytes, 0.0);
+  out.backward_hold = stage_activation_hold(in.model, in.strategy, in.fw, in.stage.stage, false);
+  out.loss_hold = in.stage.last ? stage_activation_hold(in.model, in.strategy, in.fw, in.stage.stage, true)
+                                : out.backward_hold;
   // The block whose backward it is recomputes (partial_recompute.hpp: under partial recomputation perhaps not; set
   // below once that block is known): the stage's last, or the one the awaiting gradients wait at.
   const double working_set = in.strategy.recompute == Recompute::full ? block_working_set_bytes(in.model, in.strategy, in.fw) : 0;
   auto working_set_at = [&](int64_t done_blocks) {
-    const int64_t k = worst.block - done_blocks;
+    const int64_t k = out.backward_hold.block - done_blocks;
     return stage_block_recomputes(in.model, in.strategy, in.stage.stage, k) ? working_set : 0.0;
   };
   out.working_set = working_set_at(0);

@@ -1,8 +1,10 @@
 #pragma once
 // Internal to planner/memory*.cpp: what one stage's memory depends on, and the ledger that adds its parts up.
+#include <algorithm>
 #include <string>
 #include <vector>
 
+#include "planner/activations.hpp"
 #include "planner/framework.hpp"
 #include "planner/memory.hpp"
 #include "planner/partition.hpp"
@@ -68,11 +70,14 @@ struct LossOrBackward {
   int64_t grad_units = 0;        // of how many units
   int64_t done_blocks = 0;       // blocks through their backward at that moment
   double freed_activations = 0;  // their saved activations of the micro-batch, freed by then
-  // The in-flight activations the loss's moment holds fewer than the worst backward's: interleaved, the loss starts a
-  // backward of the last chunk only (activations.hpp stage_activation_hold).
-  double loss_fewer_activations = 0;
+  // The stage's saved block activations at its worst backward's start and at its loss (activations.hpp
+  // stage_activation_hold): interleaved, the loss starts a backward of the last chunk only, with fewer held.
+  StageActivationHold backward_hold, loss_hold;
+  double loss_fewer_activations() const { return std::max(backward_hold.bytes - loss_hold.bytes, 0.0); }
   double backward_extra() const { return scratch + working_set + unit_grads + gathered_units - freed_activations; }
-  bool loss_peaks() const { return logits > 0 && logits + head_inputs - loss_fewer_activations >= backward_extra(); }
+  bool loss_peaks() const { return logits > 0 && logits + head_inputs - loss_fewer_activations() >= backward_extra(); }
+  // The activations the moment holds: the loss's side or the backward's.
+  const StageActivationHold& hold() const { return loss_peaks() ? loss_hold : backward_hold; }
 };
 double gathered_units_for_backward(const StageInputs& in);
 LossOrBackward loss_or_backward(const StageInputs& in);

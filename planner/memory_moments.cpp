@@ -391,14 +391,18 @@ MomentLedger peak_moment(const StageInputs& in, bool record, bool by_allocation)
       if (stage_block_recomputes(in.model, in.strategy, in.stage.stage, k)) last = k, first = first < 0 ? k : first;
     if (last >= 0) ks[nk++] = first, ks[nk++] = last, ks[nk++] = last + 1;
   }
-  for (int i = 0; i < nk; ++i) {
-    const int64_t k = ks[i];
-    bool seen = k < 0 || k >= layers;
-    for (int j = 0; j < i; ++j) seen = seen || ks[j] == k;
-    if (seen) continue;
-    cands[n++] = {MemoryPhase::block_backward, k, 0};
-    cands[n++] = {MemoryPhase::block_backward, k, 1};
-  }
+  // Both sub-moments of each distinct block among ks[from, nk) from block lo to hi.
+  auto add_blocks = [&](int from, int64_t lo, int64_t hi) {
+    for (int i = from; i < nk; ++i) {
+      const int64_t k = ks[i];
+      bool seen = k < lo || k > hi;
+      for (int j = from; j < i; ++j) seen = seen || ks[j] == k;
+      if (seen) continue;
+      cands[n++] = {MemoryPhase::block_backward, k, 0};
+      cands[n++] = {MemoryPhase::block_backward, k, 1};
+    }
+  };
+  add_blocks(0, 0, layers - 1);
   if (in.stage.root_unit() > 0) cands[n++] = {MemoryPhase::root_post_backward, -1, 0};
   cands[n++] = {MemoryPhase::optimizer_step, -1, 0};
   if (z.split) cands[n++] = {MemoryPhase::head_post_backward, -1, 0};
@@ -414,14 +418,7 @@ MomentLedger peak_moment(const StageInputs& in, bool record, bool by_allocation)
     cands[n++] = {MemoryPhase::block_backward, layers - 1, 0};
     cands[n++] = {MemoryPhase::block_backward, layers - 1, 1};
     // Inside that backward, under partial recomputation: the recomputed blocks' working sets (ks[4..6] above).
-    for (int i = 4; i < nk; ++i) {
-      const int64_t k = ks[i];
-      bool seen = k <= 0 || k >= layers - 1;
-      for (int j = 4; j < i; ++j) seen = seen || ks[j] == k;
-      if (seen) continue;
-      cands[n++] = {MemoryPhase::block_backward, k, 0};
-      cands[n++] = {MemoryPhase::block_backward, k, 1};
-    }
+    add_blocks(4, 1, layers - 2);
     first_ends = n;
     if (layers > 1) {
       cands[n++] = {MemoryPhase::block_backward, 0, 0};

@@ -31,6 +31,22 @@ struct Korthikanti {
   double bytes() const { return block_activation_bytes(m, s, fw); }
 };
 
+// The tiny preset with 11 blocks, on pp 2 × vpp 2 with 4 micro-batches under the interleaved schedule, the
+// embedding and the loss each counted as that many layers.
+ModelSpec eleven_blocks() {
+  ModelSpec m = PresetStore::builtin().model("tiny");
+  m.layers = 11;
+  return m;
+}
+
+Strategy interleaved_pp2_vpp2(int64_t embedding_layers, int64_t loss_layers) {
+  Strategy s;
+  s.pp = 2, s.vpp = 2, s.dp = 1, s.micro_batch = 1, s.global_batch = 4;  // m = 4 micro-batches
+  s.schedule = Schedule::interleaved;
+  s.split.embedding_layers = embedding_layers, s.split.loss_layers = loss_layers;
+  return s;
+}
+
 }  // namespace
 
 TEST_SUITE("activations") {
@@ -155,12 +171,8 @@ TEST_SUITE("activations") {
   TEST_CASE("interleaved in-flight blocks follow the schedule with each chunk's own size") {
     // 11 blocks and the embedding counted as one on pp 2 × vpp 2: virtual stages of 2 (+ the embedding), 3, 3, 3
     // blocks, so rank 0 runs a chunk of 2 blocks (virtual stage 0) and one of 3 (virtual stage 2).
-    ModelSpec m = PresetStore::builtin().model("tiny");
-    m.layers = 11;
-    Strategy s;
-    s.pp = 2, s.vpp = 2, s.dp = 1, s.micro_batch = 1, s.global_batch = 4;  // m = 4 micro-batches
-    s.schedule = Schedule::interleaved;
-    s.split.embedding_layers = 1, s.split.loss_layers = 0;
+    const ModelSpec m = eleven_blocks();
+    Strategy s = interleaved_pp2_vpp2(1, 0);
     REQUIRE(chunk_layers(m, s, 0, 0) == 2);
     REQUIRE(chunk_layers(m, s, 0, 1) == 3);
     // Warm-up (p − 1)·2 + (v − 1)·p = 4 forwards, then the fifth: chunks 0, 0, 1, 1, 0 → 2 + 2 + 3 + 3 + 2 = 12
@@ -176,12 +188,8 @@ TEST_SUITE("activations") {
   TEST_CASE("the last stage's loss starts a last-chunk backward: interleaved, it holds fewer than the stage's worst") {
     // 11 blocks and the loss counted as one on pp 2 × vpp 2: virtual stages of 3, 3, 3, 2 (+ the loss) blocks, so
     // the last rank runs a chunk of 3 (virtual stage 1) and one of 2 (virtual stage 3).
-    ModelSpec m = PresetStore::builtin().model("tiny");
-    m.layers = 11;
-    Strategy s;
-    s.pp = 2, s.vpp = 2, s.dp = 1, s.micro_batch = 1, s.global_batch = 4;  // m = 4 micro-batches
-    s.schedule = Schedule::interleaved;
-    s.split.embedding_layers = 0, s.split.loss_layers = 1;
+    const ModelSpec m = eleven_blocks();
+    Strategy s = interleaved_pp2_vpp2(0, 1);
     s.seq = 256, s.precision = Precision::amp_bf16;
     REQUIRE(chunk_layers(m, s, 1, 0) == 3);
     REQUIRE(chunk_layers(m, s, 1, 1) == 2);

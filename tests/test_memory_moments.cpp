@@ -39,6 +39,13 @@ NamedMoments named_moments(const std::string& layout) {
           out.at("difference_pct").at("peak_bytes").get<double>()};
 }
 
+// Both models' names for the peak of a layout where their peaks agree exactly (within 0.01 %).
+std::pair<std::string, std::string> exact_moments(const std::string& layout) {
+  const NamedMoments n = named_moments(layout);
+  CHECK(std::fabs(n.peak_difference_pct) < 0.01);
+  return {n.simulated, n.predicted};
+}
+
 Strategy fsdp2(Framework f, int64_t ranks, int zero, Recompute rc, int64_t seq, int64_t micro = 1) {
   Strategy s;
   s.framework = f;
@@ -244,35 +251,30 @@ TEST_SUITE("memory moments") {
   }
 
   TEST_CASE("simulate and predict name the same moment: one rank's FSDP, chunk 0's embedding mask, the step's buffers") {
-    auto moments = [](const std::string& layout) {
-      const NamedMoments n = named_moments(layout);
-      CHECK(std::fabs(n.peak_difference_pct) < 0.01);
-      return std::pair{n.simulated, n.predicted};
-    };
     // torchtitan applies fully_shard at shard degree 1 too, and under its pipeline's no_sync FSDP2 accumulates the
     // unsharded gradients whatever the mesh's size: dp 1 (TP 4 × PP 4 on 16) keeps them as dp 2 does.
-    auto [sim_one, predict_one] = moments("--preset llama3-8b --cluster dgx-h100 --gpus 16 --framework torchtitan "
+    auto [sim_one, predict_one] = exact_moments("--preset llama3-8b --cluster dgx-h100 --gpus 16 --framework torchtitan "
                                           "--zero 3 --recompute none --tp 4 --pp 4 --micro-batch 2 --seq 4096 --sp "
                                           "--vpp 2 --schedule interleaved");
     CHECK(sim_one == "block 3 backward");
     CHECK(predict_one == sim_one);
     // Interleaved: the first stage's embedding dropout mask is held by chunk 0's micro-batches only, which tips the
     // worst backward from chunk 0's pass to chunk 1's.
-    auto [sim_mask, predict_mask] = moments("--preset gpt-1.7b --cluster dgx-a100-80g --gpus 32 --framework torchtitan "
+    auto [sim_mask, predict_mask] = exact_moments("--preset gpt-1.7b --cluster dgx-a100-80g --gpus 32 --framework torchtitan "
                                             "--zero 3 --recompute none --tp 4 --pp 4 --micro-batch 2 --seq 2048 --sp "
                                             "--vpp 2 --schedule interleaved");
     CHECK(sim_mask == "block 5 backward");
     CHECK(predict_mask == sim_mask);
     // DeepSpeed's pipe buffers and the sequence-parallel gather buffer stay through the optimizer step, whose fp32
     // gradient partition then outweighs the backward.
-    auto [sim_step, predict_step] = moments("--preset llama3-70b --cluster dgx-h100 --gpus 64 --framework deepspeed "
+    auto [sim_step, predict_step] = exact_moments("--preset llama3-70b --cluster dgx-h100 --gpus 64 --framework deepspeed "
                                             "--zero 1 --recompute full --tp 4 --pp 4 --micro-batch 1 --seq 8192 --sp");
     CHECK(sim_step == "optimizer step");
     CHECK(predict_step == sim_step);
     // Interleaved, last stage: the loss's backward starts a last-chunk backward, not the stage's worst one (here chunk
     // 0's, with more held), so it is priced at the worst such start: predict had it 3.8 % above the simulator and the
     // peak.
-    auto [sim_loss, predict_loss] = moments("--preset gpt-1.7b --cluster dgx-a100-80g --gpus 32 --framework torchtitan "
+    auto [sim_loss, predict_loss] = exact_moments("--preset gpt-1.7b --cluster dgx-a100-80g --gpus 32 --framework torchtitan "
                                             "--zero 2 --recompute full --tp 2 --pp 2 --micro-batch 4 --seq 2048 --sp "
                                             "--vpp 2 --schedule interleaved --recompute-every 4");
     CHECK(sim_loss == "block 11 backward");
@@ -280,14 +282,9 @@ TEST_SUITE("memory moments") {
   }
 
   TEST_CASE("interleaved stages and partial recomputation: simulate and predict name the same moment") {
-    auto moments = [](const std::string& layout) {
-      const NamedMoments n = named_moments(layout);
-      CHECK(std::fabs(n.peak_difference_pct) < 0.01);
-      return std::pair{n.simulated, n.predicted};
-    };
     // Megatron, interleaved, last stage: the loss starts a last-chunk backward, which holds fewer micro-batches than
     // the stage's worst forward (activations.hpp stage_activation_hold): predict had the loss 0.03 % above the peak.
-    auto [sim_loss, predict_loss] = moments("--preset deepseek-v3 --cluster gb200-nvl72-superpod --gpus 256 "
+    auto [sim_loss, predict_loss] = exact_moments("--preset deepseek-v3 --cluster gb200-nvl72-superpod --gpus 256 "
                                             "--framework megatron --zero 0 --recompute selective --tp 4 --pp 2 "
                                             "--micro-batch 1 --seq 2048 --sp --vpp 2 --schedule interleaved --ep 4 "
                                             "--loss fused");
@@ -295,28 +292,28 @@ TEST_SUITE("memory moments") {
     CHECK(predict_loss == sim_loss);
     // Two chunks' backwards start with exactly the same bytes held: the first in time (chunk 0's, whose last block is
     // the stage's 15th) is the moment, not the stage's last block.
-    auto [sim_tie, predict_tie] = moments("--preset deepseek-v3 --cluster gb200-nvl72-superpod --gpus 256 "
+    auto [sim_tie, predict_tie] = exact_moments("--preset deepseek-v3 --cluster gb200-nvl72-superpod --gpus 256 "
                                           "--framework megatron --zero 0 --recompute full --tp 4 --pp 2 --micro-batch 4 "
                                           "--seq 4096 --sp --vpp 2 --schedule interleaved --ep 4 --loss fused");
     CHECK(sim_tie == "block 15 backward");
     CHECK(predict_tie == sim_tie);
     // Partial recomputation without FSDP: the chunks hold their own blocks' bytes, and of two equal starts the one
     // whose block recomputes (its working set) is the worst.
-    auto [sim_partial, predict_partial] = moments("--preset llama3-70b --cluster gb200-nvl72 --gpus 64 --framework "
+    auto [sim_partial, predict_partial] = exact_moments("--preset llama3-70b --cluster gb200-nvl72 --gpus 64 --framework "
                                                   "torchtitan --zero 0 --recompute full --tp 2 --pp 8 --cp 2 "
                                                   "--micro-batch 2 --seq 2048 --sp --vpp 2 --schedule interleaved "
                                                   "--loss fused --recompute-every 2");
     CHECK(sim_partial == "block 5 backward");
     CHECK(predict_partial == sim_partial);
     // torchtitan's interleaved hold walks each block of the worst pass: here block 10, the pass's recomputed one.
-    auto [sim_hold, predict_hold] = moments("--preset llama3-70b --cluster gb200-nvl72 --gpus 64 --framework torchtitan "
+    auto [sim_hold, predict_hold] = exact_moments("--preset llama3-70b --cluster gb200-nvl72 --gpus 64 --framework torchtitan "
                                             "--zero 3 --recompute full --tp 8 --pp 8 --micro-batch 2 --seq 8192 --sp "
                                             "--vpp 2 --schedule interleaved --recompute-every 4");
     CHECK(sim_hold == "block 10 backward");
     CHECK(predict_hold == sim_hold);
     // 1F1B under no_sync: inside the first backward, the last recomputed block (its working set, the gradients of
     // the blocks after it) outweighs the pass's first block.
-    auto [sim_first, predict_first] = moments("--preset llama3-70b --cluster dgx-h100 --gpus 64 --framework torchtitan "
+    auto [sim_first, predict_first] = exact_moments("--preset llama3-70b --cluster dgx-h100 --gpus 64 --framework torchtitan "
                                               "--zero 3 --recompute full --tp 1 --pp 2 --micro-batch 4 --seq 8192 "
                                               "--recompute-every 3");
     CHECK(sim_first == "block 38 backward");
