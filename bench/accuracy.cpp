@@ -101,9 +101,9 @@ void print_means(const std::map<std::string, Mean>& means, const char* title, bo
 // One row's prediction, part by part (--detail).
 void print_detail(const PublishedRun& c, const Prediction& p, double pred, double err) {
   const StageMemory& st = p.memory.peak_stage();
-  std::cout << fmt::format("\n{} {} {} GPUs {} ({}): measured {:.4g}, predicted {:.4g} ({:+.1f} %)\n", c.source,
+  std::cout << fmt::format("\n{} {} {} GPUs {} ({}): measured {:.4g}, predicted {:.4g} ({:+.1f} %) {}\n", c.source,
                            c.model.name, c.strategy.gpus, c.cluster.gpu.name, layout_of(c.strategy), c.measured, pred,
-                           100 * err);
+                           100 * err, metric_name(c.metric));
   std::cout << fmt::format("  memory: stage {} of {} at {}, peak {:.2f} GiB, fit {:.2f} of {:.2f} GiB\n", st.stage,
                            p.memory.stages.size(), moment_name(st.peak_phase, st.peak_block),
                            p.peak_bytes() / kGiB, p.fit_bytes() / kGiB,
