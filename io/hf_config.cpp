@@ -62,6 +62,9 @@ const Family* family_by_model_type(const std::string& t) {
   if (t == "RefinedWeb" || t == "RefinedWebModel") return &kFamilies[6];
   if (t == "llama4_text") return family_by_model_type("llama4");  // Llama4TextConfig on its own
   if (t == "gemma3_text") return family_by_model_type("gemma3");  // Gemma3TextConfig (gemma-3-1b)
+  // Kimi K2: DeepSeek-V3's model under its own model_type (moonshotai/Kimi-K2-Instruct config.json: architectures
+  // DeepseekV3ForCausalLM, auto_map to configuration_deepseek.DeepseekV3Config: the same fields).
+  if (t == "kimi_k2") return family_by_model_type("deepseek_v3");
   return nullptr;
 }
 
@@ -99,7 +102,7 @@ void reject_moe(const json& j, const std::string& origin, const std::string& pre
   for (const char* key : {"num_local_experts", "num_experts", "n_routed_experts", "moe_intermediate_size"}) {
     if (j.contains(key) && !j.at(key).is_null() && !(j.at(key).is_number() && j.at(key).get<double>() <= 1)) {
       throw InputError(fmt::format("{}: '{}{}' ({}) describes a mixture-of-experts model, which shardplan reads "
-                                   "for model_type mixtral, qwen3_moe, deepseek_v2/v3, gpt_oss and llama4 only; "
+                                   "for model_type mixtral, qwen3_moe, deepseek_v2/v3, kimi_k2, gpt_oss and llama4 only; "
                                    "describe it with --model FILE.yaml (experts, experts_per_token, ...)",
                                    origin, printable(prefix), key, describe(j.at(key))));
     }

@@ -21,8 +21,9 @@ constexpr double kLaunchGapS = 2e-6;
 
 // The share of its generation's sustained rate the routed experts' grouped GEMMs keep against dense GEMMs of the same
 // shapes (GpuSpec::grouped_gemm_ratio overrides). Fitted by build/bench/shardplan_accuracy with the host values below
-// on the public MoE runs (all Megatron-Core: Transformer Engine's GroupedLinear), each source weighted equally: 0.787
-// (reports/accuracy.md gives its leave-one-source-out values; 0.750 until attention had its own sustained share and
+// on the public MoE runs (all Megatron-Core: Transformer Engine's GroupedLinear), each source weighted equally: 0.804
+// (reports/accuracy.md gives its leave-one-source-out values; 0.787 until Megatron-Bridge's Kimi-K2 row joined,
+// 2026-12-07, predicted first at −6.6 %; 0.750 until attention had its own sustained share and
 // Blackwell's dense fraction fell, 2026-12-07; 0.766 before GPT-OSS's expert bias was priced). Why a
 // grouped GEMM runs slower than the dense GEMM of one expert's shape: Transformer Engine's grouped linear launches the
 // experts' GEMMs over a few streams
@@ -30,7 +31,7 @@ constexpr double kLaunchGapS = 2e-6;
 // dense GEMMs — NVIDIA/TransformerEngine#2939 (2026-04): GroupedLinear ~2× slower than a loop of F.linear over the same
 // four experts on B300; #2151: bf16 grouped GEMMs slow further when the experts' row counts differ. torch._grouped_mm
 // (torchtitan) is assumed alike (pytorch/pytorch#163425: at large sizes no faster than a loop of cuBLAS GEMMs).
-constexpr double kGroupedOverDenseSustained = 0.787;
+constexpr double kGroupedOverDenseSustained = 0.804;
 
 double grouped_gemm_ratio(const GpuSpec& g) {
   return g.grouped_gemm_ratio > 0 ? g.grouped_gemm_ratio : kGroupedOverDenseSustained;
@@ -273,11 +274,12 @@ void add_mtp_costs(const ModelSpec& m, const Strategy& s, const GpuSpec& g, Micr
 // and permutations on a TP rank's sequence-parallel slice; 3.972 ms + 0.0758 ms until Blackwell Ultra had its own
 // dense fraction (2026-12-07): its MoE rows then ran faster on the GPU and the refit gave the host more; 4.370 ms +
 // 0.0623 ms until GPT-OSS's expert bias (moe_expert_bias_bytes) took GPU time the per-expert part had stood in for;
-// 4.469 ms + 0.0498 ms until attention had its own sustained share (kAttentionSustained, 2026-12-07).
-constexpr double kMoeHostLayerS = 4.519e-3;
-constexpr double kMoeHostLocalExpertS = 0.0548e-3;
-// The flex dispatchers' share of the fixed part, fitted the same way: 0.569 (0.574 before attention's own sustained
-// share; 0.547 before GPT-OSS's expert bias was
+// 4.469 ms + 0.0498 ms until attention had its own sustained share (kAttentionSustained, 2026-12-07); 4.519 ms +
+// 0.0548 ms until Megatron-Bridge's Kimi-K2 row joined (2026-12-07; its objective is flat: one row moves it).
+constexpr double kMoeHostLayerS = 4.429e-3;
+constexpr double kMoeHostLocalExpertS = 0.0602e-3;
+// The flex dispatchers' share of the fixed part, fitted the same way: 0.566 (0.569 before the Kimi-K2 row; 0.574
+// before attention's own sustained share; 0.547 before GPT-OSS's expert bias was
 // priced; 0.525 before Blackwell Ultra's own fraction; 0.384 before the sixteenth session's GPU terms; 0.41 before the
 // dense fractions it is fitted beside moved with OLMo-core's rows, 2026-12-06). Both wait on the host once per layer
 // to size their output (_HybridEPManager.dispatch without a rank capacity factor: "CPU sync in dispatch";
@@ -288,7 +290,7 @@ constexpr double kMoeHostLocalExpertS = 0.0548e-3;
 // stall. While their traffic was priced as NCCL's all-to-all (one copy per expert), this share fitted 0: the
 // overpriced traffic stood in for the stall. With the deduplicated dispatch (flex_dispatch_time_s) it fitted 0.41, its
 // leave-one-source-out values 0.30–0.51 (reports/accuracy.md); pinned at 1 the MoE rows fit worse.
-constexpr double kMoeHostFusedDispatchShare = 0.569;
+constexpr double kMoeHostFusedDispatchShare = 0.566;
 
 double moe_host_layer_default_s() { return kMoeHostLayerS; }
 double moe_host_local_expert_default_s() { return kMoeHostLocalExpertS; }

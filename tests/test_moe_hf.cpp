@@ -51,6 +51,15 @@ const char* kDeepSeekV3 = R"({"architectures": ["DeepseekV3ForCausalLM"], "model
   "q_lora_rank": 1536, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "routed_scaling_factor": 2.5,
   "scoring_func": "sigmoid", "tie_word_embeddings": false, "topk_group": 4, "topk_method": "noaux_tc",
   "v_head_dim": 128, "vocab_size": 129280})";
+// moonshotai/Kimi-K2-Instruct config.json (model_type kimi_k2 with DeepseekV3Config's fields).
+const char* kKimiK2 = R"({"architectures": ["DeepseekV3ForCausalLM"], "model_type": "kimi_k2",
+  "first_k_dense_replace": 1, "hidden_act": "silu", "hidden_size": 7168, "intermediate_size": 18432,
+  "kv_lora_rank": 512, "max_position_embeddings": 131072, "moe_intermediate_size": 2048, "moe_layer_freq": 1,
+  "n_group": 1, "n_routed_experts": 384, "n_shared_experts": 1, "norm_topk_prob": true, "num_attention_heads": 64,
+  "num_experts_per_tok": 8, "num_hidden_layers": 61, "num_key_value_heads": 64, "num_nextn_predict_layers": 0,
+  "q_lora_rank": 1536, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "routed_scaling_factor": 2.827,
+  "scoring_func": "sigmoid", "tie_word_embeddings": false, "topk_group": 1, "topk_method": "noaux_tc",
+  "v_head_dim": 128, "vocab_size": 163840})";
 // Qwen/Qwen3-30B-A3B config.json.
 const char* kQwen3Moe = R"({"architectures": ["Qwen3MoeForCausalLM"], "attention_bias": false,
   "decoder_sparse_step": 1, "head_dim": 128, "hidden_act": "silu", "hidden_size": 2048, "intermediate_size": 6144,
@@ -79,9 +88,10 @@ const char* kScout = R"({"architectures": ["Llama4ForConditionalGeneration"], "m
 }  // namespace
 
 TEST_SUITE("moe hf config") {
-  TEST_CASE("Mixtral, DeepSeek-V3, Qwen3-MoE, GPT-OSS and Llama 4 configs give their presets' counts") {
+  TEST_CASE("Mixtral, DeepSeek-V3, Kimi K2, Qwen3-MoE, GPT-OSS and Llama 4 configs give their presets' counts") {
     same_counts(kMixtral, "mixtral-8x7b");
     same_counts(kDeepSeekV3, "deepseek-v3");
+    same_counts(kKimiK2, "kimi-k2");  // model_type kimi_k2 read as DeepSeek-V3's fields
     same_counts(kQwen3Moe, "qwen3-30b-a3b");
     same_counts(gpt_oss_20b(), "gpt-oss-20b");
     same_counts(kScout, "llama4-scout");

@@ -63,6 +63,24 @@ TEST_SUITE("moe params") {
     CHECK(static_cast<double>(p.mtp + 2 * p.embedding) == doctest::Approx(13.46e9).epsilon(0.001));
   }
 
+  TEST_CASE("Kimi K2: DeepSeek-V3's blocks at 64 heads and 384 experts, 1 dense layer, no MTP (model card: 1T, 32B)") {
+    const ParamCounts p = counts("kimi-k2");
+    // MLA at 64 heads: q_a 7168·1536 + norm 1536 + q_b 1536·64·192 + kv_a 7168·576 + norm 512 + kv_b 512·64·256
+    // + o 64·128·7168 = 11,010,048 + 1536 + 18,874,368 + 4,128,768 + 512 + 8,388,608 + 58,720,256.
+    CHECK(p.block.attn_weights + p.block.attn_extra == 101'124'096);
+    // 385 experts × 3·7168·2048 (44,040,192) + router 384·7168 + correction bias 384.
+    CHECK(p.block.experts + p.block.shared_experts + p.block.router == 16'958'226'816);
+    CHECK(p.moe_layers == 60);
+    CHECK(p.dense_block.total() == 497'500'160);  // 101,124,096 + 3·7168·18432 + 2·7168
+    // 60 × 17,059,365,248 + 497,500,160 + embedding and head 2 × 163840·7168 + final norm 7168.
+    CHECK(p.total == 1'026'408'232'448);
+    CHECK(static_cast<double>(p.total) == doctest::Approx(1e12).epsilon(0.03));  // the card's "1T"
+    // Active: less 60 layers × 376 idle experts × 44,040,192: 32.86 B, the card's "32B activated".
+    CHECK(p.active == 32'861'500'928);
+    CHECK(static_cast<double>(p.active) == doctest::Approx(32e9).epsilon(0.03));
+    CHECK(p.mtp == 0);
+  }
+
   TEST_CASE("Qwen3 MoE: 30.5B / 3.3B and 235B / 22B (model cards), Q/K norms counted") {
     const ParamCounts small = counts("qwen3-30b-a3b");
     CHECK(small.total == 30'532'122'624);
