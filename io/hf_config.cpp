@@ -102,8 +102,8 @@ void reject_moe(const json& j, const std::string& origin, const std::string& pre
   for (const char* key : {"num_local_experts", "num_experts", "n_routed_experts", "moe_intermediate_size"}) {
     if (j.contains(key) && !j.at(key).is_null() && !(j.at(key).is_number() && j.at(key).get<double>() <= 1)) {
       throw InputError(fmt::format("{}: '{}{}' ({}) describes a mixture-of-experts model, which shardplan reads "
-                                   "for model_type mixtral, qwen3_moe, deepseek_v2/v3, kimi_k2, gpt_oss and llama4 only; "
-                                   "describe it with --model FILE.yaml (experts, experts_per_token, ...)",
+                                   "for model_type mixtral, qwen3_moe, deepseek_v2/v3, kimi_k2, gpt_oss and llama4 "
+                                   "only; describe it with --model FILE.yaml (experts, experts_per_token, ...)",
                                    origin, printable(prefix), key, describe(j.at(key))));
     }
   }
