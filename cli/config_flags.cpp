@@ -24,7 +24,7 @@ void add_config_flags(CLI::App& cmd, ConfigFlags& f) {
   cmd.add_option("--hf-config", f.hf_config,
                  "Hugging Face config.json (model_type llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3, phi3, "
                  "gpt_neox, gpt2, falcon, nemotron, olmo2; MoE: mixtral, qwen3_moe, deepseek_v2, deepseek_v3, "
-                 "kimi_k2, gpt_oss, llama4)");
+                 "kimi_k2, kimi_k25, gpt_oss, llama4)");
   cmd.add_option("--cluster", f.cluster, "Cluster preset name or cluster YAML file");
   cmd.add_option("--gpu", f.gpu, "GPU preset, when no --cluster is given (8 per node, its usual interconnect)");
   cmd.add_option("--gpus-per-node", f.gpus_per_node, "Override the cluster's GPUs per node");

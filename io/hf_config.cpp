@@ -65,6 +65,8 @@ const Family* family_by_model_type(const std::string& t) {
   // Kimi K2: DeepSeek-V3's model under its own model_type (moonshotai/Kimi-K2-Instruct config.json: architectures
   // DeepseekV3ForCausalLM, auto_map to configuration_deepseek.DeepseekV3Config: the same fields).
   if (t == "kimi_k2") return family_by_model_type("deepseek_v3");
+  // Kimi K2.5: a vision tower and Kimi K2's language model under text_config (KimiK25ForConditionalGeneration).
+  if (t == "kimi_k25") return family_by_model_type("deepseek_v3");
   return nullptr;
 }
 
@@ -372,9 +374,12 @@ HfModel parse_hf_config(const std::string& text, const std::string& origin, cons
                                     first_architecture));
   if (!is_moe_file_family(out.family)) reject_moe(j, origin);
 
-  // Llama 4's multimodal config keeps the language model under text_config (Llama4Config).
-  const bool nested = (out.family == "llama4" || out.family == "gemma3") && j.contains("text_config") &&
-                      j.at("text_config").is_object();  // and Gemma 3's multimodal Gemma3Config
+  // Llama 4's multimodal config keeps the language model under text_config (Llama4Config), as do Gemma 3's
+  // multimodal Gemma3Config and Kimi K2.5's; their vision towers are not planned.
+  const bool multimodal = out.family == "llama4" || out.family == "gemma3" || out.model_type == "kimi_k25";
+  const bool nested = multimodal && j.contains("text_config") && j.at("text_config").is_object();
+  if (nested && out.model_type == "kimi_k25")
+    out.notes.push_back("the language model of text_config planned; the vision tower is not");
   const Fields f(nested ? j.at("text_config") : j, nested ? origin + " text_config" : origin, out.family);
   if (is_moe_file_family(out.family)) read_moe_file_family(f, out);
   else if (out.family == "gpt2") read_gpt2(f, out);

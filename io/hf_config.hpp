@@ -8,7 +8,7 @@
 //   gpt2                    n_embd/n_layer/n_head/n_inner, learned positions, biases everywhere, tied
 //   falcon                  (also RefinedWeb/RefinedWebModel) multi-query or num_kv_heads, optional biases
 //   nemotron                LayerNorm1P with bias, two-matrix relu² MLP, rotary, GQA, untied (Nemotron-4, Minitron)
-//   mixtral, qwen3_moe, deepseek_v2, deepseek_v3 (kimi_k2), gpt_oss, llama4 (llama4_text)   MoE, MLA, MTP
+//   mixtral, qwen3_moe, deepseek_v2, deepseek_v3 (kimi_k2, kimi_k25), gpt_oss, llama4 (llama4_text)   MoE, MLA
 //   qwen3, phi3, gemma2, gemma3 (gemma3_text)   dense; Q/K norms, sandwich norms, sliding windows
 //   (io/hf_config_moe.cpp: each reader names the transformers class it counts)
 //

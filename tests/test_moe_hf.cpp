@@ -92,6 +92,11 @@ TEST_SUITE("moe hf config") {
     same_counts(kMixtral, "mixtral-8x7b");
     same_counts(kDeepSeekV3, "deepseek-v3");
     same_counts(kKimiK2, "kimi-k2");  // model_type kimi_k2 read as DeepSeek-V3's fields
+    // Kimi K2.5 (moonshotai/Kimi-K2.5 config.json, vision_config left out): K2's language model under text_config.
+    const std::string k25 = std::string(R"({"architectures": ["KimiK25ForConditionalGeneration"], )") +
+                            R"("model_type": "kimi_k25", "text_config": )" + kKimiK2 + "}";
+    same_counts(k25, "kimi-k2");
+    CHECK(parse_hf_config(k25, "config.json", "x").spec.description.find("vision tower is not") != std::string::npos);
     same_counts(kQwen3Moe, "qwen3-30b-a3b");
     same_counts(gpt_oss_20b(), "gpt-oss-20b");
     same_counts(kScout, "llama4-scout");
