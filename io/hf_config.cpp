@@ -63,10 +63,9 @@ const Family* family_by_model_type(const std::string& t) {
   if (t == "llama4_text") return family_by_model_type("llama4");  // Llama4TextConfig on its own
   if (t == "gemma3_text") return family_by_model_type("gemma3");  // Gemma3TextConfig (gemma-3-1b)
   // Kimi K2: DeepSeek-V3's model under its own model_type (moonshotai/Kimi-K2-Instruct config.json: architectures
-  // DeepseekV3ForCausalLM, auto_map to configuration_deepseek.DeepseekV3Config: the same fields).
-  if (t == "kimi_k2") return family_by_model_type("deepseek_v3");
-  // Kimi K2.5: a vision tower and Kimi K2's language model under text_config (KimiK25ForConditionalGeneration).
-  if (t == "kimi_k25") return family_by_model_type("deepseek_v3");
+  // DeepseekV3ForCausalLM, auto_map to configuration_deepseek.DeepseekV3Config: the same fields); Kimi K2.5: a vision
+  // tower and that language model under text_config (KimiK25ForConditionalGeneration).
+  if (t == "kimi_k2" || t == "kimi_k25") return family_by_model_type("deepseek_v3");
   return nullptr;
 }
 
