@@ -58,7 +58,7 @@ std::map<std::string, std::string> parse_options(const ModernRow& r) {
       "pp_loss_layers", "pp_layout", "mtp", "ep_overlap", "cuda_graph", "capacity_factor", "pad_to_capacity", "dispatcher",
       "moe_probs",
       "precision_aware_optimizer", "adam_moments", "recompute_modules", "recompute_layers", "recompute_every",
-      "act_offload_layers", "expandable_segments",
+      "act_offload_layers", "expandable_segments", "optimizer",
       "end_units", "rope", "mcore_flops"};
   static const std::set<std::string> recorded = {
       "grad_reduce_in_fp32", "main_grads", "delay_wgrad",
@@ -232,6 +232,11 @@ Strategy strategy_of(const ModernRow& r, const std::map<std::string, std::string
     const auto p = parse_moe_probs(opt.at("moe_probs"));
     if (!p) throw std::runtime_error(fmt::format("line {}: moe_probs '{}' (activation, combine)", r.line, opt.at("moe_probs")));
     s.moe_probs = *p;
+  }
+  if (opt.count("optimizer")) {  // --optimizer (planner/optimizer.hpp)
+    const auto o = parse_optimizer(opt.at("optimizer"));
+    if (!o) throw std::runtime_error(fmt::format("line {}: optimizer '{}' (adamw, muon)", r.line, opt.at("optimizer")));
+    s.optimizer = *o;
   }
   if (opt.count("dispatcher")) {  // --moe-dispatcher
     const auto d = parse_moe_dispatcher(opt.at("dispatcher"));

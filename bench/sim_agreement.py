@@ -5,6 +5,7 @@ analytic one differ by more than a tolerance (issue 15: "simulate's memory over 
 
     python3 bench/sim_agreement.py build/shardplan --layouts 3000 --seeds 7 11 23            # memory peaks
     python3 bench/sim_agreement.py build/shardplan --layouts 3000 --seeds 7 --metric step_s  # step times
+    python3 bench/sim_agreement.py build/shardplan --layouts 1000 --seeds 7 --muon            # Muon under megatron
 
 Layouts are drawn per seed from a fixed menu (models, runtimes, ZeRO, recomputation, TP/SP, PP/VPP, CP, EP, FP8, the
 fused loss, micro-batch, sequence); those a runtime refuses (exit 2) are skipped and counted apart. Prints each layout
@@ -27,7 +28,7 @@ MOE = ("mixtral", "qwen3", "deepseek", "oss")
 FRAMEWORKS = ["megatron", "fsdp", "torchtitan", "fsdp1", "deepspeed"]
 
 
-def draw(rng, partial=False):
+def draw(rng, partial=False, muon=False):
     model, cluster, gpus = rng.choice(MODELS)
     tp, pp, cp = rng.choice([1, 2, 4, 8]), rng.choice([1, 2, 4, 8]), rng.choice([1, 1, 1, 2])
     if gpus % (tp * pp * cp):
@@ -57,6 +58,11 @@ def draw(rng, partial=False):
             args += ["--recompute-layers", str(rng.choice([1, 2, 3, 5]))]
         else:
             return None
+    # --muon: Megatron-Core's Muon (planner/optimizer.hpp), which runs under megatron with ZeRO 0 or 1 only
+    if muon:
+        args[args.index("--framework") + 1] = "megatron"
+        args[args.index("--zero") + 1] = str(rng.choice([0, 1]))
+        args += ["--optimizer", "muon"]
     return args
 
 
@@ -69,6 +75,8 @@ def main():
     ap.add_argument("--tolerance", type=float, default=3.0, help="percent")
     ap.add_argument("--partial-recompute", action="store_true",
                     help="every draw recomputes some blocks only (--recompute-layers / --recompute-every)")
+    ap.add_argument("--muon", action="store_true",
+                    help="every draw under megatron with --optimizer muon (ZeRO 0 or 1)")
     ap.add_argument("--show-moments", action="store_true",
                     help="print each layout whose peak's moment the two name differently, with both names")
     a = ap.parse_args()
@@ -77,7 +85,7 @@ def main():
         rng = random.Random(seed)
         ran = beyond = refused = renamed = 0
         for _ in range(a.layouts):
-            args = draw(rng, a.partial_recompute)
+            args = draw(rng, a.partial_recompute, a.muon)
             if args is None:
                 continue
             r = subprocess.run([a.binary, "simulate", "--format", "json"] + args, capture_output=True, text=True)

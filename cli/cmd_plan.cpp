@@ -90,6 +90,7 @@ SearchSpace search_space(const PlanOptions& o, const ModelSpec& m, const Cluster
   b.moe_probs = parse_moe_probs_flag(f.moe_probs);
   b.precision_aware_optimizer = f.precision_aware_optimizer;
   b.bf16_adam_moments = parse_adam_moments_flag(f.adam_moments);
+  b.optimizer = parse_optimizer_flag(f.optimizer);
   b.recompute_modules = parse_recompute_modules_flag(f.recompute_modules);
   b.offload_activation_layers = f.offload_activation_layers.value_or(0);
   if (const std::string why = precision_aware_optimizer_refusal(b); !why.empty()) throw InputError(why);

@@ -109,6 +109,10 @@ void add_config_flags(CLI::App& cmd, ConfigFlags& f) {
   cmd.add_option("--adam-moments", f.adam_moments,
                  "Dtype of Adam's m and v: fp32 (default) | bf16 (Megatron --exp-avg-dtype/--exp-avg-sq-dtype bf16; needs "
                  "--precision-aware-optimizer)");
+  cmd.add_option("--optimizer", f.optimizer,
+                 "adamw (default) | muon (Megatron-Core's --optimizer muon: one fp32 momentum per weight matrix, "
+                 "orthogonalized by 5 Newton-Schulz steps, Adam for embeddings, output layer, norms and biases; with "
+                 "--zero 1 its layer-wise distributed optimizer; megatron)");
   cmd.add_flag("--compile", f.compile,
                "torch.compile of the model (fsdp, fsdp1, torchtitan): fused elementwise kernels (time only)");
   cmd.add_option("--loss", f.loss, "Cross-entropy: standard | chunked (logits materialised in chunks) | fused (one kernel, gradient in the compute dtype: flash-attn's, llm-foundry's default; under megatron Transformer Engine's, which writes the gradient over the logits; torchtitan's with --compile, which compiles the loss too); default: fused for torchtitan with --compile, else standard");
@@ -363,6 +367,12 @@ MoeDispatcher parse_moe_dispatcher_flag(const std::string& v) {
   throw InputError(fmt::format("--moe-dispatcher '{}' is not one of: alltoall, deepep, hybridep", v));
 }
 
+OptimizerKind parse_optimizer_flag(const std::string& v) {
+  if (v.empty()) return OptimizerKind::adamw;
+  if (const auto o = parse_optimizer(v)) return *o;
+  throw InputError(fmt::format("--optimizer '{}' is not one of: adamw, muon", v));
+}
+
 bool parse_adam_moments_flag(const std::string& v) {
   if (v.empty() || v == "fp32") return false;
   if (v == "bf16") return true;
@@ -472,6 +482,7 @@ ResolvedConfig resolve_config(const ConfigFlags& f, const PresetStore& store) {
   s.precision_aware_optimizer = f.precision_aware_optimizer;
   s.offload_activation_layers = f.offload_activation_layers.value_or(0);
   s.bf16_adam_moments = parse_adam_moments_flag(f.adam_moments);
+  s.optimizer = parse_optimizer_flag(f.optimizer);
   s.micro_batch = positive("--micro-batch", f.micro_batch, 1);
   s.seq = positive("--seq", f.seq, r.model.seq);
   if (f.global_batch) {

@@ -194,6 +194,10 @@ EmittedFile emit_megatron(const LaunchPlan& plan, const LaunchFacts& f) {
   // keep E4M3 everywhere (TE recipe.py MXFP8BlockScaling / Float8BlockScaling defaults). FP8 weight gathers:
   // --fp8-param-gather (the distributed optimizer's and Megatron-FSDP's).
   const Strategy& priced = plan.prediction.strategy;
+  // Muon (planner/optimizer.hpp): with --use-distributed-optimizer Megatron runs its LayerWiseDistributedOptimizer
+  // (arguments.py validate_args: "Use --optimizer muon --use-distributed-optimizer"); it needs the
+  // emerging-optimizers package (megatron/core/optimizer/__init__.py).
+  if (priced.optimizer == OptimizerKind::muon) arg2("--optimizer", "muon");
   if (priced.fp8 != Fp8Recipe::off) {
     const bool per_tensor = priced.fp8 == Fp8Recipe::tensorwise;
     arg2("--fp8-format", per_tensor ? "hybrid" : "e4m3");

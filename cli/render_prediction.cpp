@@ -102,6 +102,7 @@ json config_json(const Prediction& p) {
           {"expandable_segments", effective_expandable_segments(s, framework_traits(s.framework))},
           {"precision_aware_optimizer", s.precision_aware_optimizer},
           {"adam_moments", s.bf16_adam_moments ? "bf16" : "fp32"},
+          {"optimizer", to_string(s.optimizer)},
           {"loss", to_string(s.loss)},
           {"fp8", to_string(s.fp8)},
           {"fp8_all_gather", s.fp8_all_gather},
@@ -301,7 +302,10 @@ std::string headline(const Prediction& p) {
                                            expert_data_parallel(s))
                                : "",
                      zero_label(s.zero),
-                     s.hsdp > 0 ? fmt::format(" HSDP groups of {}", s.hsdp) : "",
+                     (s.hsdp > 0 ? fmt::format(" HSDP groups of {}", s.hsdp) : "") +
+                         std::string(s.optimizer == OptimizerKind::muon
+                                         ? (s.zero >= 1 ? " · Muon (layer-wise distributed)" : " · Muon")
+                                         : ""),
                      std::string(to_string(s.precision)) +
                          (s.fp8 != Fp8Recipe::off ? fmt::format(" · FP8 GEMMs ({}{})", to_string(s.fp8),
                                                                 s.fp8_all_gather ? ", FP8 all-gather" : "")

@@ -6,6 +6,7 @@
 
 #include "planner/framework.hpp"
 #include "planner/moe.hpp"
+#include "planner/optimizer.hpp"
 
 namespace shardplan {
 
@@ -380,6 +381,7 @@ bool framework_runs(const Strategy& s) {
   if (s.moe_dispatcher != MoeDispatcher::alltoall && s.framework != Framework::megatron) return false;
   if ((s.precision_aware_optimizer || s.bf16_adam_moments) && s.framework != Framework::megatron) return false;
   if (s.offload_activation_layers != 0 && !activation_offload_runtime_refusal(s).empty()) return false;
+  if (!muon_refusal(s).empty()) return false;
   if ((s.recompute_layers > 0 || s.recompute_every > 0) && !partial_recompute_runtime_refusal(s).empty()) return false;
   return !s.offload_optimizer || (fs.offload_optimizer && has(fs.offload_zero_stages, s.zero));
 }
@@ -448,6 +450,7 @@ std::optional<std::string> framework_refusal(const Strategy& s) {
   if ((s.precision_aware_optimizer || s.bf16_adam_moments) && s.framework != Framework::megatron)
     return refusal(s, s.bf16_adam_moments ? "--adam-moments bf16" : "--precision-aware-optimizer", kPrecisionAwareRefusal);
   if (std::string why = activation_offload_runtime_refusal(s); !why.empty()) return why;
+  if (std::string why = muon_refusal(s); !why.empty()) return why;
   if (std::string why = partial_recompute_runtime_refusal(s); !why.empty()) return why;
   if (s.fp8 != Fp8Recipe::off && !has(fp8_support(s.framework).recipes, static_cast<int>(s.fp8)))
     return refusal(s, fmt::format("--fp8 {}", to_string(s.fp8)).c_str(), fp8_support(s.framework).refusal);

@@ -14,6 +14,7 @@
 #include "planner/memory_moments.hpp"
 #include "planner/moe.hpp"
 #include "planner/moe_costs.hpp"
+#include "planner/optimizer.hpp"
 #include "planner/partial_recompute.hpp"
 #include "planner/partition.hpp"
 
@@ -67,7 +68,7 @@ MemoryComponents stage_model_states(const StageParams& st, const Strategy& s) {
   c.params = d.params + e.params;
   c.grads = d.grads + e.grads;
   c.master = d.master + e.master;
-  c.optimizer = d.optimizer + e.optimizer;
+  c.optimizer = stage_optimizer_state_bytes(st, s, b);  // Adam's d + e, or Muon's (planner/optimizer.hpp)
   return c;
 }
 
@@ -178,7 +179,11 @@ void add_model_states(Ledger& l, const StageInputs& in, MemoryPhase phase) {
   l.add(&MemoryComponents::master, "master",
         text(in.state.master < 4 ? "fp32 master weights as 16-bit remainders (precision-aware optimizer)" : "fp32 master weights"),
         ms.master);
-  l.add(&MemoryComponents::optimizer, "optimizer", text(s.bf16_adam_moments ? "Adam m and v (bf16)" : "Adam m and v (fp32)"),
+  l.add(&MemoryComponents::optimizer, "optimizer",
+        text(s.optimizer == OptimizerKind::muon ? "Muon momentum (fp32) of the matrices, Adam m and v of the embedding, "
+                                                  "output layer, norms and biases"
+             : s.bf16_adam_moments             ? "Adam m and v (bf16)"
+                                               : "Adam m and v (fp32)"),
         ms.optimizer);
 }
 
@@ -423,6 +428,9 @@ Ledger optimizer_step_phase(const StageInputs& in, bool record) {
           local * in.fw.optimizer_temp_bytes_per_param);
     l.add(&MemoryComponents::buffers, "buffers", text("optimizer-step temporaries: the gradient partition cast to fp32"),
           optimizer_grad_copy_bytes(s, in.fw, local));
+    l.add(&MemoryComponents::buffers, "buffers",
+          text("optimizer-step temporaries: Muon's Newton-Schulz workspace for its largest matrix"),
+          muon_workspace_bytes(in.model, s, in.stage));
   }
   if (s.zero <= 1 && in.fw.ddp_bucket_copy && grad_reduce_degree(s) > 1)
     l.add(&MemoryComponents::buffers, "buffers", text("DDP gradient buckets (a second copy of the gradients)"),

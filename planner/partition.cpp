@@ -18,6 +18,14 @@ int64_t block_params_per_tp_rank(const ModelSpec& m, int64_t tp, int64_t ep, int
   return n;
 }
 
+// 1-D parameters of one block on one TP rank (StageParams::vector_params): TP splits the column-parallel biases and
+// the sinks with their heads (attention_params_per_tp_rank); norms stay whole.
+static int64_t block_vector_params(const ModelSpec& m, const BlockParams& b, int64_t tp, bool moe_block) {
+  int64_t n = b.norms + b.attn_biases_split / tp + b.attn_biases_replicated + b.attn_extra;
+  if (moe_block) return n + (m.router_bias ? m.experts : 0);
+  return n + b.mlp_biases_split / tp + b.mlp_biases_replicated;
+}
+
 std::vector<int64_t> stage_layers(int64_t layers, int64_t pp) {
   std::vector<int64_t> out(static_cast<size_t>(pp), layers / pp);
   const int64_t extra = layers % pp;
@@ -56,9 +64,14 @@ StageParams stage_params(const ModelSpec& m, const Strategy& s, int64_t stage) {
     st.block_routed = routed_expert_params_per_rank(m, expert_tensor_parallel(s), s.ep);
     st.routed_experts = st.moe_layers * st.block_routed;
   }
+  const int64_t moe_vectors = block_vector_params(m, whole.block, s.tp, true);
+  const int64_t dense_vectors = block_vector_params(m, whole.dense_block, s.tp, false);
+  st.vector_params = model_is_moe(m) ? st.moe_layers * moe_vectors + (st.layers - st.moe_layers) * dense_vectors
+                                     : st.layers * dense_vectors;
   if (st.first) st.embedding = vocab_rows + whole.position_embedding;
   if (st.last) {
     st.final_norm = whole.final_norm;
+    st.vector_params += whole.final_norm;
     // Untied: the head is its own matrix. Tied with pp > 1: Megatron keeps a copy of the embedding on the
     // last stage and all-reduces their gradients (Narayanan et al. 2021, §2.2 "embedding group").
     // A V-shaped schedule puts the embedding and the head on the same rank: a tied head needs no copy there.
@@ -68,6 +81,7 @@ StageParams stage_params(const ModelSpec& m, const Strategy& s, int64_t stage) {
     if (m.mtp_layers > 0) {
       const int64_t h = m.hidden, mtp_block = model_is_moe(m) ? st.block_params : block_params_per_tp_rank(m, s.tp);
       st.mtp = m.mtp_layers * (2 * h * h / s.tp + 3 * whole.final_norm + mtp_block);
+      st.vector_params += m.mtp_layers * (3 * whole.final_norm + (model_is_moe(m) ? moe_vectors : dense_vectors));
       st.routed_experts += m.mtp_layers * st.block_routed;  // the MTP block is an MoE block
     }
   }

@@ -27,6 +27,10 @@ struct StageParams {
   int64_t lm_head = 0;           // the output matrix, or its tied copy on the last stage when pp > 1
   int64_t mtp = 0;               // multi-token prediction modules, after the head on the last stage (Megatron-Core
                                  // puts them there: multi_token_prediction.py, mtp_on_this_rank)
+  // 1-D parameters among the above (norms, biases of attention and dense MLPs, Q/K norms, sinks, MLA's latent norms,
+  // the router's bias, the final norm and MTP's norms): what Muon leaves to Adam besides the embedding and the head
+  // (planner/optimizer.hpp). The routed experts' biases (GPT-OSS's, < 0.1 % of them) count with the experts.
+  int64_t vector_params = 0;
   int64_t total() const { return blocks + embedding + final_norm + lm_head + mtp; }
   // FSDP/ZeRO-3 units: each block is one; the root holds the rest (embedding, final norm, LM head, MTP).
   int64_t root_unit() const { return embedding + final_norm + lm_head + mtp; }

@@ -10,6 +10,7 @@
 #include "planner/compute_cost.hpp"
 #include "planner/fp8.hpp"
 #include "planner/groups.hpp"
+#include "planner/optimizer.hpp"
 #include "planner/partition.hpp"
 #include "planner/pipeline_layout.hpp"
 #include "planner/pipeline_schedule.hpp"
@@ -283,24 +284,27 @@ DpTraffic dp_traffic(const Strategy& s, const ClusterSpec& c, const FrameworkTra
 // socket pair); shared by the node's ranks.
 constexpr double kHostAdamBytesPerS = 100e9;
 
-double optimizer_time(const Strategy& s, const ClusterSpec& c, const StageCompute& sc) {
+}  // namespace
+
+double stage_optimizer_s(const ModelSpec& m, const Strategy& s, const ClusterSpec& c, const StageParams& p) {
   const StateBytes sb = strategy_state_bytes(s);
   // The local shard: the routed experts' over the expert-DP group (issue 17), the rest over shard_degree.
-  const double psi = static_cast<double>(sc.params.total()), routed = static_cast<double>(sc.params.routed_experts);
+  const double psi = static_cast<double>(p.total()), routed = static_cast<double>(p.routed_experts);
   const double local = s.zero >= 1 ? (psi - routed) / static_cast<double>(shard_degree(s)) +
                                          routed / static_cast<double>(std::max<int64_t>(expert_data_parallel(s), 1))
                                    : psi;
-  // AdamW reads gradients, reads and writes weights, master weights, m and v; the grad-norm reads gradients.
-  const double bytes = local * (2 * sb.params + 2 * sb.grads + 2 * sb.master + 2 * sb.optimizer);
-  if (!s.offload_optimizer) return memory_bound_time_s(c.gpu, bytes);
+  // AdamW reads gradients, reads and writes weights, master weights, m and v; the grad-norm reads gradients. Muon's
+  // momentum update reads and writes its one state in place of m and v (optimizer.hpp stage_optimizer_state_bytes
+  // gives the local states of both), and its Newton–Schulz work comes on top (muon_step_s).
+  const double states = 2 * stage_optimizer_state_bytes(p, s, sb);
+  const double bytes = local * (2 * sb.params + 2 * sb.grads + 2 * sb.master) + states;
+  if (!s.offload_optimizer) return memory_bound_time_s(c.gpu, bytes) + muon_step_s(m, s, c, p);
   // ZeRO-Offload (Ren et al. 2021, §4): gradients go down and weights come back over PCIe; Adam runs on the CPU.
   const double ranks_per_node = static_cast<double>(std::min(c.gpus_per_node, s.gpus));
   const double host = local * (4 + 4 + 8) * 2 / (kHostAdamBytesPerS / ranks_per_node);
   const double pcie = local * (sb.grads + sb.params) / (c.gpu.pcie_gbps * 1e9);
   return host + pcie;
 }
-
-}  // namespace
 
 double pipeline_send_s(const ModelSpec& m, const Strategy& s, const ClusterSpec& c) {
   if (s.pp <= 1) return 0;
@@ -310,15 +314,18 @@ double pipeline_send_s(const ModelSpec& m, const Strategy& s, const ClusterSpec&
 
 StepTime step_time_from_costs(const ModelSpec& m, const Strategy& s, const ClusterSpec& c, const FrameworkTraits& fw,
                               const MicrobatchCosts& mb) {
-  // The slowest stage sets the pace of the pipeline.
+  // The slowest stage sets the pace of the pipeline: its micro-batches' compute, then its optimizer step (Muon's can
+  // differ between stages more than their compute: optimizer.hpp muon_step_s; the simulator's critical stage alike).
+  const double ga = static_cast<double>(grad_accum_steps(s));
   int64_t candidates[3];
   const int n = candidate_peak_stages(m, s, candidates);
   StageCompute slowest = stage_compute(m, s, mb, candidates[0]);
+  double slowest_optimizer = stage_optimizer_s(m, s, c, slowest.params);
   for (int i = 1; i < n; ++i) {
     const StageCompute sc = stage_compute(m, s, mb, candidates[i]);
-    if (sc.total() > slowest.total()) slowest = sc;
+    const double optimizer = stage_optimizer_s(m, s, c, sc.params);
+    if (ga * sc.total() + optimizer > ga * slowest.total() + slowest_optimizer) slowest = sc, slowest_optimizer = optimizer;
   }
-  const double ga = static_cast<double>(grad_accum_steps(s));
   const double send = pipeline_send_s(m, s, c);
   StepTime t;
   t.modelled = true;
@@ -346,7 +353,7 @@ StepTime step_time_from_costs(const ModelSpec& m, const Strategy& s, const Clust
   const double beside_compute = busy > 0 ? (1 + k) * busy / ((1 + k) * busy + waits) : 0.0;
   t.overlap_slowdown_s = k / (1 + k) * std::min((dp.total - dp.exposed) * beside_compute, (1 + k) * busy);
   t.compute_s = busy + t.overlap_slowdown_s;
-  t.optimizer_s = optimizer_time(s, c, slowest);
+  t.optimizer_s = slowest_optimizer;
   t.exposed_comm_s = t.exposed_tp_s + t.exposed_cp_s + t.exposed_pp_s + t.exposed_dp_s + t.exposed_ep_s;
   t.step_s = t.compute_s + t.exposed_comm_s + t.bubble_s + t.optimizer_s;
   return t;

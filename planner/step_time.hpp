@@ -74,6 +74,9 @@ double split_dp_collective_s(const Strategy& s, const ClusterSpec& c, Collective
 // ZeRO-1/2's all-gather of a stage's updated parameters once per step, in the parameter dtype; Megatron's FP8
 // parameters (--fp8-param-gather, planner/fp8.hpp) in one byte, the rest beside them in the parameter dtype.
 double optimizer_param_gather_s(const Strategy& s, const ClusterSpec& c, const StageParams& p);
+// One rank's optimizer step on stage `p`: AdamW memory-bound on its local states, or Muon's momentum pass and
+// Newton–Schulz work (optimizer.hpp); ZeRO-Offload's on the host.
+double stage_optimizer_s(const ModelSpec& m, const Strategy& s, const ClusterSpec& c, const StageParams& p);
 // The gradient buckets of a DDP/ZeRO-1/2 reducer (PyTorch DDP 25 MiB; DeepSpeed reduce_bucket_size; Megatron 40 M
 // parameters) over a stage's psi parameters, the routed experts' in buckets of their own (Megatron's expert buffers):
 // how many, and the mean time of one bucket's reduction (reduce-scatter under ZeRO ≥ 1 and shard > 1, else all-reduce;

@@ -68,6 +68,14 @@ enum class MoeDispatcher { alltoall, deepep, hybridep };
 //               einsum; transformers' expert loops): the product saves the k expert outputs for the probabilities'
 //               gradient.
 enum class MoeProbs { activation, combine };
+// The optimizer of the step (planner/optimizer.hpp prices it):
+//   adamw: Adam(W), two moments per parameter (every runtime's default);
+//   muon:  Muon (Jordan et al. 2024; Liu et al. 2025, "Muon is Scalable for LLM Training") as Megatron-Core runs it
+//          (--optimizer muon, megatron/core/optimizer/emerging_optimizers.py TensorParallelMuon): one momentum per 2-D
+//          weight, orthogonalized by Newton-Schulz iterations; Adam for the embedding, output layer, norms and biases
+//          (_is_nonlinear_or_embedding). With the distributed optimizer (--zero 1) Megatron's
+//          LayerWiseDistributedOptimizer gives each data-parallel rank whole matrices (layer_wise_optimizer.py).
+enum class OptimizerKind { adamw, muon };
 
 struct Strategy {
   int64_t gpus = 1;
@@ -140,6 +148,7 @@ struct Strategy {
   // get_cpu_offload_context): the saved activations of N of the layers go to host memory during forward and come back
   // for backward, over the GPU's host link (GpuSpec::host_link_gbps); 0 = none.
   int64_t offload_activation_layers = 0;
+  OptimizerKind optimizer = OptimizerKind::adamw;
   bool operator==(const Strategy&) const = default;
 };
 
@@ -200,6 +209,7 @@ const char* to_string(GradSync g);
 const char* to_string(CudaGraphs g);
 const char* to_string(MoeDispatcher d);
 const char* to_string(MoeProbs p);
+const char* to_string(OptimizerKind o);
 
 std::optional<Recompute> parse_recompute(const std::string& s);
 std::optional<Schedule> parse_schedule(const std::string& s);
@@ -212,6 +222,7 @@ std::optional<GradSync> parse_grad_sync(const std::string& s);
 std::optional<CudaGraphs> parse_cuda_graphs(const std::string& s);
 std::optional<MoeDispatcher> parse_moe_dispatcher(const std::string& s);
 std::optional<MoeProbs> parse_moe_probs(const std::string& s);
+std::optional<OptimizerKind> parse_optimizer(const std::string& s);
 std::optional<MlpKind> parse_mlp(const std::string& s);
 std::optional<NormKind> parse_norm(const std::string& s);
 std::optional<PositionKind> parse_position(const std::string& s);

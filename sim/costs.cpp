@@ -14,6 +14,7 @@
 #include "planner/memory_ledger.hpp"
 #include "planner/memory_moments.hpp"
 #include "planner/moe_costs.hpp"
+#include "planner/optimizer.hpp"
 #include "planner/partition.hpp"
 #include "planner/pipeline_layout.hpp"
 #include "planner/pipeline_schedule.hpp"
@@ -25,15 +26,6 @@
 namespace shardplan::sim {
 
 namespace {
-
-// Compute of one micro-batch on a stage, as step_time.cpp's stage_compute adds it up (the slowest stage sets the
-// analytic optimizer time, which the simulator scales to each stage's parameters).
-double stage_total(const MicrobatchCosts& mb, const StageParams& sp) {
-  const auto layers = static_cast<double>(sp.layers);
-  return layers * (mb.block_fwd_s + mb.block_bwd_s + mb.block_recompute_s + mb.block_tp_fwd_s + mb.block_tp_bwd_s +
-                   mb.block_ep_fwd_s + mb.block_ep_bwd_s) +
-         (sp.first ? mb.embed_fwd_s + mb.embed_bwd_s : 0) + (sp.last ? mb.head_fwd_s + mb.head_bwd_s : 0);
-}
 
 void add_static(StageCosts& sc, MemKind k, double bytes) {
   if (bytes > 0) sc.static_bytes.emplace_back(k, bytes);
@@ -82,7 +74,6 @@ StepPlan plan_step(const ModelSpec& m, const Strategy& s, const ClusterSpec& c) 
   validate_strategy(s, m, c);
   const FrameworkTraits fw = framework_traits(s.framework, c.gpu);
   const MicrobatchCosts mb = microbatch_costs(m, s, c);
-  const StepTime analytic = step_time_from_costs(m, s, c, fw, mb);
   const MemoryEstimate mem = estimate_memory(m, s, c);
 
   StepPlan plan;
@@ -123,14 +114,6 @@ StepPlan plan_step(const ModelSpec& m, const Strategy& s, const ClusterSpec& c) 
   // each unit's gathered bytes standing for its submodules' (below).
   plan.prefetch_units = std::max<int64_t>(1, fw.zero3_prefetch_units);
 
-  // The stage whose compute step_time.cpp calls the slowest: its optimizer time is the analytic one.
-  int64_t cands[3];
-  const int nc = candidate_peak_stages(m, s, cands);
-  StageParams slowest = stage_params(m, s, cands[0]);
-  for (int i = 1; i < nc; ++i) {
-    const StageParams sp = stage_params(m, s, cands[i]);
-    if (stage_total(mb, sp) > stage_total(mb, slowest)) slowest = sp;
-  }
   // The gradient norm: one fp32 all-reduce across every rank (Megatron clip_grad_norm; FSDP clip_grad_norm_).
   const GroupLayout world = world_group(s, c);
   const double grad_norm = ar(4, world);
@@ -156,8 +139,7 @@ StepPlan plan_step(const ModelSpec& m, const Strategy& s, const ClusterSpec& c) 
     if (sp.first) sc.embed_fwd = mb.embed_fwd_s, sc.embed_bwd = mb.embed_bwd_s;
     if (sp.last) sc.head_fwd = mb.head_fwd_s, sc.head_bwd = mb.head_bwd_s;
     const double psi = static_cast<double>(sp.total());
-    // AdamW is memory-bound on the local shard, linear in its parameters (step_time.cpp optimizer_time).
-    sc.optimizer = analytic.optimizer_s * psi / std::max(1.0, static_cast<double>(slowest.total()));
+    sc.optimizer = stage_optimizer_s(m, s, c, sp);  // AdamW's memory-bound pass, or Muon's (step_time.hpp)
     sc.grad_norm = grad_norm;
     const double block = static_cast<double>(sp.block_params), root = static_cast<double>(sp.root_unit());
     sc.block_params = block;
@@ -222,7 +204,8 @@ StepPlan plan_step(const ModelSpec& m, const Strategy& s, const ClusterSpec& c) 
         add_static(sc, MemKind::master, ms.master);
         add_static(sc, MemKind::optimizer, ms.optimizer);
         const double local = s.zero >= 1 ? memory_detail::stage_inputs(m, s, fw, sp).local_psi : psi;
-        sc.optimizer_temps = local * fw.optimizer_temp_bytes_per_param + optimizer_grad_copy_bytes(s, fw, local);
+        sc.optimizer_temps = local * fw.optimizer_temp_bytes_per_param + optimizer_grad_copy_bytes(s, fw, local) +
+                             muon_workspace_bytes(m, s, sp);
       }
       add_static(sc, MemKind::runtime, mem.stages[static_cast<size_t>(i)].peak.runtime);
       if (n > 1 || grad_reduce_degree(s) > 1) {

@@ -36,6 +36,7 @@ want["reuse_grad_buf_for_mxfp8_param_ag"] = c["fp8_all_gather"] and c["fp8"] == 
 # The precision-aware optimizer as priced (optimizer offload needs it too), and the Adam moments' dtype.
 want["precision_aware_optimizer"] = c["precision_aware_optimizer"] or c["offload_optimizer"]
 want["adam_moments"] = c["adam_moments"]
+want["optimizer"] = {"adamw": "adam", "muon": "muon"}[c["optimizer"]]
 want["loss_fusion"] = c["loss"] == "fused"
 want["offload_activation_layers"] = c["offload_activation_layers"]
 if c["recompute"] == "selective":
@@ -77,6 +78,8 @@ check deepseek-v3 256 --preset deepseek-v3 --cluster dgx-h100 --framework megatr
   --precision-aware-optimizer --adam-moments bf16
 check gpt-oss 64 --preset gpt-oss-120b --cluster dgx-h100 --framework megatron --ep 8 --pp 4 \
   --recompute-modules layernorm,moe_act --precision-aware-optimizer
+# Muon (planner/optimizer.hpp): --optimizer muon with the distributed optimizer, which Megatron makes layer-wise.
+check llama8b-muon 16 --preset llama3-8b --cluster dgx-h100 --framework megatron --optimizer muon --tp 2
 check mixtral-tp-ep 256 --preset mixtral-8x7b --cluster dgx-h100 --framework megatron --ep 8 --tp 2
 # MoE Parallel Folding: EP 32 over TP 2 × DP 16 (expert TP 1), with the batch-level EP overlap (Megatron-Bridge's
 # Qwen3-235B H100 layout).
