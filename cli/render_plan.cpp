@@ -48,7 +48,9 @@ std::string header(const PlanReport& r) {
   std::string out;
   out += fmt::format("plan: {} ({} parameters) on {} × {} (cluster {}), {}, {}\n", r.model.name,
                      format_param_count(static_cast<double>(count_params(r.model).total)), b.gpus, r.cluster.gpu.name, r.cluster.name,
-                     to_string(b.precision), to_string(b.framework));
+                     std::string(to_string(b.precision)) +
+                         (b.optimizer == OptimizerKind::muon ? " with Muon (ZeRO 0 or 1: Megatron-Core's)" : ""),
+                     to_string(b.framework));
   out += "  " + batch_line(r) + fmt::format("; objective: {}\n", to_string(r.space.objective));
   const std::string simulated =
       r.simulation ? fmt::format(" simulated the top {} in {:.1f} ms;", r.simulation->window, r.simulation->wall_ms) : "";

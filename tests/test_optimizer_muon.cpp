@@ -188,6 +188,9 @@ TEST_SUITE("optimizer_muon") {
     REQUIRE(r.exit_code == 0);
     const auto j = nlohmann::json::parse(r.out);
     CHECK(j["config"]["optimizer"] == "muon");
+    const auto text = run_cli("predict --preset llama3-8b --gpus 8 --framework megatron --optimizer muon --no-color");
+    CHECK(text.out.find("ZeRO-1 · Muon (layer-wise distributed)") != std::string::npos);
+    CHECK(text.out.find("Muon momentum (fp32) of the matrices") != std::string::npos);
     CHECK(refuses_naming(run_cli("predict --preset llama3-8b --gpus 8 --optimizer muon"), "--optimizer muon"));
     CHECK(refuses_naming(run_cli("predict --preset llama3-8b --gpus 8 --framework megatron --optimizer lion"),
                          "--optimizer"));
