@@ -51,6 +51,10 @@ TEST_SUITE("optimizer_muon") {
     CHECK(newton_schulz_flops(4096, 14336) == doctest::Approx(5 * (4 * m * m * n + 2 * m * m * m)));
     CHECK(newton_schulz_flops(14336, 4096) == newton_schulz_flops(4096, 14336));  // transposed first
     CHECK(newton_schulz_flops(4096, 4096, 1) == doctest::Approx(6 * m * m * m));
+    // torch.optim.Muon's step on a [256, 1024] and a [96, 640] matrix, as FlopCounterMode counts it
+    // (bench/torch/muon_check.py): the same products.
+    CHECK(newton_schulz_flops(256, 1024) == 1509949440.0);
+    CHECK(newton_schulz_flops(96, 640) == 126812160.0);
   }
 
   TEST_CASE("the matrices enumerated are every parameter but the embedding, the head and the 1-D ones") {
