@@ -142,6 +142,10 @@ std::string readme(const LaunchPlan& plan, const LaunchFacts& f, const std::vect
                      f.micro_batch, f.grad_accum, f.global_batch, f.seq);
   out += fmt::format("- recompute {}, {}, precision {}\n", to_string(f.recompute),
                      f.flash ? "flash attention" : "no flash attention", to_string(s.precision));
+  if (s.optimizer == OptimizerKind::muon)
+    out += "- optimizer Muon as Megatron-Core runs it (`--optimizer muon` in megatron_args.sh; Megatron-Core imports it "
+           "from the emerging-optimizers package: `pip install emerging-optimizers`); the other files train with AdamW, "
+           "which this prediction does not price\n";
   if (s.kv_repeated)
     out += "- priced with K and V copied to every query head before attention (--attention-kv repeated: torchtitan "
            "before 2026-01-27, transformers' repeat_kv); Megatron-Core, SDPA with enable_gqa and torchtitan since "
@@ -185,8 +189,8 @@ std::string readme(const LaunchPlan& plan, const LaunchFacts& f, const std::vect
                      "--deepspeed --deepspeed_config {0}/ds_config.json`\n",
                      plan.emit_dir, f.nodes, f.procs_per_node);
   out += fmt::format("- Megatron-LM: `source {}/megatron_args.sh; torchrun ... pretrain_gpt.py \"${{MEGATRON_ARGS[@]}}\"` "
-                     "(add data, tokenizer and optimizer arguments)\n",
-                     plan.emit_dir);
+                     "(add data, tokenizer and {} arguments)\n",
+                     plan.emit_dir, s.optimizer == OptimizerKind::muon ? "learning-rate" : "optimizer");
   out += fmt::format("- torchtitan >= 0.3: `{}/torchtitan.sh` with torchtitan installed or on PYTHONPATH{}\n",
                      plan.emit_dir, f.nodes == 1 ? "" : " (on every node, with NODE_RANK and MASTER_ADDR as for torchrun.sh)");
   out += fmt::format("- torchtitan <= 0.2: `CONFIG_FILE={}/torchtitan.toml ./run_train.sh` from a torchtitan checkout{}\n",

@@ -2,6 +2,8 @@
 // work and workspace, and what the runtimes refuse.
 #include <doctest/doctest.h>
 
+#include <filesystem>
+
 #include <nlohmann/json.hpp>
 
 #include "io/preset_store.hpp"
@@ -202,6 +204,13 @@ TEST_SUITE("optimizer_muon") {
     REQUIRE(plan.exit_code == 0);
     const auto pj = nlohmann::json::parse(plan.out);
     REQUIRE(!pj["candidates"].empty());
+    const std::filesystem::path dir = std::filesystem::temp_directory_path() / "shardplan_muon_emit";
+    std::filesystem::remove_all(dir);
+    REQUIRE(run_cli("plan --preset llama3-8b --gpus 16 --framework megatron --optimizer muon --simulate-top 0 --emit " +
+                    dir.string()).exit_code == 0);
+    CHECK(shardplan::test::read_all(dir / "megatron_args.sh").find("--optimizer muon") != std::string::npos);
+    CHECK(shardplan::test::read_all(dir / "README.md").find("pip install emerging-optimizers") != std::string::npos);
+    std::filesystem::remove_all(dir);
     for (const auto& c : pj["candidates"]) {
       CHECK(c["config"]["optimizer"] == "muon");
       CHECK(c["config"]["zero"].get<int>() <= 1);  // no Megatron-FSDP under Muon
