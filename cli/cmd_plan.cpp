@@ -91,6 +91,7 @@ SearchSpace search_space(const PlanOptions& o, const ModelSpec& m, const Cluster
   b.precision_aware_optimizer = f.precision_aware_optimizer;
   b.bf16_adam_moments = parse_adam_moments_flag(f.adam_moments);
   b.optimizer = parse_optimizer_flag(f.optimizer);
+  b.muon_tp_mode = parse_muon_tp_mode_flag(f.muon_tp_mode);
   b.recompute_modules = parse_recompute_modules_flag(f.recompute_modules);
   b.offload_activation_layers = f.offload_activation_layers.value_or(0);
   if (const std::string why = precision_aware_optimizer_refusal(b); !why.empty()) throw InputError(why);

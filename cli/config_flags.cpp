@@ -113,6 +113,10 @@ void add_config_flags(CLI::App& cmd, ConfigFlags& f) {
                  "adamw (default) | muon (Megatron-Core's --optimizer muon: one fp32 momentum per weight matrix, "
                  "orthogonalized by 5 Newton-Schulz steps, Adam for embeddings, output layer, norms and biases; with "
                  "--zero 1 its layer-wise distributed optimizer; megatron)");
+  cmd.add_option("--muon-tp-mode", f.muon_tp_mode,
+                 "How Muon orthogonalizes a TP-split matrix (Megatron --muon-tp-mode): duplicated (default: shards "
+                 "all-gathered in fp32, the whole matrix on every TP rank) | distributed (shards kept, the Gram matrix "
+                 "all-reduced each step) | blockwise (each shard on its own: a different update)");
   cmd.add_flag("--compile", f.compile,
                "torch.compile of the model (fsdp, fsdp1, torchtitan): fused elementwise kernels (time only)");
   cmd.add_option("--loss", f.loss, "Cross-entropy: standard | chunked (logits materialised in chunks) | fused (one kernel, gradient in the compute dtype: flash-attn's, llm-foundry's default; under megatron Transformer Engine's, which writes the gradient over the logits; torchtitan's with --compile, which compiles the loss too); default: fused for torchtitan with --compile, else standard");
@@ -373,6 +377,12 @@ OptimizerKind parse_optimizer_flag(const std::string& v) {
   throw InputError(fmt::format("--optimizer '{}' is not one of: adamw, muon", v));
 }
 
+MuonTpMode parse_muon_tp_mode_flag(const std::string& v) {
+  if (v.empty()) return MuonTpMode::duplicated;
+  if (const auto o = parse_muon_tp_mode(v)) return *o;
+  throw InputError(fmt::format("--muon-tp-mode '{}' is not one of: duplicated, distributed, blockwise", v));
+}
+
 bool parse_adam_moments_flag(const std::string& v) {
   if (v.empty() || v == "fp32") return false;
   if (v == "bf16") return true;
@@ -483,6 +493,7 @@ ResolvedConfig resolve_config(const ConfigFlags& f, const PresetStore& store) {
   s.offload_activation_layers = f.offload_activation_layers.value_or(0);
   s.bf16_adam_moments = parse_adam_moments_flag(f.adam_moments);
   s.optimizer = parse_optimizer_flag(f.optimizer);
+  s.muon_tp_mode = parse_muon_tp_mode_flag(f.muon_tp_mode);
   s.micro_batch = positive("--micro-batch", f.micro_batch, 1);
   s.seq = positive("--seq", f.seq, r.model.seq);
   if (f.global_batch) {

@@ -34,6 +34,7 @@ struct ConfigFlags {
   std::string moe_probs;       // --moe-probs activation|combine ("" = the framework's)
   std::string adam_moments;    // --adam-moments fp32|bf16 ("" = fp32)
   std::string optimizer;       // --optimizer adamw|muon ("" = adamw)
+  std::string muon_tp_mode;    // --muon-tp-mode duplicated|distributed|blockwise ("" = duplicated)
   std::string recompute_modules;  // --recompute-modules core_attn,moe_act,... ("" = Megatron's default)
   bool precision_aware_optimizer = false;  // --precision-aware-optimizer
   std::optional<int64_t> offload_activation_layers;  // --offload-activations N
@@ -83,6 +84,7 @@ MoeDispatcher parse_moe_dispatcher_flag(const std::string& v);
 std::optional<MoeProbs> parse_moe_probs_flag(const std::string& v);
 bool parse_adam_moments_flag(const std::string& v);  // true for bf16
 OptimizerKind parse_optimizer_flag(const std::string& v);
+MuonTpMode parse_muon_tp_mode_flag(const std::string& v);
 // --recompute-modules: the mask (planner/recompute_modules.hpp), 0 when absent; an unknown name is one error line.
 uint32_t parse_recompute_modules_flag(const std::string& v);
 // --recompute-layers / --recompute-every into the strategy (0 when absent; each at least 1 when given), and the

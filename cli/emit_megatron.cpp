@@ -198,6 +198,8 @@ EmittedFile emit_megatron(const LaunchPlan& plan, const LaunchFacts& f) {
   // (arguments.py validate_args: "Use --optimizer muon --use-distributed-optimizer"); it needs the
   // emerging-optimizers package (megatron/core/optimizer/__init__.py).
   if (priced.optimizer == OptimizerKind::muon) arg2("--optimizer", "muon");
+  if (priced.optimizer == OptimizerKind::muon && priced.muon_tp_mode != MuonTpMode::duplicated)
+    arg2("--muon-tp-mode", to_string(priced.muon_tp_mode));
   if (priced.fp8 != Fp8Recipe::off) {
     const bool per_tensor = priced.fp8 == Fp8Recipe::tensorwise;
     arg2("--fp8-format", per_tensor ? "hybrid" : "e4m3");

@@ -103,6 +103,7 @@ json config_json(const Prediction& p) {
           {"precision_aware_optimizer", s.precision_aware_optimizer},
           {"adam_moments", s.bf16_adam_moments ? "bf16" : "fp32"},
           {"optimizer", to_string(s.optimizer)},
+          {"muon_tp_mode", to_string(s.muon_tp_mode)},
           {"loss", to_string(s.loss)},
           {"fp8", to_string(s.fp8)},
           {"fp8_all_gather", s.fp8_all_gather},
@@ -304,7 +305,9 @@ std::string headline(const Prediction& p) {
                      zero_label(s.zero),
                      (s.hsdp > 0 ? fmt::format(" HSDP groups of {}", s.hsdp) : "") +
                          std::string(s.optimizer == OptimizerKind::muon
-                                         ? (s.zero >= 1 ? " · Muon (layer-wise distributed)" : " · Muon")
+                                         ? (s.zero >= 1 ? " · Muon (layer-wise distributed" : " · Muon (") +
+                                               std::string(s.zero >= 1 ? ", " : "") + "TP mode " +
+                                               to_string(s.muon_tp_mode) + ")"
                                          : ""),
                      std::string(to_string(s.precision)) +
                          (s.fp8 != Fp8Recipe::off ? fmt::format(" · FP8 GEMMs ({}{})", to_string(s.fp8),

@@ -23,8 +23,8 @@ namespace {
 void add_mlp(std::vector<MuonMatrix>& out, const ModelSpec& m, int64_t f, double count, int64_t split, bool expert) {
   if (count <= 0) return;
   const int64_t h = m.hidden;
-  out.push_back({(model_mlp_matrices(m) - 1) * f, h, count, split, expert});
-  out.push_back({h, f, count, split, expert});
+  out.push_back({(model_mlp_matrices(m) - 1) * f, h, count, split, expert, true});  // column-parallel fc1
+  out.push_back({h, f, count, split, expert, false});                               // row-parallel fc2
 }
 
 // The attention's matrices of `count` blocks. Megatron-Core's MLA (multi_latent_attention.py): the down projections
@@ -42,7 +42,7 @@ void add_attention(std::vector<MuonMatrix>& out, const ModelSpec& m, double coun
     }
     out.push_back({m.kv_lora_rank + m.qk_rope_head_dim, h, count, 1, false});
     out.push_back({a * (m.qk_nope_head_dim + m.v_head_dim), m.kv_lora_rank, count, tp, false});
-    out.push_back({h, a * m.v_head_dim, count, tp, false});
+    out.push_back({h, a * m.v_head_dim, count, tp, false, false});  // row-parallel output projection
     return;
   }
   // linear_qkv split into Q, K and V (emerging_optimizers.py TensorParallelMuon.orthogonalize with split_qkv).
@@ -50,7 +50,7 @@ void add_attention(std::vector<MuonMatrix>& out, const ModelSpec& m, double coun
   out.push_back({q, h, count, tp, false});
   out.push_back({kv, h, count, tp, false});
   out.push_back({kv, h, count, tp, false});
-  out.push_back({h, q, count, tp, false});
+  out.push_back({h, q, count, tp, false, false});  // row-parallel output projection
 }
 
 // A block's MLP part: dense, or an MoE layer's router (whole on every TP rank), its shared experts (one MLP of
@@ -65,21 +65,43 @@ void add_block_mlp(std::vector<MuonMatrix>& out, const ModelSpec& m, const Strat
   add_mlp(out, m, m.expert_ffn_hidden, count * local_experts, expert_tensor_parallel(s), true);
 }
 
+// The shape one rank's Newton–Schulz iterates on: X with m rows (the side A = X·Xᵀ spans) and n columns on this rank,
+// and whether each step all-reduces A over the TP group (muon_utils.py newton_schulz_tp).
+struct LocalShape {
+  int64_t m = 0, n = 0;
+  bool reduces_gram = false;
+};
+
+LocalShape local_shape(const MuonMatrix& x, MuonTpMode mode) {
+  const int64_t k = std::max<int64_t>(x.split, 1);
+  if (k == 1 || mode == MuonTpMode::duplicated)  // whole (gathered first when split)
+    return {std::min(x.rows, x.cols), std::max(x.rows, x.cols), false};
+  const int64_t rows = x.rows_split ? x.rows / k : x.rows, cols = x.rows_split ? x.cols : x.cols / k;
+  if (mode == MuonTpMode::blockwise) return {std::min(rows, cols), std::max(rows, cols), false};
+  // distributed: transposed so that the split dimension is X's columns (partition_dim 0 → transpose), whichever side
+  // is the shorter ("runs Newton-Schulz along the long dimension which wastes compute" otherwise: its docstring).
+  return x.rows_split ? LocalShape{x.cols, rows, true} : LocalShape{x.rows, cols, true};
+}
+
 // One matrix's time on its owner: the Newton–Schulz GEMMs in bf16 (muon_utils.py newton_schulz casts X to bf16 under
-// the default --muon-fp32-matmul-prec medium), the fp32 all-gather of a split matrix, and the elementwise passes over
-// the whole matrix: the norm and the division (12 B an element), the casts to bf16 and back (12 B), the update's scale
-// (8 B), and under TP the concatenation of the gathered shards (8 B).
+// the default --muon-fp32-matmul-prec medium) on its local shape, what the TP mode communicates, and the elementwise
+// passes over the local elements: the norm and the division (12 B an element), the casts to bf16 and back (12 B), the
+// update's scale (8 B), and the concatenation of the gathered shards under the duplicated mode (8 B).
 double matrix_time_s(const MuonMatrix& x, const Strategy& s, const ClusterSpec& c, const GpuSpec& device) {
-  const int64_t mm = std::min(x.rows, x.cols), n = std::max(x.rows, x.cols);
-  const double gemms = gemm_time_s(device, DType::bf16, {mm, mm, n}) + gemm_time_s(device, DType::bf16, {mm, mm, mm}) +
-                       gemm_time_s(device, DType::bf16, {mm, n, mm});
-  const double elements = static_cast<double>(x.rows) * static_cast<double>(x.cols);
-  double t = kMuonNewtonSchulzSteps * gemms + memory_bound_time_s(c.gpu, elements * (x.split > 1 ? 40 : 32));
-  if (x.split > 1) {
-    Strategy group = s;
-    group.tp = x.split;
-    t += collective_time_s(c, Collective::all_gather, elements * 4, tp_group(group, c));
-  }
+  const LocalShape l = local_shape(x, s.muon_tp_mode);
+  const double gemms = gemm_time_s(device, DType::bf16, {l.m, l.m, l.n}) +
+                       gemm_time_s(device, DType::bf16, {l.m, l.m, l.m}) + gemm_time_s(device, DType::bf16, {l.m, l.n, l.m});
+  const double elements = static_cast<double>(l.m) * static_cast<double>(l.n);
+  const bool gathers = x.split > 1 && s.muon_tp_mode == MuonTpMode::duplicated;
+  double t = kMuonNewtonSchulzSteps * gemms + memory_bound_time_s(c.gpu, elements * (gathers ? 40 : 32));
+  Strategy group = s;
+  group.tp = x.split;
+  if (gathers) t += collective_time_s(c, Collective::all_gather, elements * 4, tp_group(group, c));
+  // distributed: the bf16 Gram matrix all-reduced in every step, and the norm's fp32 sum once (distributed_normalize_p2)
+  if (l.reduces_gram)
+    t += kMuonNewtonSchulzSteps * collective_time_s(c, Collective::all_reduce, 2.0 * static_cast<double>(l.m * l.m),
+                                                    tp_group(group, c)) +
+         collective_time_s(c, Collective::all_reduce, 4, tp_group(group, c));
   return t;
 }
 
@@ -136,19 +158,24 @@ double muon_workspace_bytes(const ModelSpec& m, const Strategy& s, const StagePa
   if (s.optimizer != OptimizerKind::muon) return 0;
   double most = 0;
   for (const MuonMatrix& x : muon_stage_matrices(m, s, st)) {
-    const double mn = static_cast<double>(x.rows) * static_cast<double>(x.cols);
-    const double small = static_cast<double>(std::min(x.rows, x.cols));
+    const LocalShape l = local_shape(x, s.muon_tp_mode);
+    const double mn = static_cast<double>(l.m) * static_cast<double>(l.n), mm = static_cast<double>(l.m * l.m);
     // newton_schulz: the fp32 normalised X and its bf16 cast (6 B an element), then in each step the old and new X
     // in bf16 with A and B (m × m, bf16), and at the end the bf16 X and its fp32 copy (6 B). newton_schulz_tp's
     // duplicated mode holds the gathered shards and their concatenation (fp32, 8 B an element) throughout.
-    const double gathered = x.split > 1 ? 8 * mn : 0;
-    most = std::max(most, gathered + std::max(6 * mn, 4 * mn + 4 * small * small));
+    const double gathered = x.split > 1 && s.muon_tp_mode == MuonTpMode::duplicated ? 8 * mn : 0;
+    most = std::max(most, gathered + std::max(6 * mn, 4 * mn + 4 * mm));
   }
   return most;
 }
 
 std::string muon_refusal(const Strategy& s) {
-  if (s.optimizer != OptimizerKind::muon) return "";
+  if (s.optimizer != OptimizerKind::muon)
+    return s.muon_tp_mode == MuonTpMode::duplicated
+               ? ""
+               : fmt::format("--muon-tp-mode {} without --optimizer muon: it says how Muon orthogonalizes TP-split "
+                             "matrices; add --optimizer muon or drop it",
+                             to_string(s.muon_tp_mode));
   if (s.framework != Framework::megatron)
     return fmt::format("--optimizer muon is priced as Megatron-Core runs it (--optimizer muon: emerging_optimizers.py "
                        "TensorParallelMuon, layer_wise_optimizer.py); --framework {} has none priced: use --framework "

@@ -27,14 +27,16 @@ constexpr int kMuonNewtonSchulzSteps = 5;
 // (2m³) and X = aX + B·X (2m²n) on X transposed to m = min(rows, cols) rows (muon_utils.py newton_schulz_step).
 double newton_schulz_flops(int64_t rows, int64_t cols, int steps = kMuonNewtonSchulzSteps);
 
-// One kind of weight matrix Muon orthogonalizes on a stage: its whole shape (Megatron's default --muon-tp-mode
-// duplicated all-gathers a TP-split matrix and orthogonalizes it whole on every TP rank), how many of them one rank of
-// the stage holds, and over which ranks TP splits it (1: whole on each).
+// One kind of weight matrix Muon orthogonalizes on a stage: its whole shape, how many of them one rank of the stage
+// holds, over which ranks TP splits it (1: whole on each) and along which dimension (Megatron's partition_dim: 0 for
+// column-parallel layers, whose output rows TP splits; 1 for row-parallel ones). --muon-tp-mode says what Muon does
+// with the split (strategy.hpp MuonTpMode).
 struct MuonMatrix {
   int64_t rows = 0, cols = 0;
   double count = 0;
-  int64_t split = 1;    // tp, or etp for a routed expert's
-  bool expert = false;  // a routed expert's: owned within the expert-data-parallel group
+  int64_t split = 1;       // tp, or etp for a routed expert's
+  bool expert = false;     // a routed expert's: owned within the expert-data-parallel group
+  bool rows_split = true;  // partition_dim 0 (column-parallel); false: 1 (row-parallel)
 };
 
 // The matrices Muon takes on one rank of a stage: every 2-D weight but the embedding and the output layer
@@ -52,14 +54,15 @@ double muon_matrix_params(const StageParams& st);
 double stage_optimizer_state_bytes(const StageParams& st, const Strategy& s, const StateBytes& b);
 
 // Time of the Muon-specific work of one rank's step (0 for Adam): the Newton–Schulz GEMMs of the matrices it owns,
-// their fp32 all-gathers over TP (duplicated mode) and their elementwise passes. With the layer-wise distributed
+// what its TP mode communicates (duplicated: an fp32 all-gather of each split matrix; distributed: an all-reduce of
+// the Gram matrix per step) and their elementwise passes. With the layer-wise distributed
 // optimizer (--zero 1) each data-parallel rank owns whole matrices, balanced by Newton–Schulz cost
 // (layer_wise_optimizer.py _compute_per_buffer_param_layout); a rank is never faster than its costliest matrix.
 double muon_step_s(const ModelSpec& m, const Strategy& s, const ClusterSpec& c, const StageParams& st);
 
 // The Newton–Schulz workspace of the largest matrix a rank orthogonalizes, at its most (muon_utils.py
-// newton_schulz_tp and newton_schulz: the gathered shards and their concatenation in fp32, the normalised copy and
-// its bf16 cast, A and B, the next X, the fp32 result): 0 for Adam.
+// newton_schulz_tp and newton_schulz: under the duplicated mode the gathered shards and their concatenation in fp32;
+// the normalised copy and its bf16 cast, A and B, the next X, the fp32 result): 0 for Adam.
 double muon_workspace_bytes(const ModelSpec& m, const Strategy& s, const StageParams& st);
 
 // Why this strategy cannot run Muon, or "".

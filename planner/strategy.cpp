@@ -339,6 +339,9 @@ static constexpr std::array<std::pair<const char*, MoeProbs>, 2> kMoeProbs{
     {{"activation", MoeProbs::activation}, {"combine", MoeProbs::combine}}};
 static constexpr std::array<std::pair<const char*, OptimizerKind>, 2> kOptimizer{
     {{"adamw", OptimizerKind::adamw}, {"muon", OptimizerKind::muon}}};
+static constexpr std::array<std::pair<const char*, MuonTpMode>, 3> kMuonTpMode{
+    {{"duplicated", MuonTpMode::duplicated}, {"distributed", MuonTpMode::distributed},
+     {"blockwise", MuonTpMode::blockwise}}};
 static constexpr std::array<std::pair<const char*, MlpKind>, 3> kMlp{
     {{"gelu", MlpKind::gelu}, {"swiglu", MlpKind::swiglu}, {"squared-relu", MlpKind::squared_relu}}};
 static constexpr std::array<std::pair<const char*, NormKind>, 2> kNorm{
@@ -364,6 +367,7 @@ const char* to_string(CudaGraphs g) { return name_of(kCudaGraphs, g); }
 const char* to_string(MoeDispatcher d) { return name_of(kMoeDispatcher, d); }
 const char* to_string(MoeProbs p) { return name_of(kMoeProbs, p); }
 const char* to_string(OptimizerKind o) { return name_of(kOptimizer, o); }
+const char* to_string(MuonTpMode m) { return name_of(kMuonTpMode, m); }
 
 std::optional<Recompute> parse_recompute(const std::string& s) { return lookup(kRecompute, s); }
 std::optional<Schedule> parse_schedule(const std::string& s) { return lookup(kSchedule, s); }
@@ -377,6 +381,7 @@ std::optional<CudaGraphs> parse_cuda_graphs(const std::string& s) { return looku
 std::optional<MoeDispatcher> parse_moe_dispatcher(const std::string& s) { return lookup(kMoeDispatcher, s); }
 std::optional<MoeProbs> parse_moe_probs(const std::string& s) { return lookup(kMoeProbs, s); }
 std::optional<OptimizerKind> parse_optimizer(const std::string& s) { return lookup(kOptimizer, s); }
+std::optional<MuonTpMode> parse_muon_tp_mode(const std::string& s) { return lookup(kMuonTpMode, s); }
 std::optional<MlpKind> parse_mlp(const std::string& s) { return lookup(kMlp, s); }
 std::optional<NormKind> parse_norm(const std::string& s) { return lookup(kNorm, s); }
 std::optional<PositionKind> parse_position(const std::string& s) { return lookup(kPosition, s); }

@@ -76,6 +76,13 @@ enum class MoeProbs { activation, combine };
 //          (_is_nonlinear_or_embedding). With the distributed optimizer (--zero 1) Megatron's
 //          LayerWiseDistributedOptimizer gives each data-parallel rank whole matrices (layer_wise_optimizer.py).
 enum class OptimizerKind { adamw, muon };
+// How Muon orthogonalizes a TP-split matrix (Megatron --muon-tp-mode, emerging_optimizers muon_utils.py
+// newton_schulz_tp; planner/optimizer.hpp prices each):
+//   duplicated:  every TP rank all-gathers the fp32 shards and orthogonalizes the whole matrix (Megatron's default);
+//   distributed: the shards stay; each Newton–Schulz step all-reduces the Gram matrix A over TP (newton_schulz_step);
+//   blockwise:   each shard orthogonalized on its own, no communication (a different update: Megatron's help says
+//                the result then depends on the parallel layout).
+enum class MuonTpMode { duplicated, distributed, blockwise };
 
 struct Strategy {
   int64_t gpus = 1;
@@ -149,6 +156,7 @@ struct Strategy {
   // for backward, over the GPU's host link (GpuSpec::host_link_gbps); 0 = none.
   int64_t offload_activation_layers = 0;
   OptimizerKind optimizer = OptimizerKind::adamw;
+  MuonTpMode muon_tp_mode = MuonTpMode::duplicated;  // with optimizer muon and tp (or etp) > 1
   bool operator==(const Strategy&) const = default;
 };
 
@@ -210,6 +218,7 @@ const char* to_string(CudaGraphs g);
 const char* to_string(MoeDispatcher d);
 const char* to_string(MoeProbs p);
 const char* to_string(OptimizerKind o);
+const char* to_string(MuonTpMode m);
 
 std::optional<Recompute> parse_recompute(const std::string& s);
 std::optional<Schedule> parse_schedule(const std::string& s);
@@ -223,6 +232,7 @@ std::optional<CudaGraphs> parse_cuda_graphs(const std::string& s);
 std::optional<MoeDispatcher> parse_moe_dispatcher(const std::string& s);
 std::optional<MoeProbs> parse_moe_probs(const std::string& s);
 std::optional<OptimizerKind> parse_optimizer(const std::string& s);
+std::optional<MuonTpMode> parse_muon_tp_mode(const std::string& s);
 std::optional<MlpKind> parse_mlp(const std::string& s);
 std::optional<NormKind> parse_norm(const std::string& s);
 std::optional<PositionKind> parse_position(const std::string& s);

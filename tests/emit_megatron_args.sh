@@ -37,6 +37,8 @@ want["reuse_grad_buf_for_mxfp8_param_ag"] = c["fp8_all_gather"] and c["fp8"] == 
 want["precision_aware_optimizer"] = c["precision_aware_optimizer"] or c["offload_optimizer"]
 want["adam_moments"] = c["adam_moments"]
 want["optimizer"] = {"adamw": "adam", "muon": "muon"}[c["optimizer"]]
+if c["optimizer"] == "muon":
+    want["muon_tp_mode"] = c["muon_tp_mode"]
 want["loss_fusion"] = c["loss"] == "fused"
 want["offload_activation_layers"] = c["offload_activation_layers"]
 if c["recompute"] == "selective":
@@ -80,6 +82,8 @@ check gpt-oss 64 --preset gpt-oss-120b --cluster dgx-h100 --framework megatron -
   --recompute-modules layernorm,moe_act --precision-aware-optimizer
 # Muon (planner/optimizer.hpp): --optimizer muon with the distributed optimizer, which Megatron makes layer-wise.
 check llama8b-muon 16 --preset llama3-8b --cluster dgx-h100 --framework megatron --optimizer muon --tp 2
+check llama8b-muon-distributed 16 --preset llama3-8b --cluster dgx-h100 --framework megatron --optimizer muon --tp 2 \
+  --muon-tp-mode distributed
 check mixtral-tp-ep 256 --preset mixtral-8x7b --cluster dgx-h100 --framework megatron --ep 8 --tp 2
 # MoE Parallel Folding: EP 32 over TP 2 × DP 16 (expert TP 1), with the batch-level EP overlap (Megatron-Bridge's
 # Qwen3-235B H100 layout).

@@ -83,6 +83,7 @@ json.dump({
     # Muon with --use-distributed-optimizer: validate_args turns it into the layer-wise distributed optimizer.
     "distributed_optimizer": bool(args.use_distributed_optimizer or getattr(args, "use_layer_wise_distributed_optimizer", False)),
     "megatron_fsdp": bool(args.use_megatron_fsdp), "optimizer": args.optimizer,
+    "muon_tp_mode": getattr(args, "muon_tp_mode", None),
     "sharding": args.data_parallel_sharding_strategy, "sp": bool(args.sequence_parallel),
     "experts": args.num_experts or 0, "recompute": args.recompute_granularity or "none",
     "fp8": args.fp8_recipe if args.fp8 else "off", "fp8_param_gather": bool(args.fp8_param_gather),

@@ -132,6 +132,37 @@ TEST_SUITE("optimizer_muon") {
     CHECK(muon.time.step_s - adam.time.step_s == doctest::Approx(muon.time.optimizer_s - adam.time.optimizer_s));
   }
 
+  TEST_CASE("--muon-tp-mode: distributed keeps the shards and all-reduces A; blockwise orthogonalizes each shard") {
+    const ModelSpec m = presets().model("llama3-8b");
+    const ClusterSpec c = presets().cluster("dgx-h100");
+    Strategy s = megatron_dp(8, OptimizerKind::muon);
+    s.tp = 2;
+    s.dp = 4;
+    const StageParams st = stage_params(m, s, 0);
+    const double duplicated = muon_step_s(m, s, c, st);
+    s.muon_tp_mode = MuonTpMode::distributed;
+    const double distributed = muon_step_s(m, s, c, st);
+    s.muon_tp_mode = MuonTpMode::blockwise;
+    const double blockwise = muon_step_s(m, s, c, st);
+    // Half the GEMM work of the large MLP matrices on each TP rank, no fp32 gather; blockwise drops the all-reduces.
+    CHECK(distributed < duplicated);
+    CHECK(blockwise < distributed);
+    // The workspace: the largest local X is fc1's shard, [4096, 28672 / 2] transposed (6 B an element), either way.
+    CHECK(muon_workspace_bytes(m, s, st) == doctest::Approx(6 * 4096.0 * 14336));
+    s.muon_tp_mode = MuonTpMode::distributed;
+    CHECK(muon_workspace_bytes(m, s, st) == doctest::Approx(6 * 4096.0 * 14336));
+    // Without TP every mode is the whole matrix.
+    Strategy tp1 = megatron_dp(8, OptimizerKind::muon);
+    const StageParams st1 = stage_params(m, tp1, 0);
+    const double whole = muon_step_s(m, tp1, c, st1);
+    tp1.muon_tp_mode = MuonTpMode::blockwise;
+    CHECK(muon_step_s(m, tp1, c, st1) == doctest::Approx(whole));
+    // The mode needs Muon.
+    Strategy adam = megatron_dp(8, OptimizerKind::adamw);
+    adam.muon_tp_mode = MuonTpMode::distributed;
+    CHECK(muon_refusal(adam).find("--muon-tp-mode distributed without --optimizer muon") != std::string::npos);
+  }
+
   TEST_CASE("the Newton-Schulz workspace of the largest matrix, held during the optimizer step") {
     const ModelSpec m = presets().model("llama3-8b");
     Strategy s = megatron_dp(8, OptimizerKind::muon);
@@ -195,11 +226,16 @@ TEST_SUITE("optimizer_muon") {
     const auto j = nlohmann::json::parse(r.out);
     CHECK(j["config"]["optimizer"] == "muon");
     const auto text = run_cli("predict --preset llama3-8b --gpus 8 --framework megatron --optimizer muon --no-color");
-    CHECK(text.out.find("ZeRO-1 · Muon (layer-wise distributed)") != std::string::npos);
+    CHECK(text.out.find("ZeRO-1 · Muon (layer-wise distributed, TP mode duplicated)") != std::string::npos);
     CHECK(text.out.find("Muon momentum (fp32) of the matrices") != std::string::npos);
     CHECK(refuses_naming(run_cli("predict --preset llama3-8b --gpus 8 --optimizer muon"), "--optimizer muon"));
     CHECK(refuses_naming(run_cli("predict --preset llama3-8b --gpus 8 --framework megatron --optimizer lion"),
                          "--optimizer"));
+    CHECK(refuses_naming(run_cli("predict --preset llama3-8b --gpus 8 --framework megatron --muon-tp-mode blockwise"),
+                         "--muon-tp-mode"));
+    CHECK(refuses_naming(run_cli("predict --preset llama3-8b --gpus 8 --framework megatron --optimizer muon "
+                                 "--muon-tp-mode rowwise"),
+                         "--muon-tp-mode"));
     const auto plan = run_cli("plan --preset llama3-8b --gpus 16 --framework megatron --optimizer muon --format json");
     REQUIRE(plan.exit_code == 0);
     const auto pj = nlohmann::json::parse(plan.out);
