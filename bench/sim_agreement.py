@@ -58,11 +58,12 @@ def draw(rng, partial=False, muon=False):
             args += ["--recompute-layers", str(rng.choice([1, 2, 3, 5]))]
         else:
             return None
-    # --muon: Megatron-Core's Muon (planner/optimizer.hpp), which runs under megatron with ZeRO 0 or 1 only
+    # --muon: Megatron-Core's Muon (planner/optimizer.hpp), which runs under megatron with ZeRO 0 or 1 only, in one of
+    # its three TP modes
     if muon:
         args[args.index("--framework") + 1] = "megatron"
         args[args.index("--zero") + 1] = str(rng.choice([0, 1]))
-        args += ["--optimizer", "muon"]
+        args += ["--optimizer", "muon", "--muon-tp-mode", rng.choice(["duplicated", "distributed", "blockwise"])]
     return args
 
 
