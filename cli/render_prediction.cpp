@@ -385,6 +385,10 @@ std::string zero_comparison(const Prediction& p, const Terminal& term) {
   // ZeRO-Offload keeps the master copy and the optimizer states on the host (memory.host_*), not on the GPU.
   const bool offloaded = p.strategy.offload_optimizer;
   if (offloaded) out += "  (optimizer offloaded: master weights and optimizer states are on the host, 0 on the GPU)\n";
+  // Megatron-Core runs Muon with ZeRO 0 or 1 only (planner/optimizer.hpp muon_refusal): the other rows are what the
+  // states would take, not layouts it runs.
+  if (p.strategy.optimizer == OptimizerKind::muon)
+    out += "  (Muon: Megatron-Core runs it with ZeRO-0 and ZeRO-1 only; ZeRO-2/3 rows for comparison)\n";
   for (int z = 0; z <= 3; ++z) {
     MemoryComponents c = states_at_zero(p, z);
     if (offloaded && z > 0) c.master = c.optimizer = 0;

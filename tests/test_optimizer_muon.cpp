@@ -228,6 +228,7 @@ TEST_SUITE("optimizer_muon") {
     const auto text = run_cli("predict --preset llama3-8b --gpus 8 --framework megatron --optimizer muon --no-color");
     CHECK(text.out.find("ZeRO-1 · Muon (layer-wise distributed, TP mode duplicated)") != std::string::npos);
     CHECK(text.out.find("Muon momentum (fp32) of the matrices") != std::string::npos);
+    CHECK(text.out.find("Muon: Megatron-Core runs it with ZeRO-0 and ZeRO-1 only") != std::string::npos);
     CHECK(refuses_naming(run_cli("predict --preset llama3-8b --gpus 8 --optimizer muon"), "--optimizer muon"));
     CHECK(refuses_naming(run_cli("predict --preset llama3-8b --gpus 8 --framework megatron --optimizer lion"),
                          "--optimizer"));
