@@ -373,14 +373,12 @@ MoeDispatcher parse_moe_dispatcher_flag(const std::string& v) {
 
 OptimizerKind parse_optimizer_flag(const std::string& v) {
   if (v.empty()) return OptimizerKind::adamw;
-  if (const auto o = parse_optimizer(v)) return *o;
-  throw InputError(fmt::format("--optimizer '{}' is not one of: adamw, muon", v));
+  return parse_choice<OptimizerKind>("--optimizer", v, parse_optimizer, "adamw, muon");
 }
 
 MuonTpMode parse_muon_tp_mode_flag(const std::string& v) {
   if (v.empty()) return MuonTpMode::duplicated;
-  if (const auto o = parse_muon_tp_mode(v)) return *o;
-  throw InputError(fmt::format("--muon-tp-mode '{}' is not one of: duplicated, distributed, blockwise", v));
+  return parse_choice<MuonTpMode>("--muon-tp-mode", v, parse_muon_tp_mode, "duplicated, distributed, blockwise");
 }
 
 bool parse_adam_moments_flag(const std::string& v) {

@@ -65,6 +65,17 @@ void add_block_mlp(std::vector<MuonMatrix>& out, const ModelSpec& m, const Strat
   add_mlp(out, m, m.expert_ffn_hidden, count * local_experts, expert_tensor_parallel(s), true);
 }
 
+// The ranks that share a stage's optimizer states (and, for Muon, its matrices): under ZeRO-1 and above dp·cp, the
+// routed experts' the expert-data-parallel group; without it every rank holds all of them.
+struct StateOwners {
+  double dense = 1, expert = 1;
+};
+
+StateOwners state_owners(const Strategy& s) {
+  if (s.zero < 1) return {};
+  return {static_cast<double>(shard_degree(s)), static_cast<double>(std::max<int64_t>(expert_data_parallel(s), 1))};
+}
+
 // The shape one rank's Newton–Schulz iterates on: X with m rows (the side A = X·Xᵀ spans) and n columns on this rank,
 // and whether each step all-reduces A over the TP group (muon_utils.py newton_schulz_tp).
 struct LocalShape {
@@ -94,14 +105,15 @@ double matrix_time_s(const MuonMatrix& x, const Strategy& s, const ClusterSpec& 
   const double elements = static_cast<double>(l.m) * static_cast<double>(l.n);
   const bool gathers = x.split > 1 && s.muon_tp_mode == MuonTpMode::duplicated;
   double t = kMuonNewtonSchulzSteps * gemms + memory_bound_time_s(c.gpu, elements * (gathers ? 40 : 32));
-  Strategy group = s;
-  group.tp = x.split;
-  if (gathers) t += collective_time_s(c, Collective::all_gather, elements * 4, tp_group(group, c));
+  if (!gathers && !l.reduces_gram) return t;
+  Strategy split = s;
+  split.tp = x.split;
+  const GroupLayout tp = tp_group(split, c);
+  if (gathers) t += collective_time_s(c, Collective::all_gather, elements * 4, tp);
   // distributed: the bf16 Gram matrix all-reduced in every step, and the norm's fp32 sum once (distributed_normalize_p2)
   if (l.reduces_gram)
-    t += kMuonNewtonSchulzSteps * collective_time_s(c, Collective::all_reduce, 2.0 * static_cast<double>(l.m * l.m),
-                                                    tp_group(group, c)) +
-         collective_time_s(c, Collective::all_reduce, 4, tp_group(group, c));
+    t += kMuonNewtonSchulzSteps * collective_time_s(c, Collective::all_reduce, 2.0 * static_cast<double>(l.m * l.m), tp) +
+         collective_time_s(c, Collective::all_reduce, 4, tp);
   return t;
 }
 
@@ -130,28 +142,25 @@ double muon_matrix_params(const StageParams& st) {
 
 double stage_optimizer_state_bytes(const StageParams& st, const Strategy& s, const StateBytes& b) {
   const double routed = static_cast<double>(st.routed_experts), dense = static_cast<double>(st.total()) - routed;
-  const double dense_shard = s.zero >= 1 ? static_cast<double>(shard_degree(s)) : 1.0;
-  const double expert_shard = s.zero >= 1 ? static_cast<double>(std::max<int64_t>(expert_data_parallel(s), 1)) : 1.0;
-  if (s.optimizer == OptimizerKind::adamw) return dense * b.optimizer / dense_shard + routed * b.optimizer / expert_shard;
+  const StateOwners n = state_owners(s);
+  if (s.optimizer == OptimizerKind::adamw) return dense * b.optimizer / n.dense + routed * b.optimizer / n.expert;
   const double dense_matrices = muon_matrix_params(st) - routed;
-  return (dense_matrices * kMuonMomentumBytes + (dense - dense_matrices) * b.optimizer) / dense_shard +
-         routed * kMuonMomentumBytes / expert_shard;
+  return (dense_matrices * kMuonMomentumBytes + (dense - dense_matrices) * b.optimizer) / n.dense +
+         routed * kMuonMomentumBytes / n.expert;
 }
 
 double muon_step_s(const ModelSpec& m, const Strategy& s, const ClusterSpec& c, const StageParams& st) {
   if (s.optimizer != OptimizerKind::muon) return 0;
   const GpuSpec device = training_device(c.gpu);
-  // Owners of each matrix: one rank of the dp·cp group (experts: of the expert-DP group) under the layer-wise
-  // distributed optimizer; every rank without it.
-  const double dense_owners = s.zero >= 1 ? static_cast<double>(shard_degree(s)) : 1.0;
-  const double expert_owners = s.zero >= 1 ? static_cast<double>(std::max<int64_t>(expert_data_parallel(s), 1)) : 1.0;
+  // Each matrix has one owner among the state owners under the layer-wise distributed optimizer; every rank without it.
+  const StateOwners owners = state_owners(s);
   double sum[2] = {0, 0}, largest[2] = {0, 0};
   for (const MuonMatrix& x : muon_stage_matrices(m, s, st)) {
     const double t = matrix_time_s(x, s, c, device);
     sum[x.expert] += x.count * t;
     largest[x.expert] = std::max(largest[x.expert], t);
   }
-  return std::max(sum[0] / dense_owners, largest[0]) + std::max(sum[1] / expert_owners, largest[1]);
+  return std::max(sum[0] / owners.dense, largest[0]) + std::max(sum[1] / owners.expert, largest[1]);
 }
 
 double muon_workspace_bytes(const ModelSpec& m, const Strategy& s, const StageParams& st) {
