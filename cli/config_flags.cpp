@@ -25,6 +25,10 @@ void add_config_flags(CLI::App& cmd, ConfigFlags& f) {
                  "Hugging Face config.json (model_type llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3, phi3, "
                  "gpt_neox, gpt2, falcon, nemotron, olmo2; MoE: mixtral, qwen3_moe, deepseek_v2, deepseek_v3, "
                  "kimi_k2, kimi_k25, gpt_oss, llama4)");
+  cmd.add_option("--mtp-layers", f.mtp_layers,
+                 "Multi-token-prediction modules to train, overriding the model's mtp_layers (Megatron-Core "
+                 "--mtp-num-layers, torchtitan num_mtp_layers): 0 trains the main model alone, as torchtitan's "
+                 "DeepSeek-V3 configs do by default");
   cmd.add_option("--cluster", f.cluster, "Cluster preset name or cluster YAML file");
   cmd.add_option("--gpu", f.gpu, "GPU preset, when no --cluster is given (8 per node, its usual interconnect)");
   cmd.add_option("--gpus-per-node", f.gpus_per_node, "Override the cluster's GPUs per node");
@@ -252,7 +256,9 @@ GradSync parse_grad_sync_flag(const std::string& v) {
   return parse_choice<GradSync>("--grad-sync", v, parse_grad_sync, "step, micro");
 }
 
-ModelSpec resolve_model(const ConfigFlags& f, const PresetStore& store, std::vector<std::string>* notes) {
+namespace {
+
+ModelSpec load_model(const ConfigFlags& f, const PresetStore& store, std::vector<std::string>* notes) {
   if (!f.preset.empty() + !f.model_file.empty() + !f.hf_config.empty() > 1)
     throw InputError("give only one of --preset, --model and --hf-config");
   if (!f.preset.empty()) return store.model(f.preset);
@@ -264,6 +270,19 @@ ModelSpec resolve_model(const ConfigFlags& f, const PresetStore& store, std::vec
   }
   throw InputError("no model given: pass --preset NAME (see `shardplan presets models`), --model FILE.yaml or "
                    "--hf-config config.json");
+}
+
+}  // namespace
+
+ModelSpec resolve_model(const ConfigFlags& f, const PresetStore& store, std::vector<std::string>* notes) {
+  ModelSpec m = load_model(f, store, notes);
+  if (f.mtp_layers) {
+    // DeepSeek-V3 trains one module (§2.2); Megatron-Core stacks any number, each a block deeper.
+    if (*f.mtp_layers < 0 || *f.mtp_layers > 64)
+      throw InputError(fmt::format("--mtp-layers must be between 0 and 64, got {}", *f.mtp_layers));
+    m.mtp_layers = *f.mtp_layers;
+  }
+  return m;
 }
 
 std::optional<TrainingGoal> resolve_training_goal(const ConfigFlags& f) {

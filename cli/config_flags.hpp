@@ -19,6 +19,7 @@ namespace shardplan::cli {
 struct ConfigFlags {
   std::string preset, model_file, cluster, gpu;
   std::string hf_config;  // --hf-config config.json
+  std::optional<int64_t> mtp_layers;  // --mtp-layers: overrides the model's multi-token-prediction modules
   std::string tokens;     // --tokens 2T (parsed by resolve_training_goal)
   std::optional<double> gpu_hour_price;
   std::optional<int64_t> gpus_per_node;

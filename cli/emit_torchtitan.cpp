@@ -166,6 +166,13 @@ void add_common_notes(const ModelSpec& m, const LaunchFacts& f, const TitanChoic
   if (f.pp > 1 && (f.pp_first_layers > 0 || f.pp_last_layers > 0))
     notes.push_back("torchtitan has no first/last stage layer counts: give the split as module_fqns_per_model_part");
   if (!f.steps) notes.push_back("steps = 1000 (give --tokens to set it from the training budget)");
+  // torchtitan's MTP arrived after 0.2 (f59c215e8, 2026-08-11), and its DeepSeek-V3 config functions build it only
+  // when asked (num_mtp_layers = 0: torchtitan/models/deepseek_v3/__init__.py, config_registry.py).
+  if (m.mtp_layers > 0)
+    notes.push_back(fmt::format("the plan prices {0} multi-token-prediction module{1}, which '{2}' does not build "
+                                "(num_mtp_layers 0; MTP needs a config with num_mtp_layers {0} and MTPLoss, after "
+                                "torchtitan 0.2): `--mtp-layers 0` predicts what this file trains",
+                                m.mtp_layers, m.mtp_layers == 1 ? "" : "s", chosen));
 }
 
 std::string no_model_reason(const ModelSpec& m, const std::string& version) {

@@ -545,4 +545,27 @@ double logits_bytes(const ModelSpec& m, const Strategy& s, const FrameworkTraits
   return bytes;
 }
 
+// Each MTP module computes its own logits with the shared head and its own cross-entropy in the forward, which keep
+// their saved tensors until the backward reaches them, so they coexist with the main loss's backward:
+//   Megatron-Core: process_mtp_loss (megatron/core/transformer/multi_token_prediction.py) runs output_layer and
+//     compute_language_model_loss per depth in the forward, attaching each loss to the hidden states through
+//     MTPLossAutoScaler, whose backward comes after the main head's; the unfused vocab-parallel cross-entropy saves its
+//     fp32 softmax (4 B), Transformer Engine's fused one the bf16 logits and per-row statistics (framework.cpp
+//     megatron_traits: the compute dtype).
+//   torchtitan: MTPDecoder.forward returns the main and every depth's logits and MTPLoss sums their cross-entropies
+//     (torchtitan/models/deepseek_v3/mtp.py); the eager loss saves log_softmax's fp32 output (4 B: the bf16 logits are
+//     released with `pred`), the compiled (fused) one its compute-dtype logits.
+// A chunked loss keeps 1/chunks of it, as the main one materialises its logits.
+double mtp_loss_saved_bytes_per_logit(const Strategy& s) {
+  return s.loss == LossKind::fused ? activation_dtype_bytes(s) : 4.0;
+}
+
+double mtp_loss_saved_bytes(const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw) {
+  if (m.mtp_layers <= 0) return 0;
+  const double elements = tokens_per_microbatch(s) * static_cast<double>(model_padded_vocab(m)) / s.tp;
+  double bytes = static_cast<double>(m.mtp_layers) * elements * mtp_loss_saved_bytes_per_logit(s);
+  if (s.loss == LossKind::chunked) bytes /= static_cast<double>(fw.loss_chunks);
+  return bytes;
+}
+
 }  // namespace shardplan

@@ -108,5 +108,10 @@ double norm_saved_bytes(const ModelSpec& m, const FrameworkTraits& fw, double a)
 
 // Logits and cross-entropy at the loss on the last stage, for the one micro-batch at the loss.
 double logits_bytes(const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw);
+// What the multi-token-prediction modules' cross-entropies keep for their backward at the main loss's backward (one
+// per module, each over the same tokens and vocabulary as the main one): beside logits_bytes at the loss's moment.
+double mtp_loss_saved_bytes(const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw);
+// Bytes per logit element one such cross-entropy keeps between its forward and backward.
+double mtp_loss_saved_bytes_per_logit(const Strategy& s);
 
 }  // namespace shardplan

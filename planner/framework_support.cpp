@@ -487,6 +487,35 @@ std::optional<std::string> tp_without_sp_refusal(const Strategy& s, const ModelS
                  "MoELayer.forward); add --sp");
 }
 
+// torchtitan's multi-token prediction (torchtitan/models/deepseek_v3/mtp.py, since f59c215e8 of 2026-08-11; before it
+// torchtitan built no MTP module): MTPDecoder.Config.update_from_config raises NotImplementedError under pipeline or
+// context parallelism ("MTP does not support pipeline parallelism yet", "... context parallelism yet"), and
+// MTPDecoder.forward raises ValueError under the chunked loss (skip_lm_head "is not supported with MTP decoder until
+// ChunkedLoss supports MTP outputs"). Its DeepSeek-V3 configs build no MTP module unless num_mtp_layers is set.
+bool mtp_runs(const Strategy& s, const ModelSpec& m) {
+  if (m.mtp_layers <= 0 || s.framework != Framework::torchtitan) return true;
+  return s.pp <= 1 && s.cp <= 1 && s.loss != LossKind::chunked;
+}
+
+std::string mtp_limit_reason(const Strategy& s) {
+  const bool pipeline = s.pp > 1, context = !pipeline && s.cp > 1;
+  return fmt::format("torchtitan's MTP does not support {} (torchtitan/models/deepseek_v3/mtp.py {}); --mtp-layers 0 "
+                     "trains the main model alone, as torchtitan's DeepSeek-V3 configs do by default",
+                     pipeline ? "pipeline parallelism" : context ? "context parallelism" : "the chunked loss",
+                     pipeline || context ? "MTPDecoder.Config.update_from_config" : "MTPDecoder.forward");
+}
+
+std::optional<std::string> mtp_refusal(const Strategy& s, const ModelSpec& m) {
+  if (mtp_runs(s, m)) return std::nullopt;
+  const std::string flag = s.pp > 1   ? fmt::format("--pp {}", s.pp)
+                           : s.cp > 1 ? fmt::format("--cp {}", s.cp)
+                                      : std::string("--loss chunked");
+  const char* way_out = s.pp > 1 ? "--pp 1" : s.cp > 1 ? "--cp 1" : "--loss standard or fused";
+  return fmt::format("--framework torchtitan cannot run {} with the model's {} multi-token-prediction module{}: {}; or "
+                     "use {} or --framework megatron",
+                     flag, m.mtp_layers, m.mtp_layers == 1 ? "" : "s", mtp_limit_reason(s), way_out);
+}
+
 void apply_framework_defaults(Strategy& s, const ModelSpec& m) {
   if (s.tp > 1 && tp_needs_sp(s.framework, m)) s.sp = true;
 }

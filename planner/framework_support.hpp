@@ -90,6 +90,14 @@ bool tp_needs_sp(Framework f, const ModelSpec& m);
 // Why this model cannot run under the strategy's TP without --sp, or nothing.
 std::optional<std::string> tp_without_sp_refusal(const Strategy& s, const ModelSpec& m);
 
+// Whether the runtime trains the model's multi-token-prediction modules under this layout: torchtitan's MTP runs
+// without pipeline and context parallelism and without the chunked loss (framework_support.cpp cites each); the others
+// place no such limit. mtp_refusal says why not, naming the flag and a way out.
+bool mtp_runs(const Strategy& s, const ModelSpec& m);
+std::optional<std::string> mtp_refusal(const Strategy& s, const ModelSpec& m);
+// The reason alone (what torchtitan's MTP does not support in `s`, its source, the way out), for plan's list.
+std::string mtp_limit_reason(const Strategy& s);
+
 // The strategy as the runtime would run it when the user left a choice to it: sequence parallelism on where its TP
 // needs it (tp_needs_sp). The CLI and the published-run loader both apply it.
 void apply_framework_defaults(Strategy& s, const ModelSpec& m);

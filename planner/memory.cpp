@@ -244,11 +244,13 @@ void add_activations(Ledger& l, const StageInputs& in) {
       l.add(&MemoryComponents::activations, "activations",
             text("one block's backward temporaries (the logits are freed before the blocks' backward)"), peak.scratch);
   } else {
+    const double mtp = mtp_loss_saved_bytes(m, s, in.fw);
     l.add(&MemoryComponents::logits, "logits", [&] { return fmt::format("logits and cross-entropy ({} B/element{})",
                       s.loss == LossKind::fused ? in.fw.fused_loss_copies * in.compute_bytes
                                                 : in.fw.logits_bytes_per_element + in.fw.logits_compute_dtype_copies * in.compute_bytes,
                       s.loss == LossKind::chunked ? fmt::format(", 1/{} at a time", in.fw.loss_chunks) : ""); },
-          logits);
+          logits - mtp);
+    add_mtp_loss_saved(l, m, s, mtp);
   }
 }
 
@@ -376,6 +378,17 @@ void add_runtime(Ledger& l, const StageInputs& in) {
   const int64_t comms = communicators(in.model, in.strategy, in.stage);
   l.add(&MemoryComponents::runtime, "runtime", [&] { return fmt::format("NCCL buffers ({} communicators)", comms); },
         static_cast<double>(comms * in.fw.nccl_bytes_per_communicator));
+}
+
+void add_mtp_loss_saved(Ledger& l, const ModelSpec& m, const Strategy& s, double bytes) {
+  l.add(&MemoryComponents::logits, "logits", [&] {
+        return fmt::format("the {} MTP module{} cross-entropy, saved for {} backward ({:g} B/element: {}{})",
+                           m.mtp_layers, m.mtp_layers == 1 ? "'s" : "s'", m.mtp_layers == 1 ? "its" : "their",
+                           mtp_loss_saved_bytes_per_logit(s),
+                           s.loss == LossKind::fused ? "the logits" : "the fp32 (log-)softmax",
+                           s.loss == LossKind::chunked ? ", 1/chunks of it" : "");
+      },
+      bytes);
 }
 
 void add_fragmentation(Ledger& l, const StageInputs& in) {

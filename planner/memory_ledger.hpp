@@ -93,5 +93,7 @@ void add_parallel_buffers(Ledger& l, const StageInputs& in, bool attention_runni
 void add_step_buffers(Ledger& l, const StageInputs& in, bool cp_buffers);
 void add_runtime(Ledger& l, const StageInputs& in);
 void add_fragmentation(Ledger& l, const StageInputs& in);
+// The MTP modules' cross-entropies at the main loss's backward (activations.hpp mtp_loss_saved_bytes: `bytes`).
+void add_mtp_loss_saved(Ledger& l, const ModelSpec& m, const Strategy& s, double bytes);
 
 }  // namespace shardplan::memory_detail

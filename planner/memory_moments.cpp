@@ -217,6 +217,7 @@ void loss_backward(Ledger& l, const StageInputs& in, const Sizes& z) {
     l.add(&MemoryComponents::logits, "logits", [&] { return fmt::format("cross-entropy backward logits ({:g} B/element: fp32 log_softmax output, nll_loss_backward's gradient, _log_softmax_backward_data's result{})",
                       loss_backward_bytes_per_logit(s, in.fw), s.loss == LossKind::chunked ? fmt::format("; 1/{} at a time", in.fw.loss_chunks) : ""); },
           logits);
+  add_mtp_loss_saved(l, m, s, mtp_loss_saved_bytes(m, s, in.fw));
   add_common(l, in, z);
   // The bf16 logits' block, freed before the loss's backward (torchtitan `del pred`; transformers drops the output):
   // too small for the fp32 [T, V] tensors allocated then, it stays cached in its own segment (reserved, though an
@@ -478,6 +479,9 @@ MomentParts moment_parts(const ModelSpec& m, const Strategy& s, const FrameworkT
       const double chunks = static_cast<double>(fw.loss_chunks);
       p.logits_forward /= chunks, p.logits_backward /= chunks, p.logits_cached /= chunks;
     }
+    // The MTP modules' cross-entropies keep theirs from the forward to the backward (activations.hpp).
+    const double mtp = mtp_loss_saved_bytes(m, s, fw);
+    p.logits_forward += mtp, p.logits_backward += mtp;
     p.last_extra = last_stage_extra_bytes(m, s, fw);
   }
   // Under keep_all_gathered the simulator gathers each unit at its first forward and keeps it (StepPlan::gathers_once).

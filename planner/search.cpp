@@ -299,6 +299,7 @@ void check_fixed_dimensions(const SearchSpace& sp, const ModelSpec& m) {
     if (!framework_runs(probe)) probe.zero = fallback;
   }
   if (const auto why = framework_refusal(probe)) throw InputError(*why);
+  if (const auto why = mtp_refusal(probe, m)) throw InputError(*why);  // torchtitan's MTP: no PP, CP or chunked loss
   // --vpp without --schedule: some schedule of the runtime must run several chunks per rank.
   const FrameworkSupport& fs = framework_support(probe.framework);
   if (sp.vpp.value_or(1) > 1 && !sp.schedule) {
@@ -327,6 +328,15 @@ std::vector<NotRun> not_run_by_framework(const SearchSpace& sp, const ModelSpec&
     out.push_back({"expert parallelism", ep_support(sp.base.framework).refusal});
   if (!sp.cp && sp.base.seq >= kCpMinSeq && sp.base.gpus > 1 && !cp_support(sp.base.framework).runs)
     out.push_back({"context parallelism", cp_support(sp.base.framework).refusal});
+  // torchtitan's MTP modules run without a pipeline or context parallelism (framework_support.hpp mtp_runs).
+  Strategy with_mtp = sp.base;
+  with_mtp.cp = 1, with_mtp.pp = 2;
+  if (!sp.pp && fs.pipeline && m.layers > 1 && sp.base.gpus > 1 && !mtp_runs(with_mtp, m))
+    out.push_back({"pipeline parallelism", mtp_limit_reason(with_mtp)});
+  with_mtp.pp = 1, with_mtp.cp = 2;
+  if (!sp.cp && sp.base.seq >= kCpMinSeq && sp.base.gpus > 1 && cp_support(sp.base.framework).runs &&
+      !mtp_runs(with_mtp, m))
+    out.push_back({"context parallelism", mtp_limit_reason(with_mtp)});
   return out;
 }
 
@@ -364,6 +374,12 @@ SearchResult search_strategies(const ModelSpec& m, const ClusterSpec& c, const S
   // train a larger batch than the rule asks for (8000 replicas of Llama 3 405B on 16 K GPUs against a 2000-sequence
   // target: 4 × the tokens per step), and win on throughput for that reason alone. Such layouts are left out while
   // another layout can meet the target.
+  // torchtitan's MTP modules refuse a pipeline and context parallelism (framework_support.hpp mtp_runs).
+  auto runs_mtp = [&](int64_t pp, int64_t cp) {
+    Strategy probe = base;
+    probe.pp = pp, probe.cp = cp;
+    return mtp_runs(probe, m);
+  };
   int64_t max_dp = INT64_MAX;
   if (space.batch_default) {
     bool any_within = false;
@@ -373,7 +389,7 @@ SearchResult search_strategies(const ModelSpec& m, const ClusterSpec& c, const S
           if ((base.gpus / tp) % pp == 0 && (base.gpus / (tp * pp)) % cp == 0 &&
               base.gpus / (tp * pp * cp) <= space.batch_default->sequences &&
               (!space.dp || *space.dp == base.gpus / (tp * pp * cp)) &&
-              (pp == 1 || framework_support(base.framework).pipeline))
+              (pp == 1 || framework_support(base.framework).pipeline) && runs_mtp(pp, cp))
             any_within = true;
     if (any_within) max_dp = space.batch_default->sequences;
   }
@@ -387,6 +403,7 @@ SearchResult search_strategies(const ModelSpec& m, const ClusterSpec& c, const S
         if ((base.gpus / tp) % pp != 0 || pp > m.layers) continue;
         if (pp > 1 && !framework_support(base.framework).pipeline) continue;  // framework_runs would drop them all
         if ((base.gpus / (tp * pp)) % cp != 0) continue;
+        if (!runs_mtp(pp, cp)) continue;
         const int64_t dp = base.gpus / (tp * pp * cp);
         if (space.dp && *space.dp != dp) continue;
         any_layout = true;

@@ -201,6 +201,7 @@ static void validate_layout(const Strategy& s, const ModelSpec& m) {
   if (m.expert_ffn_hidden % s.tp != 0 && (m.shared_experts > 0 || m.expert_ffn_hidden % expert_tensor_parallel(s) != 0))
     throw InputError(fmt::format("--tp {} must divide the model's expert_ffn_hidden ({})", s.tp, m.expert_ffn_hidden));
   if (const auto why = tp_without_sp_refusal(s, m)) throw InputError(*why);
+  if (const auto why = mtp_refusal(s, m)) throw InputError(*why);
   if (m.layers < s.pp)
     throw InputError(fmt::format("--pp {} exceeds the model's {} layers; use at most {} stages", s.pp, m.layers,
                                  m.layers));

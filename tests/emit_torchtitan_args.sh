@@ -87,5 +87,5 @@ check qwen3-moe-tp-ep --preset qwen3-30b-a3b --gpus 32 --framework torchtitan --
 # EP over the TP ranks too (expert TP 1, MoE Parallel Folding): ep 32 on tp 2 × dp 16.
 check qwen3-moe-folded --preset qwen3-30b-a3b --gpus 32 --framework torchtitan --tp 2 --ep 32 --pp 1 --recompute full
 check llama8b-cp --preset llama3-8b --gpus 16 --framework torchtitan --cp 2 --seq 32768 --recompute full
-check deepseek-ep --preset deepseek-v3 --gpus 512 --framework torchtitan --ep 64 --pp 8 --recompute full
+check deepseek-ep --preset deepseek-v3 --mtp-layers 0 --gpus 512 --framework torchtitan --ep 64 --pp 8 --recompute full
 echo "ok: torchtitan 0.3 read every torchtitan.sh, torchtitan 0.2 every torchtitan.toml, as planned"
