@@ -512,8 +512,10 @@ namespace {
 double mtp_extra_bytes(const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw) {
   if (m.mtp_layers <= 0) return 0;
   const double per_token = 6 * activation_dtype_bytes(s) * static_cast<double>(m.hidden) / (s.sp ? s.tp : 1);
-  // Megatron-Core's block method leaves the MTP layer unrecomputed (partial_recompute.hpp).
-  const double block = partial_recompute(s) ? block_working_set_bytes(m, s, fw) : block_activation_bytes(m, s, fw);
+  // Megatron-Core's block method leaves the MTP layer unrecomputed (partial_recompute.hpp); torchtitan checkpoints
+  // model.layers only, never its MTP layers (FrameworkTraits::torchtitan_mtp).
+  const bool kept = partial_recompute(s) || (fw.torchtitan_mtp && s.recompute != Recompute::none);
+  const double block = kept ? block_working_set_bytes(m, s, fw) : block_activation_bytes(m, s, fw);
   return static_cast<double>(m.mtp_layers) * (per_token * tokens_per_microbatch(s) + block);
 }
 }  // namespace
@@ -566,6 +568,15 @@ double mtp_loss_saved_bytes(const ModelSpec& m, const Strategy& s, const Framewo
   double bytes = static_cast<double>(m.mtp_layers) * elements * mtp_loss_saved_bytes_per_logit(s);
   if (s.loss == LossKind::chunked) bytes /= static_cast<double>(fw.loss_chunks);
   return bytes;
+}
+
+double mtp_loss_forward_bytes(const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw) {
+  if (m.mtp_layers <= 0 || !fw.torchtitan_mtp) return 0;
+  // Each depth's logits (the compute dtype) and, eager, its loss's saved fp32 log-softmax (torchtitan refuses the
+  // chunked loss with MTP: framework_support.cpp mtp_runs).
+  const double elements = tokens_per_microbatch(s) * static_cast<double>(model_padded_vocab(m)) / s.tp;
+  const double per_logit = activation_dtype_bytes(s) + (s.loss == LossKind::fused ? 0.0 : 4.0);
+  return static_cast<double>(m.mtp_layers) * elements * per_logit;
 }
 
 }  // namespace shardplan

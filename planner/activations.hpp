@@ -113,5 +113,9 @@ double logits_bytes(const ModelSpec& m, const Strategy& s, const FrameworkTraits
 double mtp_loss_saved_bytes(const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw);
 // Bytes per logit element one such cross-entropy keeps between its forward and backward.
 double mtp_loss_saved_bytes_per_logit(const Strategy& s);
+// FrameworkTraits::torchtitan_mtp: what the MTP depths hold beside the main loss's forward bytes when the last depth's
+// cross-entropy runs its forward (every depth's logits, kept by `pred`, and the earlier losses' saved tensors); the
+// loss's moment is the larger of that forward and the backward (mtp_loss_saved_bytes beside the main backward's).
+double mtp_loss_forward_bytes(const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw);
 
 }  // namespace shardplan

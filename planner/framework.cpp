@@ -182,6 +182,10 @@ FrameworkTraits torchtitan_traits() {
   // root holds nothing (torchtitan/distributed/fsdp.py apply_fsdp_to_decoder; tied weights: one unit of all three,
   // not resharded). Earlier rows set --fsdp-end-units root.
   t.end_units_own = true;
+  // Its MTP layers are units of their own and reuse the embedding unit (FrameworkTraits::torchtitan_mtp;
+  // models/deepseek_v3/mtp.py apply_fsdp_to_mtp_decoder, MTPDecoder.forward; PyTorch's own allocations in
+  // reports/fsdp2-memory-mtp.md).
+  t.torchtitan_mtp = true;
   // Under TP the loss runs on vocabulary-sharded logits (train.py: loss_parallel unless
   // parallelism.disable_loss_parallel): torch/distributed/tensor/parallel/loss.py's _log_softmax_backward_data
   // handler computes exp(output) and its product with the summed gradient beside the saved output and

@@ -50,6 +50,22 @@ struct FrameworkTraits {
   // FSDP2 wraps the embedding and [final norm, LM head] as units of their own instead of leaving them to the root
   // (Strategy::end_units_own overrides; fsdp_end_units_split says where it changes anything).
   bool end_units_own = false;
+  // Multi-token prediction as torchtitan runs it (torchtitan/models/deepseek_v3/mtp.py, since 2026-08-11):
+  //  - each MTP layer is an FSDP unit of its own (apply_fsdp_to_mtp_decoder puts it among model.layers for
+  //    apply_fsdp_to_decoder), not part of the [final norm, LM head] unit (where the ends are units of their own:
+  //    fsdp_end_units_split);
+  //  - the MTP modules embed their shifted tokens with the model's own embedding (MTPDecoder.forward), so that unit has
+  //    two uses in one backward: from the MTP's backward to the embedding's last, FSDP2 keeps it gathered and autograd
+  //    keeps the first use's gradient (the parameter dtype, at full vocabulary) to add the second's to it;
+  //  - MTPDecoder.forward returns every depth's logits and MTPLoss takes them all (train.py keeps `pred` until the
+  //    loss is computed): at the last depth's cross-entropy forward every output's logits and the earlier losses'
+  //    saved tensors are alive;
+  //  - activation checkpointing wraps model.layers only (distributed/activation_checkpoint.py
+  //    ActivationCheckpointingConfig.apply): the MTP layers keep all their activations whatever --recompute says.
+  // Megatron-Core instead recomputes its MTP layers under the uniform method (multi_token_prediction.py
+  // _checkpointed_forward; "recompute_method == 'block' is not supported for MTP yet") and computes each depth's
+  // loss inside the forward (process_mtp_loss).
+  bool torchtitan_mtp = false;
   int64_t unsharded_grad_units = 0;       // unit gradients alive before their reduce-scatter completes
   // ZeRO-2/3: beside unsharded_grad_units blocks, the head unit's (final norm + LM head, or the tied embedding)
   // gradients are still being reduced at the peak, which is in the first block's backward.

@@ -192,6 +192,15 @@ void add_reduce_stream_reserve(Ledger& l, const Sizes& z, double present) {
         std::max(0.0, z.reduce_stream_shards - present));
 }
 
+// FrameworkTraits::torchtitan_mtp: from the MTP modules' backward on, the embedding's gradient from their use waits
+// for the main use's (autograd sums a parameter's gradients before accumulating them; MTPDecoder.forward calls
+// tok_embeddings twice), and FSDP2 keeps the unit gathered until its post-backward (add_gathered's ends).
+void add_mtp_embedding_grad(Ledger& l, const Sizes& z) {
+  l.add(&MemoryComponents::grads, "grads",
+        text("the embedding's gradient from the MTP modules' use, held until the main use's is added to it (bf16)"),
+        z.mtp_embed_grad);
+}
+
 void loss_backward(Ledger& l, const StageInputs& in, const Sizes& z) {
   const ModelSpec& m = in.model;
   const Strategy& s = in.strategy;
@@ -203,6 +212,9 @@ void loss_backward(Ledger& l, const StageInputs& in, const Sizes& z) {
   // holds no parameter, has no parameter group and prefetches nothing.
   const double prefetched = in.fw.loss_inside_root_forward && !z.split && z.layers > 0 ? 1 : 0;
   add_gathered(l, in, z, z.zero3 ? prefetched : z.layers, {!z.split || !z.zero3, true});
+  // The MTP layers' units (torchtitan_mtp), kept gathered from their forward to their backward under ZeRO-2.
+  if (!z.zero3)
+    l.add(&MemoryComponents::params, "params", text("gathered MTP layers (bf16)"), z.mtp_unit * z.a);
   add_block_activations(l, in, z, z.layers);
   l.add(&MemoryComponents::activations, "activations", text("final norm and LM head inputs"),
         last_stage_extra_bytes(m, s, in.fw));
@@ -210,14 +222,22 @@ void loss_backward(Ledger& l, const StageInputs& in, const Sizes& z) {
   const double elements = tokens(s) * static_cast<double>(model_padded_vocab(m)) / static_cast<double>(s.tp) / chunks;
   const bool fused = s.loss == LossKind::fused;
   const double logits = elements * (fused ? 2 * z.a : loss_backward_bytes_per_logit(s, in.fw));
-  if (fused)
+  // torchtitan's MTP (FrameworkTraits::torchtitan_mtp): the loss's forward at its last depth can hold more than the
+  // backward (every output's logits kept by `pred`); the moment is then that forward (moment_parts' logits_forward).
+  const double mtp_saved = mtp_loss_saved_bytes(m, s, in.fw);
+  const double forward = elements * (fused ? z.a : z.a + (z.a < 4 ? 4 : 0) + 4) + mtp_loss_forward_bytes(m, s, in.fw);
+  const bool forward_peaks = in.fw.torchtitan_mtp && m.mtp_layers > 0 && forward > logits + mtp_saved;
+  if (forward_peaks)
+    l.add(&MemoryComponents::logits, "logits", [&] { return fmt::format("the loss's forward at the last of the {} MTP depths: every output's logits (`pred`), the earlier cross-entropies' saved {}", m.mtp_layers, fused ? "logits" : "fp32 log-softmax and the last one's fp32 upcast"); },
+          forward);
+  else if (fused)
     l.add(&MemoryComponents::logits, "logits", [&] { return fmt::format("fused cross-entropy backward: the logits and their gradient ({:g} B/element, compute dtype)", 2 * z.a); },
           logits);
   else
     l.add(&MemoryComponents::logits, "logits", [&] { return fmt::format("cross-entropy backward logits ({:g} B/element: fp32 log_softmax output, nll_loss_backward's gradient, _log_softmax_backward_data's result{})",
                       loss_backward_bytes_per_logit(s, in.fw), s.loss == LossKind::chunked ? fmt::format("; 1/{} at a time", in.fw.loss_chunks) : ""); },
           logits);
-  add_mtp_loss_saved(l, m, s, mtp_loss_saved_bytes(m, s, in.fw));
+  if (!forward_peaks) add_mtp_loss_saved(l, m, s, mtp_saved);
   add_common(l, in, z);
   // The bf16 logits' block, freed before the loss's backward (torchtitan `del pred`; transformers drops the output):
   // too small for the fp32 [T, V] tensors allocated then, it stays cached in its own segment (reserved, though an
@@ -240,9 +260,11 @@ void block_backward(Ledger& l, const StageInputs& in, const Sizes& z_in, double 
   // ZeRO-3: block k and the block prefetched for the next backward (after block 0: the root, gathered already, or the
   // embedding unit); ZeRO-2: units reshard at their post-backward (_fsdp_param_group.py FSDPParamGroup.post_backward →
   // reshard), the head unit of its own right after its backward.
-  add_gathered(l, in, z, z.zero3 ? (k > 0 ? 2 : 1) : k + 1, {!z.split || !z.zero3 || k == 0, !z.split});
+  const bool mtp_hold = z.mtp_embed_grad > 0;
+  add_gathered(l, in, z, z.zero3 ? (k > 0 ? 2 : 1) : k + 1, {!z.split || !z.zero3 || k == 0 || mtp_hold, !z.split});
+  add_mtp_embedding_grad(l, z);
   const bool fresh = !in.keeps_unsharded_grads && z.accum <= 1;
-  const double head_shard = z.split ? z.head_unit / z.n * z.grad_shard_b : 0;  // reduced before the blocks
+  const double head_shard = z.split ? (z.head_unit + z.mtp_unit) / z.n * z.grad_shard_b : 0;  // reduced before the blocks
   const double reduced = fresh ? (z.layers - 1 - k) * z.block_local * z.grad_shard_b + head_shard : 0;
   if (fresh)
     l.add(&MemoryComponents::grads, "grads", [&] { return fmt::format("sharded gradients of the {:.0f} blocks{} reduced ({} B/param)", z.layers - 1 - k, z.split ? " and the head unit" : "", z.grad_shard_b); },
@@ -287,6 +309,22 @@ void root_post_backward(Ledger& l, const StageInputs& in, const Sizes& z) {
     l.add(&MemoryComponents::grads, "grads", [&] { return fmt::format("sharded gradients of every block{} ({} B/param)", z.split ? " and the head unit" : "", z.grad_shard_b); },
           blocks_reduced);
   const char* unit = z.split ? "embedding unit" : "root unit";
+  if (z.mtp_embed_grad > 0) {
+    // MTP's use (torchtitan_mtp): the embedding's backward ends by adding its two gradients, the held one, the new
+    // one and their sum alive together with the gathered unit, before its post-backward reshards it and copies the sum
+    // into the reduce-scatter input (less than this); block 0's reduce-scatter input is still in flight.
+    l.add(&MemoryComponents::params, "params", text("gathered embedding unit (bf16)"), z.embed_unit * z.a);
+    l.add(&MemoryComponents::grads, "grads",
+          text("the embedding's gradients from the MTP modules' use and the main one, and their sum (bf16)"),
+          3 * z.mtp_embed_grad);
+    if (!in.keeps_unsharded_grads)
+      l.add(&MemoryComponents::grads, "grads", [&] { return fmt::format("the first block's gradients as reduce-scatter input in flight ({} B/param)", z.reduce_b); },
+            z.block * z.reduce_b);
+    if (z.in_flight > 1) add_block_activations(l, in, z, 0);
+    add_common(l, in, z);
+    add_reduce_stream_reserve(l, z, shards + blocks_reduced);
+    return;
+  }
   if (!in.keeps_unsharded_grads)
     l.add(&MemoryComponents::grads, "grads", [&] { return fmt::format("{} gradients (bf16)", unit); }, last * z.a);
   l.add(&MemoryComponents::grads, "grads", [&] { return fmt::format("{} gradients as reduce-scatter input ({} B/param)", unit, z.reduce_b); },
@@ -307,15 +345,19 @@ void root_post_backward(Ledger& l, const StageInputs& in, const Sizes& z) {
 // activations; nothing is prefetched yet.
 void head_post_backward(Ledger& l, const StageInputs& in, const Sizes& z) {
   const double shards = add_states(l, in, z, false);
-  add_gathered(l, in, z, z.zero3 ? 0 : z.layers, {!z.zero3, false});
+  add_gathered(l, in, z, z.zero3 ? 0 : z.layers, {!z.zero3 || z.mtp_embed_grad > 0, false});
+  add_mtp_embedding_grad(l, z);
   l.add(&MemoryComponents::params, "params", text("final norm and LM head unit gathered again for the norm's backward: all-gather output and unsharded parameters (bf16)"),
         2 * z.head_unit * z.a);
   const bool fresh = !in.keeps_unsharded_grads && z.accum <= 1;
-  const double head_shard = fresh ? z.head_unit / z.n * z.grad_shard_b : 0;
-  l.add(&MemoryComponents::grads, "grads", [&] { return fmt::format("final norm and LM head sharded gradients ({} B/param)", z.grad_shard_b); },
+  // The MTP layers' units (torchtitan_mtp) ran their backward and post-backward between the LM head's and the
+  // norm's: their shards exist, and their reduce-scatter input is the one in flight (its post-backward waited for the
+  // head's and released that input).
+  const double head_shard = fresh ? (z.head_unit + z.mtp_unit) / z.n * z.grad_shard_b : 0;
+  l.add(&MemoryComponents::grads, "grads", [&] { return fmt::format("final norm and LM head{} sharded gradients ({} B/param)", z.mtp_unit > 0 ? " and MTP layers'" : "", z.grad_shard_b); },
         head_shard);
-  l.add(&MemoryComponents::grads, "grads", [&] { return fmt::format("LM head gradients as reduce-scatter input ({} B/param)", z.reduce_b); },
-        z.head_unit * z.reduce_b);
+  l.add(&MemoryComponents::grads, "grads", [&] { return fmt::format("{} gradients as reduce-scatter input ({} B/param)", z.mtp_unit > 0 ? "the MTP layers'" : "LM head", z.reduce_b); },
+        (z.mtp_unit > 0 ? z.mtp_unit : z.head_unit) * z.reduce_b);
   add_block_activations(l, in, z, z.layers);
   add_common(l, in, z);
   add_reduce_stream_reserve(l, z, shards + head_shard);
@@ -479,9 +521,11 @@ MomentParts moment_parts(const ModelSpec& m, const Strategy& s, const FrameworkT
       const double chunks = static_cast<double>(fw.loss_chunks);
       p.logits_forward /= chunks, p.logits_backward /= chunks, p.logits_cached /= chunks;
     }
-    // The MTP modules' cross-entropies keep theirs from the forward to the backward (activations.hpp).
+    // The MTP modules' cross-entropies keep theirs from the forward to the backward (activations.hpp); under
+    // torchtitan's MTP the forward holds every depth's logits too.
     const double mtp = mtp_loss_saved_bytes(m, s, fw);
-    p.logits_forward += mtp, p.logits_backward += mtp;
+    p.logits_forward += fw.torchtitan_mtp ? mtp_loss_forward_bytes(m, s, fw) : mtp;
+    p.logits_backward += mtp;
     p.last_extra = last_stage_extra_bytes(m, s, fw);
   }
   // Under keep_all_gathered the simulator gathers each unit at its first forward and keeps it (StepPlan::gathers_once).
@@ -520,8 +564,12 @@ MomentParts moment_parts(const ModelSpec& m, const Strategy& s, const FrameworkT
   p.end_units = z.split;
   if (z.split) {
     p.gathered_head_unit = z.head_unit * z.a;
-    p.head_unit_reduce_input = z.head_unit * z.reduce_b;
-    p.head_unit_sharded_grads = z.head_unit * z.grad_shard_b / z.n;
+    // The MTP layers' units reduce right after the head unit, before the norm's backward (head_post_backward).
+    p.head_unit_reduce_input = (z.mtp_unit > 0 ? z.mtp_unit : z.head_unit) * z.reduce_b;
+    p.head_unit_sharded_grads = (z.head_unit + z.mtp_unit) * z.grad_shard_b / z.n;
+    p.mtp_embed_grad = z.mtp_embed_grad;
+    p.gathered_mtp_unit = z.zero3 ? 0 : z.mtp_unit * z.a;
+    p.mtp_embed_gathered = z.mtp_embed_grad > 0 && z.zero3 ? z.embed_unit * z.a : 0;
   }
   p.optimizer_temps = z.local * fw.optimizer_temp_bytes_per_param;
   p.allocator_reserve = z.reserve.total();

@@ -81,6 +81,10 @@ struct MomentParts {
   // input and shard are then the embedding unit's; the [final norm, LM head] unit's below (head_post_backward).
   bool end_units = false;
   double gathered_head_unit = 0, head_unit_reduce_input = 0, head_unit_sharded_grads = 0;
+  // FrameworkTraits::torchtitan_mtp: from the MTP's backward (before the norm's) to the embedding's, its gradient
+  // from the MTP's use and, under ZeRO-3, the embedding unit gathered again early; the embedding's backward adds a sum.
+  double mtp_embed_grad = 0, mtp_embed_gathered = 0;
+  double gathered_mtp_unit = 0;  // ... and its MTP layers' units, gathered from their forward to their backward (ZeRO-2)
   double block_reduce_input = 0, root_reduce_input = 0;    // reduce-scatter inputs in the reduce dtype
   double block_sharded_grads = 0, root_sharded_grads = 0;  // appear with the unit's first reduce-scatter
   double accumulated_block = 0, accumulated_root = 0;      // no_sync: unsharded gradients kept across micro-batches

@@ -159,6 +159,11 @@ Sizes sizes_of(const StageInputs& in) {
   if (st.last) z.head_grad_params = static_cast<double>(st.lm_head > 0 ? st.lm_head : st.embedding);
   z.split = fsdp_end_units_split(s, in.fw, st);
   if (z.split) z.embed_unit = static_cast<double>(st.embedding), z.head_unit = z.root - z.embed_unit;
+  if (z.split && in.fw.torchtitan_mtp && st.mtp > 0) {
+    z.mtp_unit = static_cast<double>(st.mtp);
+    z.head_unit -= z.mtp_unit;
+    if (st.first) z.mtp_embed_grad = z.embed_unit * z.a;
+  }
   // FrameworkTraits::embedding_grad_full_vocab_under_tp: the first stage's accumulated embedding gradient holds every
   // TP rank's rows, tp times its own shard (learned positions are replicated anyway).
   if (st.first && s.tp > 1 && in.keeps_unsharded_grads && in.fw.embedding_grad_full_vocab_under_tp)

@@ -49,6 +49,10 @@ struct Sizes {
   double embed_unit = 0, head_unit = 0;
   double last_unit() const { return split ? embed_unit : root; }  // the unit reduced last: root or embedding
   double embedding_grad_extra = 0;  // no_sync under DTensor TP: the embedding gradient's other TP ranks' rows
+  // FrameworkTraits::torchtitan_mtp with MTP modules on the stage: the MTP layers' parameters (not in head_unit),
+  // and the embedding's gradient from their use, held (with the gathered unit) from the MTP's backward to the
+  // embedding's last (embed_unit · a; 0 otherwise).
+  double mtp_unit = 0, mtp_embed_grad = 0;
   double down_params = 0;  // the MLP's output projection: the first weight gradient of a block's backward
   bool zero3 = false;
   bool keep_all_gathered = false;  // torchtitan under PP: every unit gathered from first forward to last backward

@@ -59,6 +59,9 @@ void use_moment_parts(StageCosts& sc, const MomentParts& mp, const FrameworkTrai
   sc.gathered_head_unit = mp.gathered_head_unit;
   sc.head_unit_reduce_input = mp.head_unit_reduce_input;
   sc.head_unit_sharded_grads = mp.head_unit_sharded_grads;
+  sc.mtp_embed_grad = mp.mtp_embed_grad;
+  sc.mtp_embed_gathered = mp.mtp_embed_gathered;
+  sc.gathered_mtp_unit = mp.gathered_mtp_unit;
   sc.unit_grads = mp.accumulated_block;  // no_sync only (0 otherwise)
   sc.root_grads = mp.accumulated_root;
   sc.allocator_reserve = mp.allocator_reserve;

@@ -224,6 +224,7 @@ void StageBuilder::forward(int32_t mb, int32_t chunk) {
     if (mb == 0) e_.add_dep(op, param_gather_for(c_.embed_params + static_cast<double>(c_.layers()) * c_.block_params));
     e_.alloc_at_start(op, MemKind::boundary_activations, c_.last_extra);
     e_.alloc_at_start(op, MemKind::logits, c_.logits);
+    e_.alloc_at_start(op, root_kind(), c_.gathered_mtp_unit);  // the MTP layers run with the head (ZeRO-2: kept)
     module_gathered(op, c_.gathered_head);
     out = op;
   }
@@ -249,9 +250,16 @@ void StageBuilder::backward(int32_t mb, int32_t chunk, bool input_only) {
     e_.alloc_at_start(a, MemKind::cached_free, c_.logits_cached);
     e_.free_at_end(b, MemKind::cached_free, c_.logits_cached);
     alloc_root_grads(a);
+    e_.free_at_end(b, root_kind(), c_.gathered_mtp_unit);  // resharded at the MTP layers' post-backward
     module_gathered(a, b, c_.gathered_head);
     if (c_.transient_root_grads > 0) e_.alloc_at_start(a, MemKind::root_grads, c_.transient_root_grads);
     if (units() && c_.end_units) out = head_unit_backward(b, mb, chunk, sync);
+    // The MTP layers' backward (inside the head's) reaches the embedding: its gradient from that use waits for the main
+    // use's, and under ZeRO-3 the unit is gathered again now, not at block 0 (StageCosts::mtp_embed_grad).
+    if (holds_mtp_embedding()) {
+      e_.alloc_at_start(out, root_kind(), c_.mtp_embed_gathered);
+      e_.alloc_at_start(out, MemKind::working_grads, c_.mtp_embed_grad);
+    }
   }
   int32_t embed_gather = kNone;  // the embedding unit gathered again for its backward (StageCosts::end_units)
   int32_t unit_grads_before = kNone;  // transient_unit_grads: the previous block's bucket, freed with this block
@@ -279,7 +287,7 @@ void StageBuilder::backward(int32_t mb, int32_t chunk, bool input_only) {
     if (first_chunk && l == 0 && units() && c_.end_units && c_.reshard_after_forward) {
       embed_gather = e_.add_op(st_.gather, OpKind::gather_root, c_.gather_root, mb);
       e_.add_dep(embed_gather, issued_after);
-      e_.alloc_at_start(embed_gather, root_kind(), c_.gathered_root);
+      if (!holds_mtp_embedding()) e_.alloc_at_start(embed_gather, root_kind(), c_.gathered_root);
     }
     const double copy = regather ? c_.copy_block : 0;
     // Two halves under TP, each followed by its TP collectives (as the forward); the weight gradients come in both.
@@ -330,6 +338,12 @@ void StageBuilder::backward(int32_t mb, int32_t chunk, bool input_only) {
     if (!c_.last) alloc_root_grads(a);
     module_gathered(a, b, c_.gathered_embed);
     if (c_.moments) fsdp_.embed_backward(a);
+    if (holds_mtp_embedding()) {
+      // The two uses' gradients summed (under no_sync the new one is a temporary too), the held one freed after.
+      const double sum = c_.mtp_embed_grad * (plan_.keeps_unsharded_grads ? 2 : 1);
+      e_.alloc_at_start(a, MemKind::working_grads, sum);
+      e_.free_at_end(b, MemKind::working_grads, sum + c_.mtp_embed_grad);
+    }
     out = b;
   }
   if (unit_grads_before != kNone) e_.free_at_end(out, MemKind::unit_grads, c_.transient_unit_grads);

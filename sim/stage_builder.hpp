@@ -67,6 +67,8 @@ class StageBuilder {
   // FSDP moments count gathered units as parameters (planner/memory_moments.hpp), the others as buffers.
   MemKind block_kind() const { return c_.moments ? MemKind::gathered_weights : MemKind::gathered_block; }
   MemKind root_kind() const { return c_.moments ? MemKind::gathered_weights : MemKind::gathered_root; }
+  // The embedding unit's MTP use held through the backward (StageCosts::mtp_embed_grad): FSDP2 units, ends of their own.
+  bool holds_mtp_embedding() const { return c_.mtp_embed_grad > 0 && c_.moments && units() && c_.end_units; }
   // Whether this micro-batch's forward gathers the units, and whether its backward frees them again.
   bool gathers_in(int32_t mb) const { return !plan_.gathers_once || mb == 0; }
   bool frees_after_backward(int32_t mb) const { return !plan_.gathers_once || mb == plan_.micro_batches - 1; }

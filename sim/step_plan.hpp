@@ -92,6 +92,10 @@ struct StageCosts {
   bool end_units = false;
   double gather_head_unit = 0, copy_head_unit = 0, reduce_head_unit = 0;  // seconds
   double gathered_head_unit = 0, head_unit_reduce_input = 0, head_unit_sharded_grads = 0;
+  // The embedding's MTP use (planner/framework.hpp torchtitan_mtp): its gradient held from the MTP's backward to
+  // the embedding's, where the two are summed; under ZeRO-3 the unit gathered from then on (= gathered_root).
+  double mtp_embed_grad = 0, mtp_embed_gathered = 0;
+  double gathered_mtp_unit = 0;  // the MTP layers' units under ZeRO-2: gathered from the head's forward to its backward
   double allocator_reserve = -1;       // moments: the caching allocator's reserve in bytes (planner/allocator_reserve.hpp);
                                        // negative: the framework's fraction of what is allocated
   int64_t layers() const {

@@ -78,4 +78,18 @@ inline Strategy case_strategy(const nlohmann::json& c) {
   return s;
 }
 
+// torchtitan's FSDP2 over `ranks` data-parallel ranks, one micro-batch a step, bf16 parameters and fp32 reductions.
+inline Strategy titan_strategy(int64_t ranks, int zero, Recompute rc, int64_t seq) {
+  Strategy s;
+  s.framework = Framework::torchtitan;
+  s.precision = Precision::amp_bf16;
+  s.gpus = s.dp = ranks;
+  s.zero = zero;
+  s.recompute = rc;
+  s.seq = seq;
+  s.micro_batch = 1;
+  s.global_batch = ranks;
+  return s;
+}
+
 }  // namespace shardplan::test

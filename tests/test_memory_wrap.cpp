@@ -25,18 +25,7 @@ using test::presets;
 
 namespace {
 
-Strategy titan(int64_t ranks, int zero, Recompute rc, int64_t seq) {
-  Strategy s;
-  s.framework = Framework::torchtitan;
-  s.precision = Precision::amp_bf16;
-  s.gpus = s.dp = ranks;
-  s.zero = zero;
-  s.recompute = rc;
-  s.seq = seq;
-  s.micro_batch = 1;
-  s.global_batch = ranks;
-  return s;
-}
+Strategy titan(int64_t ranks, int zero, Recompute rc, int64_t seq) { return test::titan_strategy(ranks, zero, rc, seq); }
 
 Strategy root_wrapped(Strategy s) {
   s.end_units_own = false;

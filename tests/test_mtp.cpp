@@ -167,29 +167,27 @@ TEST_SUITE("multi-token prediction") {
   }
 
   TEST_CASE("the CLI: --mtp-layers overrides the model; refusals are one error line and exit 2") {
-    using test::is_one_error_line;
-    using test::run_cli;
-    const std::string base = "predict --preset deepseek-v3 --cluster gb200-nvl72-superpod --gpus 256 --framework torchtitan "
-                             "--ep 8 --recompute full ";
-    for (const std::string args : {base + "--pp 8", base + "--cp 2 --seq 8192", base + "--loss chunked",
-                                   base + "--mtp-layers -1", base + "--mtp-layers 65"}) {
-      CAPTURE(args);
-      const auto r = run_cli(args);
-      CHECK(r.exit_code == 2);
-      CHECK(is_one_error_line(r));
+    // One shell for the runs (CONTRIBUTING.md, Tests): stdout and stderr together in each result's `out`.
+    const std::string base = "predict --preset deepseek-v3 --cluster gb200-nvl72-superpod --gpus 256 --ep 8 "
+                             "--recompute full ";
+    const auto runs = test::run_cli_batch(
+        base, {"--framework torchtitan --pp 8", "--framework torchtitan --cp 2 --seq 8192",
+               "--framework torchtitan --loss chunked", "--framework torchtitan --mtp-layers -1",
+               "--framework torchtitan --mtp-layers 65", "--framework torchtitan --pp 8 --mtp-layers 0 --format json",
+               "--framework torchtitan --mtp-layers 2 --format json", "--framework torchtitan --format json",
+               "--framework megatron --pp 8 --format json"});
+    REQUIRE(runs.size() == 9);
+    for (size_t i = 0; i < 5; ++i) {
+      CAPTURE(i);
+      CAPTURE(runs[i].out);
+      CHECK(runs[i].exit_code == 2);
+      CHECK(runs[i].out.rfind("error: ", 0) == 0);
+      CHECK(runs[i].out.find('\n') == runs[i].out.size() - 1);
     }
-    const auto ok = run_cli(base + "--pp 8 --mtp-layers 0 --format json");
-    REQUIRE(ok.exit_code == 0);
-    CHECK(nlohmann::json::parse(ok.out).at("model").at("mtp_params").get<int64_t>() == 0);
-    const auto two = run_cli(base + "--mtp-layers 2 --format json");
-    REQUIRE(two.exit_code == 0);
-    const auto one = run_cli(base + "--format json");
-    REQUIRE(one.exit_code == 0);
-    CHECK(nlohmann::json::parse(two.out).at("model").at("mtp_params").get<int64_t>() ==
-          2 * nlohmann::json::parse(one.out).at("model").at("mtp_params").get<int64_t>());
-    // Megatron-Core pipelines MTP (its layers on the last stage).
-    CHECK(run_cli("predict --preset deepseek-v3 --cluster gb200-nvl72-superpod --gpus 256 --framework megatron --pp 8 "
-                  "--ep 8 --recompute full")
-              .exit_code == 0);
+    for (size_t i = 5; i < 9; ++i) REQUIRE(runs[i].exit_code == 0);
+    auto mtp_params = [&](size_t i) { return nlohmann::json::parse(runs[i].out).at("model").at("mtp_params").get<int64_t>(); };
+    CHECK(mtp_params(5) == 0);
+    CHECK(mtp_params(6) == 2 * mtp_params(7));
+    CHECK(mtp_params(8) == mtp_params(7));  // Megatron-Core pipelines MTP (its layers on the last stage)
   }
 }

@@ -35,7 +35,7 @@ def shape(name):
     return f"bench/torch/shapes/{name}.yaml"
 
 
-def case(model, impl, ranks, zero, recompute, seq, mb=1, tp=1, hsdp=0, ga=1, wrap="blocks", cp=1, kv="grouped"):
+def case(model, impl, ranks, zero, recompute, seq, mb=1, tp=1, hsdp=0, ga=1, wrap="blocks", cp=1, kv="grouped", mtp=0):
     c = {"model": model, "impl": impl, "ranks": ranks, "zero": zero, "recompute": recompute, "seq": seq,
          "micro_batch": mb}
     if wrap != "blocks":
@@ -50,6 +50,8 @@ def case(model, impl, ranks, zero, recompute, seq, mb=1, tp=1, hsdp=0, ga=1, wra
         c["cp"] = cp  # torch's ring attention under context_parallel (cp_plan.py); FSDP over dp_shard × cp
     if kv != "grouped":
         c["kv"] = kv  # K/V copied to every query head before SDPA (torchtitan until 2026-01)
+    if mtp:
+        c["mtp"] = mtp  # torchtitan's multi-token-prediction modules (models.py MTPBlock; --mtp-layers)
     return c
 
 
@@ -162,6 +164,25 @@ def partial_cases():
     return cases
 
 
+def mtp_cases():
+    """torchtitan's multi-token prediction (torchtitan/models/deepseek_v3/mtp.py since 2026-08-11: MTPDecoder, MTPLoss,
+    each MTP layer an FSDP unit of its own in torchtitan's wrapping; no pipeline or CP), on a Llama 3 8B trunk with one
+    or two modules: ZeRO-2 and 3, no, full and selective checkpointing (which torchtitan does not apply to the MTP
+    layers), seq 2048 to 8192, a 70B (reports/fsdp2-memory-mtp.md)."""
+    cases = []
+    for seq in (2048, 8192):
+        for zero in (3, 2):
+            for rc in ("none", "full"):
+                cases.append(case("llama3-8b", "titan", 8, zero, rc, seq, wrap="titan", mtp=1))
+    cases += [case("llama3-8b", "titan", 8, 3, "selective", 4096, wrap="titan", mtp=1),
+              case("llama3-8b", "titan", 8, 3, "full", 4096, wrap="titan", mtp=2),
+              case("llama3-8b", "titan", 8, 3, "none", 2048, 2, wrap="titan", mtp=1),
+              case("llama3-8b", "titan", 8, 3, "selective", 4096, ga=2, wrap="titan", mtp=1),
+              case(shape("llama3.2-1b"), "titan", 8, 3, "none", 4096, 2, wrap="titan", mtp=1),
+              case("llama3-70b", "titan", 64, 3, "full", 8192, wrap="titan", mtp=1)]
+    return cases
+
+
 def quick_cases():
     return [case("llama3-8b", "hf", 8, 3, "none", 2048), case("llama3-8b", "titan", 8, 2, "full", 2048)]
 
@@ -174,6 +195,7 @@ def case_id(c) -> str:
     ga += f'-w{c["wrap"]}' if c.get("wrap", "blocks") != "blocks" else ""
     tp += f'-cp{c["cp"]}' if c.get("cp", 1) > 1 else ""
     ga += f'-kv{c["kv"]}' if c.get("kv", "grouped") != "grouped" else ""
+    ga += f'-mtp{c["mtp"]}' if c.get("mtp") else ""
     return f'{m}-{c["impl"]}-n{c["ranks"]}{tp}-z{c["zero"]}-{c["recompute"]}-s{c["seq"]}-b{c["micro_batch"]}{ga}'
 
 
@@ -235,7 +257,8 @@ def predict_cmd(shardplan, c, resolve=True):
             "--gpu", "h100-sxm", *(["--tp", str(c["tp"])] if c.get("tp", 1) > 1 else []),
             *(["--cp", str(c["cp"])] if c.get("cp", 1) > 1 else []),
             *(["--attention-kv", c["kv"]] if c.get("kv", "grouped") != "grouped" else []),
-            *(["--hsdp", str(c["hsdp"])] if c.get("hsdp") else []), *end_units(c), "--format", "json"]
+            *(["--hsdp", str(c["hsdp"])] if c.get("hsdp") else []),
+            *(["--mtp-layers", str(c["mtp"])] if c.get("mtp") else []), *end_units(c), "--format", "json"]
 
 
 def measure(shardplan, c, tmp, results_dir, reuse, timeout):
@@ -248,7 +271,7 @@ def measure(shardplan, c, tmp, results_dir, reuse, timeout):
            "--seq", str(c["seq"]), "--micro-batch", str(c["micro_batch"]), "--tp", str(c.get("tp", 1)),
            "--hsdp", str(c.get("hsdp", 0)), "--grad-accum", str(c.get("grad_accum", 1)),
            "--wrap", c.get("wrap", "blocks"), "--cp", str(c.get("cp", 1)), "--kv", c.get("kv", "grouped"),
-           "--out", out]
+           "--mtp", str(c.get("mtp", 0)), "--out", out]
     t0 = time.time()
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     if r.returncode != 0:
@@ -370,13 +393,15 @@ def short(c) -> str:
     ga += f' wrap {c["wrap"]}' if c.get("wrap", "blocks") != "blocks" else ""
     tp += f' CP{c["cp"]}' if c.get("cp", 1) > 1 else ""
     ga += f' K/V {c["kv"]}' if c.get("kv", "grouped") != "grouped" else ""
+    ga += f' MTP {c["mtp"]}' if c.get("mtp") else ""
     return f'{m} {c["impl"]} N={c["ranks"]}{tp} Z{c["zero"]} {c["recompute"]} s{c["seq"]} b{c["micro_batch"]}{ga}'
 
 
 def render(rows, argv, started, seconds, case_set="default") -> str:
     title = {"outside": "FSDP2 (and × TP) memory on shapes outside the default table",
              "tp": "FSDP2 × TP memory", "wrap": "torchtitan's FSDP2 wrapping since July 2025",
-             "cp": "FSDP2 × context parallelism memory"}.get(case_set, "FSDP2 memory")
+             "cp": "FSDP2 × context parallelism memory",
+             "mtp": "torchtitan's multi-token prediction under FSDP2"}.get(case_set, "FSDP2 memory")
     lines = [f"# {title}: PyTorch's allocations against `shardplan predict`", "",
              "Generated by `bench/torch/compare.py` (issue 15, item 1). Command:", "",
              "```", " ".join(shlex.quote(a) for a in argv), "```", "",
@@ -472,7 +497,7 @@ def find_shardplan():
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--shardplan", default=find_shardplan(), help="the shardplan binary (default build/shardplan)")
-    ap.add_argument("--cases", choices=["default", "quick", "tp", "outside", "wrap", "cp", "partial"],
+    ap.add_argument("--cases", choices=["default", "quick", "tp", "outside", "wrap", "cp", "partial", "mtp"],
                     default="default")
     ap.add_argument("--only", default="", help="run only the cases whose id contains this text")
     ap.add_argument("--results", help="folder for each case's JSON (default: a temporary folder)")
@@ -486,7 +511,7 @@ def main(argv=None) -> int:
         return 2
     started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M")
     cases = {"default": default_cases, "quick": quick_cases, "tp": tp_cases, "outside": outside_cases,
-             "wrap": wrap_cases, "cp": cp_cases, "partial": partial_cases}[args.cases]()
+             "wrap": wrap_cases, "cp": cp_cases, "partial": partial_cases, "mtp": mtp_cases}[args.cases]()
     cases = [c for c in cases if args.only in case_id(c)]
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -496,8 +521,9 @@ def main(argv=None) -> int:
             meas = measure(args.shardplan, c, tmp, results, args.reuse, args.timeout)
             r = subprocess.run(predict_cmd(args.shardplan, c), capture_output=True, text=True, check=True)
             pred = json.loads(r.stdout)
-            if pred["model"]["params"] != meas["model"]["params"]:
-                print(f"warning: {case_id(c)}: shardplan counts {pred['model']['params']} parameters, the built "
+            counted = pred["model"]["params"] + pred["model"].get("mtp_params", 0)  # the MTP modules built too
+            if counted != meas["model"]["params"]:
+                print(f"warning: {case_id(c)}: shardplan counts {counted} parameters, the built "
                       f"model {meas['model']['params']}", file=sys.stderr)
             peak = meas["peak"]
             logits = peak["moment"]["logits"] if peak["moment"] else 0

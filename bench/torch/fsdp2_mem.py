@@ -363,6 +363,8 @@ def parse_args(argv):
     p.add_argument("--optimizer", choices=["foreach", "fused", "for-loop"], default="foreach",
                    help="AdamW implementation (foreach: PyTorch's default on CUDA)")
     p.add_argument("--layers", type=int, default=0, help="override the shape's layer count (small checks)")
+    p.add_argument("--mtp", type=int, default=-1, help="titan: multi-token-prediction modules (torchtitan's "
+                   "MTPDecoder and MTPLoss; -1: the model YAML's mtp_layers)")
     p.add_argument("--grad-accum", type=int, default=1, help="micro-batches per optimizer step; FSDP2 reduces "
                    "each one's gradients as torchtitan's train step does (no set_requires_gradient_sync)")
     p.add_argument("--hsdp", type=int, default=0, help="hybrid sharding: shard within groups of N ranks, replicate "
@@ -386,6 +388,11 @@ def run(args) -> dict:
         raise ValueError(f"{flag}: {path} lacks or mistypes the field {e}") from e
     if args.layers:
         shape.layers = args.layers
+    if args.mtp >= 0:
+        shape.mtp_layers = args.mtp
+    if shape.mtp_layers and (args.impl != "titan" or args.tp > 1 or args.cp > 1):
+        raise ValueError("MTP modules need --impl titan, --tp 1 and --cp 1 (torchtitan's MTP refuses CP; this "
+                         "harness's TP plan has no MTP layer)")
     models.check_shape(shape)
     impl = models.Impl(args.impl, shape, args.seq, kv_repeated=args.kv == "repeated")
     tp, cp = args.tp, args.cp

@@ -42,6 +42,7 @@ class Shape:
     max_positions: int = 0  # learned position table rows (0: the case's seq)
     rope_theta: float = 500000.0
     norm_eps: float = 1e-5
+    mtp_layers: int = 0  # multi-token-prediction modules (torchtitan's MTPDecoder; titan only)
 
     def hd(self) -> int:
         return self.head_dim or self.hidden // self.heads
@@ -59,7 +60,7 @@ def shape_from_yaml(path: str) -> Shape:
                  position=y.get("position", "rotary"), tied_embeddings=bool(y.get("tied_embeddings", False)),
                  qkv_bias=bool(y.get("qkv_bias", False)), out_bias=bool(y.get("out_bias", False)),
                  norm_bias=bool(y.get("norm_bias", False)), max_positions=int(y.get("seq", 0)) if
-                 y.get("position") == "learned" else 0)
+                 y.get("position") == "learned" else 0, mtp_layers=int(y.get("mtp_layers", 0)))
 
 
 def shape_from_hf_config(path: str) -> Shape:
@@ -195,6 +196,21 @@ class Block(nn.Module):
         return h + self.feed_forward(self.ffn_norm(h))
 
 
+class MTPBlock(Block):
+    """torchtitan/models/deepseek_v3/mtp.py MTPTransformerBlock: eh_proj(cat(enorm(shifted embedding),
+    hnorm(previous hidden))), one transformer block, mtp_norm."""
+
+    def __init__(self, s: Shape, seq: int, kv_repeated: bool = False):
+        super().__init__(s, seq, kv_repeated)
+        self.enorm, self.hnorm, self.mtp_norm = make_norm(s), make_norm(s), make_norm(s)
+        self.eh_proj = nn.Linear(2 * s.hidden, s.hidden, bias=False)
+
+    def forward(self, embed, prev, valid):  # valid: [B, S] 1 where the shifted token exists
+        prev = prev * valid.unsqueeze(-1).to(prev.dtype)
+        h = self.eh_proj(torch.cat([self.enorm(embed), self.hnorm(prev)], dim=-1))
+        return self.mtp_norm(super().forward(h))
+
+
 class TitanDecoder(nn.Module):
     def __init__(self, s: Shape, seq: int, kv_repeated: bool = False):
         super().__init__()
@@ -203,6 +219,8 @@ class TitanDecoder(nn.Module):
             self.pos_embeddings = nn.Embedding(s.max_positions or seq, s.hidden)
         self.layers = nn.ModuleDict({str(i): Block(s, seq, kv_repeated) for i in range(s.layers)})
         self.norm = make_norm(s)
+        if s.mtp_layers:
+            self.mtp_layers = nn.ModuleList([MTPBlock(s, seq, kv_repeated) for _ in range(s.mtp_layers)])
         self.lm_head = nn.Linear(s.hidden, s.vocab, bias=False)
         if s.tied_embeddings:
             self.lm_head.weight = self.tok_embeddings.weight
@@ -213,7 +231,18 @@ class TitanDecoder(nn.Module):
             h = h + self.pos_embeddings(torch.arange(tokens.shape[1], device=tokens.device))
         for layer in self.layers.values():
             h = layer(h)
-        return self.lm_head(self.norm(h))
+        if not hasattr(self, "mtp_layers"):
+            return self.lm_head(self.norm(h))
+        # MTPDecoder.forward: the main output, then each depth from the previous depth's pre-norm hidden states and
+        # the embedding of the tokens `depth` ahead (roll_mtp_sequence); the head applied to every output.
+        prev, outputs = h, [self.norm(h)]
+        for depth, layer in enumerate(self.mtp_layers, 1):
+            shifted = torch.roll(tokens, -depth, dims=1)
+            valid = torch.ones_like(tokens)
+            valid[:, -depth:] = 0
+            prev = layer(self.tok_embeddings(shifted), prev, valid)
+            outputs.append(prev)
+        return [self.lm_head(out) for out in outputs]
 
 
 def share_rope_tables(model: nn.Module) -> None:
@@ -302,7 +331,12 @@ class Impl:
             # the output object (holding the bf16 logits) is dropped as a training loop's `.loss` does.
             return model(input_ids=tokens, labels=labels, use_cache=False).loss
         logits = model(tokens)
-        loss = titan_loss(logits, labels)
+        if isinstance(logits, list):  # mtp.py MTPLoss: the main loss plus mtp_scale × the depths' mean
+            loss = titan_loss(logits[0], labels)
+            depths = sum(titan_loss(out, torch.roll(labels, -d, dims=1)) for d, out in enumerate(logits[1:], 1))
+            loss = loss + 0.3 * depths / (len(logits) - 1)
+        else:
+            loss = titan_loss(logits, labels)
         del logits  # torchtitan's train step: `del pred` before backward
         return loss
 

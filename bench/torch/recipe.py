@@ -90,6 +90,12 @@ def apply_fsdp(impl, model, mesh, zero: int, wrap: str) -> int:
     for block in impl.block_container(model).children():
         fully_shard(block, mesh=mesh, mp_policy=mp, reshard_after_forward=reshard)
         units += 1
+    # torchtitan/models/deepseek_v3/mtp.py apply_fsdp_to_mtp_decoder: each MTP layer a unit as the blocks (wrap titan,
+    # torchtitan's wrapping since MTP exists); with wrap blocks they stay in the root.
+    if wrap == "titan":
+        for layer in getattr(model, "mtp_layers", []):
+            fully_shard(layer, mesh=mesh, mp_policy=mp, reshard_after_forward=reshard)
+            units += 1
     fully_shard(model, mesh=mesh, mp_policy=mp, reshard_after_forward=None if reshard else False)
     return units + 1
 
