@@ -237,7 +237,7 @@ void add_activations(Ledger& l, const StageInputs& in) {
   // backward has run, the head's before the blocks' (sim/stage_builder.cpp frees them at the head's backward).
   const double head_held = peak.loss_peaks() ? head_in_flight : std::max(0.0, head_in_flight - 1);
   if (in.stage.last && head_held > 0)
-    l.add(&MemoryComponents::activations, "activations", text("final norm and LM head inputs"),
+    l.add(&MemoryComponents::activations, "activations", memory_detail::head_inputs_text(m, in.fw, s),
           peak.head_inputs * head_held);
   if (!peak.loss_peaks()) {
     if (peak.scratch > 0)

@@ -81,6 +81,16 @@ struct LossOrBackward {
 };
 double gathered_units_for_backward(const StageInputs& in);
 LossOrBackward loss_or_backward(const StageInputs& in);
+// The last stage's extra activations (activations.hpp last_stage_extra_bytes): the final norm's and LM head's inputs,
+// and with MTP modules their blocks' saved tensors, which torchtitan never checkpoints (FrameworkTraits::torchtitan_mtp).
+inline auto head_inputs_text(const ModelSpec& m, const FrameworkTraits& fw, const Strategy& s) {
+  return [&m, &fw, &s]() -> std::string {
+    if (m.mtp_layers <= 0) return "final norm and LM head inputs";
+    const bool kept = fw.torchtitan_mtp && s.recompute != Recompute::none;
+    return std::string("final norm and LM head inputs, and the MTP modules' saved activations") +
+           (kept ? " (torchtitan checkpoints model.layers only: the MTP layers keep all of theirs)" : "");
+  };
+}
 // The saved activations of the stage's `done` last blocks for one micro-batch (freed once through their backward).
 double freed_last_blocks_bytes(const StageInputs& in, int64_t done);
 

@@ -216,7 +216,7 @@ void loss_backward(Ledger& l, const StageInputs& in, const Sizes& z) {
   if (!z.zero3)
     l.add(&MemoryComponents::params, "params", text("gathered MTP layers (bf16)"), z.mtp_unit * z.a);
   add_block_activations(l, in, z, z.layers);
-  l.add(&MemoryComponents::activations, "activations", text("final norm and LM head inputs"),
+  l.add(&MemoryComponents::activations, "activations", head_inputs_text(m, in.fw, s),
         last_stage_extra_bytes(m, s, in.fw));
   const double chunks = s.loss == LossKind::chunked ? static_cast<double>(in.fw.loss_chunks) : 1.0;
   const double elements = tokens(s) * static_cast<double>(model_padded_vocab(m)) / static_cast<double>(s.tp) / chunks;
