@@ -535,8 +535,15 @@ double last_stage_extra_bytes(const ModelSpec& m, const Strategy& s, const Frame
   return per_token * tokens_per_microbatch(s) + mtp_extra_bytes(m, s, fw);
 }
 
+namespace {
+// One micro-batch's logits on one rank: its tokens × the padded vocabulary, vocabulary-parallel over TP.
+double logit_elements(const ModelSpec& m, const Strategy& s) {
+  return tokens_per_microbatch(s) * static_cast<double>(model_padded_vocab(m)) / static_cast<double>(s.tp);
+}
+}  // namespace
+
 double logits_bytes(const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw) {
-  const double elements = tokens_per_microbatch(s) * static_cast<double>(model_padded_vocab(m)) / s.tp;
+  const double elements = logit_elements(m, s);
   // A fused cross-entropy holds the logits and their gradient, both in the compute dtype, or the logits alone where
   // the gradient overwrites them (strategy.hpp LossKind; framework.hpp fused_loss_copies).
   double bytes = s.loss == LossKind::fused
@@ -564,8 +571,7 @@ double mtp_loss_saved_bytes_per_logit(const Strategy& s) {
 
 double mtp_loss_saved_bytes(const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw) {
   if (m.mtp_layers <= 0) return 0;
-  const double elements = tokens_per_microbatch(s) * static_cast<double>(model_padded_vocab(m)) / s.tp;
-  double bytes = static_cast<double>(m.mtp_layers) * elements * mtp_loss_saved_bytes_per_logit(s);
+  double bytes = static_cast<double>(m.mtp_layers) * logit_elements(m, s) * mtp_loss_saved_bytes_per_logit(s);
   if (s.loss == LossKind::chunked) bytes /= static_cast<double>(fw.loss_chunks);
   return bytes;
 }
@@ -574,9 +580,12 @@ double mtp_loss_forward_bytes(const ModelSpec& m, const Strategy& s, const Frame
   if (m.mtp_layers <= 0 || !fw.torchtitan_mtp) return 0;
   // Each depth's logits (the compute dtype) and, eager, its loss's saved fp32 log-softmax (torchtitan refuses the
   // chunked loss with MTP: framework_support.cpp mtp_runs).
-  const double elements = tokens_per_microbatch(s) * static_cast<double>(model_padded_vocab(m)) / s.tp;
   const double per_logit = activation_dtype_bytes(s) + (s.loss == LossKind::fused ? 0.0 : 4.0);
-  return static_cast<double>(m.mtp_layers) * elements * per_logit;
+  return static_cast<double>(m.mtp_layers) * logit_elements(m, s) * per_logit;
+}
+
+double loss_logits_bytes(const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw) {
+  return logits_bytes(m, s, fw) + mtp_loss_saved_bytes(m, s, fw);
 }
 
 }  // namespace shardplan

@@ -117,5 +117,7 @@ double mtp_loss_saved_bytes_per_logit(const Strategy& s);
 // cross-entropy runs its forward (every depth's logits, kept by `pred`, and the earlier losses' saved tensors); the
 // loss's moment is the larger of that forward and the backward (mtp_loss_saved_bytes beside the main backward's).
 double mtp_loss_forward_bytes(const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw);
+// The loss's moment on the ledger path (predict and sim/ alike): logits_bytes and, beside it, mtp_loss_saved_bytes.
+double loss_logits_bytes(const ModelSpec& m, const Strategy& s, const FrameworkTraits& fw);
 
 }  // namespace shardplan

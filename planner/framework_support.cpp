@@ -497,23 +497,38 @@ bool mtp_runs(const Strategy& s, const ModelSpec& m) {
   return s.pp <= 1 && s.cp <= 1 && s.loss != LossKind::chunked;
 }
 
+namespace {
+// Which of torchtitan's MTP limits a strategy meets first: the flag, what MTP does not support, where it raises, the
+// way out.
+struct MtpLimit {
+  std::string flag;
+  const char* what;
+  const char* where;
+  const char* way_out;
+};
+
+MtpLimit mtp_limit(const Strategy& s) {
+  if (s.pp > 1)
+    return {fmt::format("--pp {}", s.pp), "pipeline parallelism", "MTPDecoder.Config.update_from_config", "--pp 1"};
+  if (s.cp > 1)
+    return {fmt::format("--cp {}", s.cp), "context parallelism", "MTPDecoder.Config.update_from_config", "--cp 1"};
+  return {"--loss chunked", "the chunked loss", "MTPDecoder.forward", "--loss standard or fused"};
+}
+}  // namespace
+
 std::string mtp_limit_reason(const Strategy& s) {
-  const bool pipeline = s.pp > 1, context = !pipeline && s.cp > 1;
+  const MtpLimit limit = mtp_limit(s);
   return fmt::format("torchtitan's MTP does not support {} (torchtitan/models/deepseek_v3/mtp.py {}); --mtp-layers 0 "
                      "trains the main model alone, as torchtitan's DeepSeek-V3 configs do by default",
-                     pipeline ? "pipeline parallelism" : context ? "context parallelism" : "the chunked loss",
-                     pipeline || context ? "MTPDecoder.Config.update_from_config" : "MTPDecoder.forward");
+                     limit.what, limit.where);
 }
 
 std::optional<std::string> mtp_refusal(const Strategy& s, const ModelSpec& m) {
   if (mtp_runs(s, m)) return std::nullopt;
-  const std::string flag = s.pp > 1   ? fmt::format("--pp {}", s.pp)
-                           : s.cp > 1 ? fmt::format("--cp {}", s.cp)
-                                      : std::string("--loss chunked");
-  const char* way_out = s.pp > 1 ? "--pp 1" : s.cp > 1 ? "--cp 1" : "--loss standard or fused";
   return fmt::format("--framework torchtitan cannot run {} with the model's {} multi-token-prediction module{}: {}; or "
                      "use {} or --framework megatron",
-                     flag, m.mtp_layers, m.mtp_layers == 1 ? "" : "s", mtp_limit_reason(s), way_out);
+                     mtp_limit(s).flag, m.mtp_layers, m.mtp_layers == 1 ? "" : "s", mtp_limit_reason(s),
+                     mtp_limit(s).way_out);
 }
 
 void apply_framework_defaults(Strategy& s, const ModelSpec& m) {

@@ -51,9 +51,7 @@ double freed_last_blocks_bytes(const StageInputs& in, int64_t done) {
 LossOrBackward loss_or_backward(const StageInputs& in) {
   LossOrBackward out;
   // The main loss's logits and, beside them, what the MTP modules' cross-entropies saved (activations.hpp).
-  out.logits = in.stage.last ? logits_bytes(in.model, in.strategy, in.fw) +
-                                   mtp_loss_saved_bytes(in.model, in.strategy, in.fw)
-                             : 0;
+  out.logits = in.stage.last ? loss_logits_bytes(in.model, in.strategy, in.fw) : 0;
   out.head_inputs = in.stage.last ? last_stage_extra_bytes(in.model, in.strategy) : 0;
   out.scratch = in.fw.block_backward_scratch ? block_backward_scratch_bytes(in.model, in.strategy) : 0;
   out.gathered_units = gathered_units_for_backward(in);

@@ -201,6 +201,11 @@ void add_mtp_embedding_grad(Ledger& l, const Sizes& z) {
         z.mtp_embed_grad);
 }
 
+// What the loss's forward holds per logit: the compute-dtype logits, under an eager loss also the fp32 upcast (none
+// for fp32 logits: .float() returns them) and log_softmax's output (10 B for bf16, reports/fsdp2-memory.md); a fused
+// loss the logits alone (strategy.hpp LossKind).
+double loss_forward_bytes_per_logit(bool fused, double a) { return fused ? a : a + (a < 4 ? 4 : 0) + 4; }
+
 void loss_backward(Ledger& l, const StageInputs& in, const Sizes& z) {
   const ModelSpec& m = in.model;
   const Strategy& s = in.strategy;
@@ -225,7 +230,7 @@ void loss_backward(Ledger& l, const StageInputs& in, const Sizes& z) {
   // torchtitan's MTP (FrameworkTraits::torchtitan_mtp): the loss's forward at its last depth can hold more than the
   // backward (every output's logits kept by `pred`); the moment is then that forward (moment_parts' logits_forward).
   const double mtp_saved = mtp_loss_saved_bytes(m, s, in.fw);
-  const double forward = elements * (fused ? z.a : z.a + (z.a < 4 ? 4 : 0) + 4) + mtp_loss_forward_bytes(m, s, in.fw);
+  const double forward = elements * loss_forward_bytes_per_logit(fused, z.a) + mtp_loss_forward_bytes(m, s, in.fw);
   const bool forward_peaks = in.fw.torchtitan_mtp && m.mtp_layers > 0 && forward > logits + mtp_saved;
   if (forward_peaks)
     l.add(&MemoryComponents::logits, "logits", [&] { return fmt::format("the loss's forward at the last of the {} MTP depths: every output's logits (`pred`), the earlier cross-entropies' saved {}", m.mtp_layers, fused ? "logits" : "fp32 log-softmax and the last one's fp32 upcast"); },
@@ -507,13 +512,12 @@ MomentParts moment_parts(const ModelSpec& m, const Strategy& s, const FrameworkT
   }
   if (st.last) {
     const double elements = tokens(s) * static_cast<double>(model_padded_vocab(m)) / static_cast<double>(s.tp);
-    // The forward holds the bf16 logits, the fp32 upcast and log_softmax's output (10 B, reports/fsdp2-memory.md);
-    // fp32 logits need no upcast (.float() returns them) and their freed block serves the fp32 gradients.
-    p.logits_forward = elements * (z.a + (z.a < 4 ? 4 : 0) + 4);
+    // fp32 logits' freed block serves the fp32 gradients: only bf16 logits leave a segment cached.
+    const bool fused = s.loss == LossKind::fused;
+    p.logits_forward = elements * loss_forward_bytes_per_logit(fused, z.a);
     p.logits_backward = elements * loss_backward_bytes_per_logit(s, fw);
     p.logits_cached = z.a < 4 ? elements * z.a : 0;
-    if (s.loss == LossKind::fused) {  // the logits alone forward; they and their gradient backward (strategy.hpp)
-      p.logits_forward = elements * z.a;
+    if (fused) {  // the logits and their gradient backward (strategy.hpp)
       p.logits_backward = elements * 2 * z.a;
       p.logits_cached = 0;
     }

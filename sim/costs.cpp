@@ -241,7 +241,7 @@ StepPlan plan_step(const ModelSpec& m, const Strategy& s, const ClusterSpec& c) 
         for (int64_t k = 0; k < n; ++k) sc.recomputed_blocks.push_back(recomputes_block(s, k, n) ? 1 : 0);
     }
     if (sp.first) sc.first_extra = first_stage_extra_bytes(m, s);
-    if (sp.last) sc.last_extra = last_stage_extra_bytes(m, s), sc.logits = logits_bytes(m, s, fw) + mtp_loss_saved_bytes(m, s, fw);
+    if (sp.last) sc.last_extra = last_stage_extra_bytes(m, s), sc.logits = loss_logits_bytes(m, s, fw);
     if (moments) {
       // The moments' own sizes, set by use_moment_parts; the block's recomputed working set is in backward_temps.
       sc.recompute_working_set = 0;

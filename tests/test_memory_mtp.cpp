@@ -109,9 +109,9 @@ TEST_SUITE("torchtitan MTP memory") {
       // The [final norm, LM head] unit holds no MTP layer; ZeRO-2 keeps the MTP layers gathered to their backward.
       CHECK(with.gathered_head_unit == doctest::Approx(without.gathered_head_unit));
       CHECK(with.gathered_mtp_unit == doctest::Approx(zero == 2 ? static_cast<double>(st.mtp) * 2 : 0.0));
-      // Megatron-Core's MTP has none of it (its embedding's gradients accumulate into main_grad as they come).
-      CHECK_FALSE(framework_traits(Framework::megatron).torchtitan_mtp);
     }
+    // Megatron-Core's MTP has none of it (no FSDP2 units; its loss runs inside the forward).
+    CHECK_FALSE(framework_traits(Framework::megatron).torchtitan_mtp);
   }
 
   TEST_CASE("torchtitan checkpoints model.layers only: its MTP layers keep every activation; Megatron's recompute") {
