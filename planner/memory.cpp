@@ -380,17 +380,6 @@ void add_runtime(Ledger& l, const StageInputs& in) {
         static_cast<double>(comms * in.fw.nccl_bytes_per_communicator));
 }
 
-void add_mtp_loss_saved(Ledger& l, const ModelSpec& m, const Strategy& s, double bytes) {
-  l.add(&MemoryComponents::logits, "logits", [&] {
-        return fmt::format("the {} MTP module{} cross-entropy, saved for {} backward ({:g} B/element: {}{})",
-                           m.mtp_layers, m.mtp_layers == 1 ? "'s" : "s'", m.mtp_layers == 1 ? "its" : "their",
-                           mtp_loss_saved_bytes_per_logit(s),
-                           s.loss == LossKind::fused ? "the logits" : "the fp32 (log-)softmax",
-                           s.loss == LossKind::chunked ? ", 1/chunks of it" : "");
-      },
-      bytes);
-}
-
 void add_fragmentation(Ledger& l, const StageInputs& in) {
   const double allocated = l.parts_.total() - l.parts_.runtime - l.parts_.fragmentation;
   l.add(&MemoryComponents::fragmentation, "fragmentation", [&] { return fmt::format("caching allocator reserve beyond allocated ({:.0f} %)", in.fw.fragmentation * 100); },

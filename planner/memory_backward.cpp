@@ -1,6 +1,9 @@
 // The first backward of a stage against its loss (memory_ledger.hpp LossOrBackward): what appears once the loss has
-// freed its logits, and what the blocks already through their backward have freed by then.
+// freed its logits, and what the blocks already through their backward have freed by then; and the loss side's item
+// for the MTP modules' saved cross-entropies, which both memory paths add.
 #include <algorithm>
+
+#include <fmt/format.h>
 
 #include "planner/activations.hpp"
 #include "planner/fp8.hpp"
@@ -86,6 +89,17 @@ LossOrBackward loss_or_backward(const StageInputs& in) {
     out.grad_units = 1;
   }
   return out;
+}
+
+void add_mtp_loss_saved(Ledger& l, const ModelSpec& m, const Strategy& s, double bytes) {
+  l.add(&MemoryComponents::logits, "logits", [&] {
+        return fmt::format("the {} MTP module{} cross-entropy, saved for {} backward ({:g} B/element: {}{})",
+                           m.mtp_layers, m.mtp_layers == 1 ? "'s" : "s'", m.mtp_layers == 1 ? "its" : "their",
+                           mtp_loss_saved_bytes_per_logit(s),
+                           s.loss == LossKind::fused ? "the logits" : "the fp32 (log-)softmax",
+                           s.loss == LossKind::chunked ? ", 1/chunks of it" : "");
+      },
+      bytes);
 }
 
 }  // namespace shardplan::memory_detail
